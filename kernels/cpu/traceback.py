@@ -1,0 +1,556 @@
+"""Traceback of one pair on the CPU: scores in linear memory, directions in one byte a cell.
+
+:func:`traceback_pair` follows :mod:`swdask.kernels.cpu.reference` to the bit: the same
+Gotoh recurrences and boundaries, the same end-cell rule, the same path tie rule and the
+same coordinates.  It is the engine behind every full alignment swdask reports; the
+score kernels find which pairs (and which end cells) deserve one.
+
+Layout and memory
+-----------------
+The DP covers a rectangle of ``rows x cols`` cells: the whole ``m x n`` matrix, or, when
+the caller already knows the end cell ``(end_i, end_j)`` from a score kernel, only the
+prefix ``end_i x end_j`` (no cell after the end can lie on the path, and the values of a
+prefix do not depend on anything outside it).
+
+- Scores: int32 rows of ``cols + 1`` cells: H of the previous and the current row, F
+  of the previous row, E, and "H before E" of the current row (see below), plus a
+  subject profile of ``alphabet x (cols + 1)`` int32 and H of the last column
+  (``rows + 1``): about ``(20 + 4 * alphabet) * cols`` bytes.  The scores are never
+  kept, only the decisions taken.
+- Directions: one uint8 per cell, C order, ``(rows + 1) x (cols + 1)`` bytes (row 0 and
+  column 0 are never read; keeping them makes the index arithmetic that of the
+  reference).  Bits of ``direction[i, j]``:
+
+  ====  =====================================================================
+  bits  meaning
+  ====  =====================================================================
+  0-1   source of H: 0 diagonal, 1 E ('D'), 2 F ('I'), 3 local stop (H == 0)
+  2     E extends ``E(i, j-1)`` (0: E opens from ``H(i, j-1)``)
+  3     F extends ``F(i-1, j)`` (0: F opens from ``H(i-1, j)``)
+  ====  =====================================================================
+
+  The ties are resolved when the bits are written, with the reference's preferences:
+  diagonal before E before F for H, opening before extending inside a gap.
+
+Each row is swept four times so that only one short chain runs serially: (1) F and the
+diagonal, which need only the row above; (2) E, whose recurrence runs along the row; (3) H;
+(4) the direction bits.  Sweeps 1, 3 and 4 vectorise (about 0.3 GCUPS on one core, two to
+three times one fused scalar sweep).
+
+A pair therefore costs about one byte per cell; :data:`MAX_TRACEBACK_CELLS` (10^9, one
+GB) bounds what :func:`align_codes` accepts.  Longer pairs belong to the tiled long-pair
+aligner, which keeps only tile borders.  Scores are exact int32: :func:`align_codes`
+refuses a pair whose scores could leave ``+-2^30`` (only absurdly long, narrow ones).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .reference import MODES, OP_DEL, OP_INS, OP_MATCH
+
+#: Mode codes of the kernels.
+LOCAL, GLOBAL, SEMIGLOBAL = 0, 1, 2
+#: The one lookup table from mode names to kernel codes.
+MODE_CODES = {"local": LOCAL, "global": GLOBAL, "semiglobal": SEMIGLOBAL}
+assert tuple(MODE_CODES) == MODES
+#: Largest direction matrix (cells, i.e. bytes) that :func:`align_codes` builds.
+MAX_TRACEBACK_CELLS = 1_000_000_000
+
+# Stands for the reference's -inf: E of column 0 and F of row 0.  Only ever lowered by one
+# gap_extend before a max() with a finite value discards it, so it cannot wrap around, and
+# it lies below every reachable score (align_codes checks |score| < 2^30 - 2^20).
+_NEG = -(1 << 30)
+
+# Reachable scores stay this far inside the sentinel.
+_SCORE_LIMIT = (1 << 30) - (1 << 20)
+
+_SRC_DIAG, _SRC_E, _SRC_F, _SRC_STOP = 0, 1, 2, 3
+_SRC_MASK = 3
+_E_EXTENDS = 4
+_F_EXTENDS = 8
+
+# ASCII of the CIGAR operations, indexed by the column kinds of summarize_path.
+_CIGAR_EQ, _CIGAR_X, _CIGAR_I, _CIGAR_D = 0, 1, 2, 3
+_CIGAR_LETTERS = np.frombuffer(b"=XID", dtype=np.uint8).copy()
+
+
+@njit(cache=True)
+def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_i, end_j):
+    """Align one pair with affine gaps and trace the path back, as the reference does.
+
+    Parameters
+    ----------
+    query, subject : numpy.ndarray of uint8
+        Residue codes (rows of ``matrix`` for the query, columns for the subject).
+    matrix : numpy.ndarray of int32, 2-D
+        Substitution scores indexed by codes.
+    gap_open, gap_extend : int
+        A gap of k residues costs ``gap_open + k * gap_extend``.
+    mode_code : int
+        :data:`LOCAL` (0), :data:`GLOBAL` (1) or :data:`SEMIGLOBAL` (2).
+    end_i, end_j : int
+        The end cell when ``end_i >= 0`` (as found by a score kernel; only the prefix
+        rectangle ``end_i x end_j`` is computed).  When ``end_i < 0`` the whole matrix is
+        computed and the end cell chosen by the reference's rule.
+
+    Returns
+    -------
+    tuple
+        ``(score, query_start, query_end, subject_start, subject_end, ops)``, with ``ops``
+        a uint8 array of ``OP_MATCH``/``OP_INS``/``OP_DEL`` in forward order.
+
+    Notes
+    -----
+    One thread, row by row: H, E and F in linear memory (int32), the decisions in a
+    ``(rows + 1) x (cols + 1)`` uint8 direction matrix (see the module docstring).  The
+    traceback then walks the direction bits from the end cell with the reference's state
+    machine: state H follows bits 0-1, states E and F follow their extend bits.  Row 0 and
+    column 0 end the walk: a global alignment emits its boundary gap there, a semiglobal
+    one stops; a local one stops earlier, at its first cell with ``H == 0``.
+
+    No size or range checks here (a kernel raises nothing useful): :func:`align_codes`
+    makes them before calling.
+    """
+    m = query.shape[0]
+    n = subject.shape[0]
+    o = np.int32(gap_open)
+    e = np.int32(gap_extend)
+    oe = np.int32(o + e)
+    local = mode_code == LOCAL
+    glob = mode_code == GLOBAL
+    if end_i >= 0:
+        rows = end_i
+        cols = end_j
+    else:
+        rows = m
+        cols = n
+
+    # Subject profile: profile[a, j] = s(a, subject[j]), so that a row reads its
+    # substitution scores contiguously (the sweeps below then vectorise).
+    n_codes = matrix.shape[0]
+    profile = np.empty((n_codes, cols + 1), dtype=np.int32)
+    for a in range(n_codes):
+        profile[a, 0] = 0
+        for j in range(cols):
+            profile[a, j + 1] = matrix[a, subject[j]]
+    h_prev = np.zeros(cols + 1, dtype=np.int32)
+    h_cur = np.zeros(cols + 1, dtype=np.int32)
+    f_row = np.full(cols + 1, _NEG, dtype=np.int32)
+    e_row = np.full(cols + 1, _NEG, dtype=np.int32)
+    # max(diagonal, F [, 0]) of the current row: H before E is known.
+    h_no_e = np.empty(cols + 1, dtype=np.int32)
+    # H of the last column, row by row: the semiglobal end may lie there.
+    last_col = np.zeros(rows + 1, dtype=np.int32)
+    direction = np.empty((rows + 1, cols + 1), dtype=np.uint8)
+    if glob:
+        for j in range(1, cols + 1):
+            h_prev[j] = -(o + j * e)
+    last_col[0] = h_prev[cols]
+    floor = np.int32(0) if local else np.int32(_NEG)
+
+    # Local end when the caller gave none: the first strict maximum in column-major order,
+    # i.e. among equal scores the smallest j, then the smallest i.  Rows are swept in
+    # increasing i, so a later row wins a tie only with a smaller j.  (0, 0) holds 0.
+    best = np.int32(0)
+    best_i = 0
+    best_j = 0
+    for i in range(1, rows + 1):
+        prow = profile[query[i - 1]]
+        h_left = np.int32(-(o + i * e)) if glob else np.int32(0)
+        h_cur[0] = h_left
+        h_no_e[0] = h_left
+        dir_row = direction[i]
+        # The row in four sweeps, so that only the E recurrence runs serially.  Numba
+        # widens int32 arithmetic to int64; the np.int32() casts keep the vector lanes
+        # 32-bit (no value leaves the int32 range, see align_codes' range check).
+        # 1. F (from the row above) and the diagonal: no dependency along the row.
+        for j in range(1, cols + 1):
+            f_val = max(np.int32(f_row[j] - e), np.int32(h_prev[j] - oe))
+            f_row[j] = f_val
+            h_no_e[j] = max(max(np.int32(h_prev[j - 1] + prow[j]), f_val), floor)
+        # 2. E(i,j) = max(E(i,j-1) - e, H(i,j-1) - o - e).  H(i,j-1) - o - e may be taken
+        #    without E(i,j-1) in it: E(i,j-1) - o - e <= E(i,j-1) - e as o >= 0, so the
+        #    value is the same and the chain is one subtraction and one max a cell.
+        e_val = np.int32(_NEG)
+        for j in range(1, cols + 1):
+            e_val = max(np.int32(e_val - e), np.int32(h_no_e[j - 1] - oe))
+            e_row[j] = e_val
+        # 3. H; its maximum over the row serves the local end.
+        row_max = np.int32(0)
+        for j in range(1, cols + 1):
+            h = max(h_no_e[j], e_row[j])
+            h_cur[j] = h
+            row_max = max(row_max, h)
+        # 4. The decision bits, with the reference's preferences: diagonal, then E, then
+        #    F for H; inside a gap extend only when strictly better than opening.
+        for j in range(1, cols + 1):
+            h = h_cur[j]
+            e_val = e_row[j]
+            src = _SRC_F
+            src = _SRC_E if h == e_val else src
+            src = _SRC_DIAG if h == np.int32(h_prev[j - 1] + prow[j]) else src
+            if local:
+                src = _SRC_STOP if h == 0 else src
+            e_bit = _E_EXTENDS if e_val != np.int32(h_cur[j - 1] - oe) else 0
+            f_bit = _F_EXTENDS if f_row[j] != np.int32(h_prev[j] - oe) else 0
+            dir_row[j] = src | e_bit | f_bit
+        if local and row_max >= best and row_max > 0:
+            for j in range(1, cols + 1):
+                if h_cur[j] == row_max:
+                    if row_max > best or j < best_j:
+                        best = row_max
+                        best_i = i
+                        best_j = j
+                    break
+        last_col[i] = h_cur[cols]
+        h_prev, h_cur = h_cur, h_prev
+    # h_prev now holds the last row computed (row 0 when rows == 0).
+
+    if end_i >= 0:
+        ei = end_i
+        ej = end_j
+        score = h_prev[cols]
+    elif glob:
+        ei = m
+        ej = n
+        score = h_prev[n]
+    elif local:
+        ei = best_i
+        ej = best_j
+        score = best
+    else:
+        # Semiglobal: row m (j < n) first, then column n, first strict maximum wins.
+        ei = 0
+        ej = 0
+        score = np.int32(_NEG)
+        found = False
+        for j in range(n):
+            if not found or h_prev[j] > score:
+                score = h_prev[j]
+                ei = m
+                ej = j
+                found = True
+        for i in range(m + 1):
+            if not found or last_col[i] > score:
+                score = last_col[i]
+                ei = i
+                ej = n
+                found = True
+
+    # Walk back.  The path has at most i + j operations; collect them in reverse.
+    ops_rev = np.empty(ei + ej, dtype=np.uint8)
+    k = 0
+    i = ei
+    j = ej
+    state = 0  # 0: H, 1: E, 2: F
+    while True:
+        if state == 0:
+            if i == 0 or j == 0:
+                if glob:
+                    # Boundary gap: at most one of i, j is non-zero here.
+                    for _ in range(j):
+                        ops_rev[k] = OP_DEL
+                        k += 1
+                    for _ in range(i):
+                        ops_rev[k] = OP_INS
+                        k += 1
+                    i = 0
+                    j = 0
+                break
+            src = direction[i, j] & _SRC_MASK
+            if src == _SRC_STOP:
+                break
+            if src == _SRC_DIAG:
+                ops_rev[k] = OP_MATCH
+                k += 1
+                i -= 1
+                j -= 1
+            elif src == _SRC_E:
+                state = 1
+            else:
+                state = 2
+        elif state == 1:
+            ops_rev[k] = OP_DEL
+            k += 1
+            state = 1 if direction[i, j] & _E_EXTENDS else 0
+            j -= 1
+        else:
+            ops_rev[k] = OP_INS
+            k += 1
+            state = 2 if direction[i, j] & _F_EXTENDS else 0
+            i -= 1
+    ops = ops_rev[:k][::-1].copy()
+    return np.int64(score), i, ei, j, ej, ops
+
+
+@njit(cache=True)
+def summarize_path(query, subject, query_start, subject_start, ops, unknown_code):
+    """CIGAR and counts of a path.
+
+    Parameters
+    ----------
+    query, subject : numpy.ndarray of uint8
+        The whole sequences' codes.
+    query_start, subject_start : int
+        Where the path starts (0-based).
+    ops : numpy.ndarray of uint8
+        ``OP_MATCH``/``OP_INS``/``OP_DEL`` in forward order.
+    unknown_code : int
+        Code of ``X`` (protein) or ``N`` (DNA): a column of two unknowns is no identity.
+
+    Returns
+    -------
+    tuple
+        ``(cigar, matches, mismatches, gap_opens, align_length)``: ``cigar`` a uint8 array
+        of the ASCII CIGAR (``=``, ``X``, ``I``, ``D`` with run lengths; decode with
+        ``cigar.tobytes().decode("ascii")``, or use :func:`cigar_string`), ``matches``
+        the ``=`` columns, ``mismatches`` the ``X`` columns, ``gap_opens`` the runs of
+        ``I`` and of ``D``, ``align_length`` all columns.
+
+    Notes
+    -----
+    ``I`` consumes the query only, ``D`` the subject only.  A column is ``=`` when both
+    codes are equal and not ``unknown_code``; every other aligned column is ``X``.
+    """
+    n_ops = ops.shape[0]
+    # Column kinds and their runs.
+    run_len = np.empty(n_ops, dtype=np.int64)
+    run_kind = np.empty(n_ops, dtype=np.uint8)
+    n_runs = 0
+    matches = 0
+    mismatches = 0
+    gap_opens = 0
+    qi = query_start
+    sj = subject_start
+    for k in range(n_ops):
+        op = ops[k]
+        if op == OP_MATCH:
+            a = query[qi]
+            b = subject[sj]
+            qi += 1
+            sj += 1
+            if a == b and a != unknown_code:
+                kind = _CIGAR_EQ
+                matches += 1
+            else:
+                kind = _CIGAR_X
+                mismatches += 1
+        elif op == OP_INS:
+            qi += 1
+            kind = _CIGAR_I
+        else:
+            sj += 1
+            kind = _CIGAR_D
+        if n_runs > 0 and run_kind[n_runs - 1] == kind:
+            run_len[n_runs - 1] += 1
+        else:
+            run_kind[n_runs] = kind
+            run_len[n_runs] = 1
+            n_runs += 1
+            if kind == _CIGAR_I or kind == _CIGAR_D:
+                gap_opens += 1
+    # ASCII: at most 20 digits and one letter per run.
+    out = np.empty(n_runs * 21, dtype=np.uint8)
+    digits = np.empty(20, dtype=np.uint8)
+    p = 0
+    for r in range(n_runs):
+        value = run_len[r]
+        nd = 0
+        while True:
+            digits[nd] = 48 + value % 10
+            nd += 1
+            value //= 10
+            if value == 0:
+                break
+        for d in range(nd - 1, -1, -1):
+            out[p] = digits[d]
+            p += 1
+        out[p] = _CIGAR_LETTERS[run_kind[r]]
+        p += 1
+    return out[:p].copy(), matches, mismatches, gap_opens, n_ops
+
+
+def cigar_string(cigar) -> str:
+    """The ``str`` of a CIGAR returned by :func:`summarize_path`."""
+    return np.asarray(cigar, dtype=np.uint8).tobytes().decode("ascii")
+
+
+def lookup_mode(mode) -> int:
+    """Kernel code of a mode name.
+
+    Raises
+    ------
+    ValueError
+        ``mode`` is not one of ``local``, ``global``, ``semiglobal``.
+    """
+    try:
+        return MODE_CODES[mode]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unknown mode {mode!r}; choose one of: {', '.join(MODE_CODES)}"
+        ) from None
+
+
+def check_traceback_size(rows: int, cols: int) -> int:
+    """Cells of the direction matrix of a ``rows x cols`` rectangle; raise when too many.
+
+    Raises
+    ------
+    ValueError
+        The direction matrix would exceed :data:`MAX_TRACEBACK_CELLS`.
+    """
+    cells = (int(rows) + 1) * (int(cols) + 1)
+    if cells > MAX_TRACEBACK_CELLS:
+        raise ValueError(
+            f"pair of {rows} x {cols} residues needs {cells:,} traceback cells, over the "
+            f"limit of {MAX_TRACEBACK_CELLS:,}; align it with the tiled long-pair aligner, "
+            "or cut it into shorter regions"
+        )
+    return cells
+
+
+def check_score_range(m: int, n: int, scoring) -> None:
+    """Refuse a pair whose cell scores could leave the kernels' exact int32 range.
+
+    Every cell's ``|H|``, ``|E|``, ``|F|`` is at most ``(m + n) * (|s|max + o + e)`` (one
+    column of the path costs at most that much), which must stay below ``2^30 - 2^20``.
+
+    Raises
+    ------
+    ValueError
+        The bound is exceeded.
+    """
+    worst = int(np.abs(scoring.matrix).max()) + scoring.gap_open + scoring.gap_extend
+    bound = (int(m) + int(n) + 1) * worst
+    if bound >= _SCORE_LIMIT:
+        raise ValueError(
+            f"pair of {m} x {n} residues may reach scores of {bound:,}, beyond the exact "
+            f"32-bit range of the traceback kernel ({_SCORE_LIMIT:,})"
+        )
+
+
+def _codes(sequence, scoring) -> np.ndarray:
+    if isinstance(sequence, (str, bytes)):
+        return scoring.alphabet.encode(sequence)
+    return np.ascontiguousarray(sequence, dtype=np.uint8)
+
+
+def align_codes(query, subject, scoring, mode="local", end=None) -> dict:
+    """Align one pair and describe the alignment: the traceback entry point of the API.
+
+    Parameters
+    ----------
+    query, subject : numpy.ndarray of uint8 or str
+        Residue codes of ``scoring.alphabet`` (a ``str`` is encoded first).
+    scoring : swdask.scoring.Scoring
+        Matrix and gap penalties (a gap of k residues costs ``gap_open + k*gap_extend``).
+    mode : {"local", "global", "semiglobal"}, default "local"
+    end : tuple of int, optional
+        ``(query_end, subject_end)`` of the end cell, when a score kernel already found
+        it: only the prefix rectangle is computed.  Default None: the whole matrix, the
+        end chosen by the reference's rule.  A global end must be ``(m, n)``, a
+        semiglobal one must lie on row ``m`` or column ``n``.
+
+    Returns
+    -------
+    dict
+        ``score``, ``query_start``, ``query_end``, ``subject_start``, ``subject_end``
+        (0-based, half-open), ``ops`` (uint8 array), ``cigar`` (str), ``matches``,
+        ``mismatches``, ``gap_opens``, ``align_length`` and ``identity``
+        (``matches / align_length``, 0.0 for an empty alignment).
+
+    Raises
+    ------
+    ValueError
+        Unknown mode, an end outside the matrix or not allowed by the mode, a direction
+        matrix over :data:`MAX_TRACEBACK_CELLS` cells, or scores that could leave the
+        int32 range (see :func:`check_score_range`).
+
+    Examples
+    --------
+    >>> from swdask.scoring import Scoring
+    >>> r = align_codes("TTACGTAA", "ACGTACGT", Scoring(alphabet="dna"))
+    >>> r["score"], r["query_start"], r["query_end"], r["cigar"]
+    (10, 2, 7, '5=')
+    """
+    code = lookup_mode(mode)
+    q = _codes(query, scoring)
+    s = _codes(subject, scoring)
+    m, n = q.shape[0], s.shape[0]
+    if end is None:
+        end_i, end_j = -1, -1
+        check_traceback_size(m, n)
+    else:
+        end_i, end_j = (int(x) for x in end)
+        if not (0 <= end_i <= m and 0 <= end_j <= n):
+            raise ValueError(f"end {(end_i, end_j)} lies outside the {m} x {n} matrix")
+        if code == GLOBAL and (end_i, end_j) != (m, n):
+            raise ValueError(f"a global alignment ends at {(m, n)}, not {(end_i, end_j)}")
+        if code == SEMIGLOBAL and end_i != m and end_j != n:
+            raise ValueError(
+                f"a semiglobal alignment ends on row {m} or column {n}, not at {(end_i, end_j)}"
+            )
+        check_traceback_size(end_i, end_j)
+    check_score_range(m, n, scoring)
+    matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
+    score, qs, qe, ss, se, ops = traceback_pair(
+        q, s, matrix, scoring.gap_open, scoring.gap_extend, code, end_i, end_j
+    )
+    cigar, matches, mismatches, gap_opens, length = summarize_path(
+        q, s, qs, ss, ops, scoring.alphabet.unknown_code
+    )
+    return {
+        "score": int(score),
+        "query_start": int(qs),
+        "query_end": int(qe),
+        "subject_start": int(ss),
+        "subject_end": int(se),
+        "ops": ops,
+        "cigar": cigar_string(cigar),
+        "matches": int(matches),
+        "mismatches": int(mismatches),
+        "gap_opens": int(gap_opens),
+        "align_length": int(length),
+        "identity": matches / length if length else 0.0,
+    }
+
+
+def rescore(query, subject, query_start, subject_start, ops, matrix, gap_open, gap_extend) -> int:
+    """Score of a path: substitutions minus ``gap_open + k * gap_extend`` per gap run.
+
+    Parameters
+    ----------
+    query, subject : sequence of int
+        The whole sequences' codes.
+    query_start, subject_start : int
+        Where the path starts (0-based).
+    ops : sequence of int
+        ``OP_MATCH``/``OP_INS``/``OP_DEL`` in forward order.
+    matrix : 2-D array-like of int
+    gap_open, gap_extend : int
+
+    Returns
+    -------
+    int
+        The path's score.  A run of ``I`` next to a run of ``D`` is two gaps.
+    """
+    score = 0
+    i, j = int(query_start), int(subject_start)
+    previous = None
+    for op in ops:
+        op = int(op)
+        if op == OP_MATCH:
+            score += int(matrix[query[i]][subject[j]])
+            i += 1
+            j += 1
+        else:
+            if op != previous:
+                score -= gap_open
+            score -= gap_extend
+            if op == OP_INS:
+                i += 1
+            else:
+                j += 1
+        previous = op
+    return score

@@ -1,0 +1,88 @@
+"""Arrow schemas of every table swdask reads or writes.
+
+One schema per table, with a version number stored in the Parquet key-value
+metadata (``swdask.schema`` / ``swdask.schema_version``).  :func:`check_table`
+is the one place that checks a table against its schema; it names the first
+column that is missing or of the wrong type.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from swdask.errors import SchemaError
+
+SEQUENCES_VERSION = 1
+HITS_VERSION = 1
+
+#: A sequence store's rows: one per input record, sorted by ``length`` then ``seq_id``.
+SEQUENCES = pa.schema(
+    [
+        pa.field("seq_id", pa.int64(), nullable=False),  # 0-based record number over all inputs
+        pa.field("name", pa.string(), nullable=False),  # header up to the first white space
+        pa.field("description", pa.string(), nullable=False),  # rest of the header ("" if none)
+        pa.field("length", pa.int32(), nullable=False),
+        pa.field("residues", pa.list_(pa.uint8()), nullable=False),  # codes, see swdask.alphabet
+    ],
+    metadata={"swdask.schema": "sequences", "swdask.schema_version": str(SEQUENCES_VERSION)},
+)
+
+#: Alignment hits: one row per (query, subject) reported. Coordinates are 0-based half-open.
+HITS = pa.schema(
+    [
+        pa.field("query", pa.string(), nullable=False),
+        pa.field("subject", pa.string(), nullable=False),
+        pa.field("score", pa.int32(), nullable=False),
+        pa.field("evalue", pa.float64(), nullable=True),  # null until statistics are known
+        pa.field("bitscore", pa.float64(), nullable=True),  # null until statistics are known
+        pa.field("identity", pa.float64(), nullable=False),  # matches / alignment columns
+        pa.field("align_length", pa.int32(), nullable=False),  # alignment columns
+        pa.field("mismatches", pa.int32(), nullable=False),
+        pa.field("gap_opens", pa.int32(), nullable=False),
+        pa.field("query_start", pa.int32(), nullable=False),
+        pa.field("query_end", pa.int32(), nullable=False),
+        pa.field("subject_start", pa.int32(), nullable=False),
+        pa.field("subject_end", pa.int32(), nullable=False),
+        pa.field("cigar", pa.string(), nullable=False),  # =/X/I/D; I consumes query, D subject
+        pa.field("query_length", pa.int32(), nullable=False),
+        pa.field("subject_length", pa.int32(), nullable=False),
+        pa.field("query_id", pa.int64(), nullable=False),  # seq_id of the query
+        pa.field("subject_id", pa.int64(), nullable=False),  # seq_id in the database store
+        pa.field("rank", pa.int32(), nullable=False),  # 1 = best hit of its query
+    ],
+    metadata={"swdask.schema": "hits", "swdask.schema_version": str(HITS_VERSION)},
+)
+
+SCHEMAS = {"sequences": SEQUENCES, "hits": HITS}
+
+
+def check_table(table: pa.Table, schema: pa.Schema, *, where: str = "table") -> pa.Table:
+    """Check that ``table`` has every column of ``schema`` with its type; return it cast.
+
+    Extra columns are dropped; column order follows the schema.
+
+    Raises
+    ------
+    SchemaError
+        A column is missing, of another type, or null where the schema forbids it.
+    """
+    columns = []
+    for field in schema:
+        if field.name not in table.column_names:
+            raise SchemaError(f"{where}: column {field.name!r} is missing (expected {field.type})")
+        column = table.column(field.name)
+        if column.type != field.type:
+            try:
+                column = column.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise SchemaError(
+                    f"{where}: column {field.name!r} has type {column.type}, expected {field.type}"
+                ) from None
+        if not field.nullable and column.null_count:
+            raise SchemaError(f"{where}: column {field.name!r} has nulls, which its schema forbids")
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def empty_table(schema: pa.Schema) -> pa.Table:
+    """A table with no rows and the given schema."""
+    return schema.empty_table()

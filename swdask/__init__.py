@@ -1,0 +1,19 @@
+"""swdask: exact Smith-Waterman / Needleman-Wunsch sequence alignment, fast, scaled with Dask.
+
+Main entry points:
+
+- :func:`ingest` FASTA/FASTQ into a Parquet sequence store;
+- :func:`search` queries against a database (store or FASTA);
+- :func:`align` one pair, with the full alignment;
+- :class:`Scoring` for matrices and gap penalties (a gap of k costs open + k * extend).
+"""
+__version__ = "0.1.0"
+
+from .align import Alignment, align  # noqa: E402
+from .errors import SwdaskError  # noqa: E402
+from .scoring import Scoring  # noqa: E402
+from .search import SearchStats, search  # noqa: E402
+from .store import SequenceBatch, SequenceStore, ingest, load_sequences  # noqa: E402
+
+__all__ = ["Alignment", "Scoring", "SearchStats", "SequenceBatch", "SequenceStore",
+           "SwdaskError", "align", "ingest", "load_sequences", "search", "__version__"]

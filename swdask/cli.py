@@ -1,0 +1,250 @@
+"""The ``swdask`` command line: ingest, search, align, demo.
+
+Every error on bad input prints one line (``swdask: error: ...``) naming the file,
+record and position where there is one, exits with status 2, and leaves no partial
+output behind.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from importlib.resources import files
+
+from . import __version__
+from .errors import SwdaskError
+
+EXIT_BAD_INPUT = 2
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+
+
+def _positive(text: str) -> int:
+    value = _whole(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
+    return value
+
+
+def _add_scoring(parser):
+    group = parser.add_argument_group("scoring (a gap of k residues costs OPEN + k * EXTEND)")
+    group.add_argument("--matrix", help="BLOSUM45/50/62/80/90, PAM30/70/250, NUC.4.4, or an "
+                       "NCBI-format matrix file (default: BLOSUM62 for protein)")
+    group.add_argument("--gap-open", type=_whole, help="gap open cost, >= 0 (default 11 protein, 5 DNA)")
+    group.add_argument("--gap-extend", type=_whole, help="cost per gap residue, >= 1 (default 1 protein, 2 DNA)")
+    group.add_argument("--match", type=_whole, help="DNA match score (default 2)")
+    group.add_argument("--mismatch", type=_whole, help="DNA mismatch score (default -3)")
+    group.add_argument("--mode", default="local", choices=("local", "global", "semiglobal"),
+                       help="local (Smith-Waterman, default), global (Needleman-Wunsch), or "
+                       "semiglobal (end gaps free)")
+
+
+def _add_input_options(parser):
+    parser.add_argument("--alphabet", default="auto", choices=("auto", "protein", "dna"),
+                        help="residue alphabet of the input (default: detected)")
+    parser.add_argument("--map-unknown", action="store_true",
+                        help="read letters outside the alphabet as X (protein) or N (DNA) "
+                        "instead of failing")
+
+
+def _scoring(args, alphabet):
+    from .scoring import Scoring
+
+    dna_scores = args.match is not None or args.mismatch is not None
+    return Scoring(args.matrix, gap_open=args.gap_open, gap_extend=args.gap_extend,
+                   match=args.match, mismatch=args.mismatch,
+                   alphabet=None if (args.matrix or dna_scores) else alphabet)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``swdask`` command."""
+    parser = argparse.ArgumentParser(
+        prog="swdask",
+        description="Exact Smith-Waterman / Needleman-Wunsch alignment, fast on CPUs "
+        "(and GPUs in coming versions), scaled with Dask.")
+    parser.add_argument("--version", action="version", version=f"swdask {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("ingest", help="FASTA/FASTQ (plain or gzip) -> Parquet sequence store",
+                       description="Read FASTA/FASTQ files, check every letter, and write a "
+                       "Parquet sequence store sorted by length.")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="FASTA/FASTQ files, plain or .gz")
+    p.add_argument("-o", "--output", required=True, metavar="STORE", help="store folder to create")
+    _add_input_options(p)
+    p.add_argument("--partition-residues", type=_positive, default=16_777_216, metavar="N",
+                   help="residues per Parquet file (default 16777216)")
+    p.add_argument("--force", action="store_true", help="replace an existing store")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    p = sub.add_parser("search", help="search queries against a database",
+                       description="Exact search of every query against every database "
+                       "sequence; full alignments of each query's best hits.")
+    p.add_argument("queries", metavar="QUERIES", help="FASTA/FASTQ file or sequence store")
+    p.add_argument("database", metavar="DB", help="sequence store, or FASTA/FASTQ file "
+                   "(ingested to a temporary store)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="output file")
+    p.add_argument("--outfmt", default="parquet", choices=("parquet", "blast6"),
+                   help="parquet (hits table, 0-based half-open) or blast6 (BLAST -outfmt 6, "
+                   "1-based inclusive); default parquet")
+    _add_scoring(p)
+    p.add_argument("--max-hits", type=_positive, default=50, metavar="N",
+                   help="hits kept per query (default 50)")
+    p.add_argument("--min-score", type=_whole, metavar="S",
+                   help="report only hits scoring at least S (default 1 for local mode)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+                   help="auto (default; the CPU in this version), cpu, or gpu (not yet available)")
+    p.add_argument("--workers", type=_positive, metavar="N", help="CPU threads (default: all cores)")
+    _add_input_options(p)
+    p.add_argument("--force", action="store_true", help="replace an existing output file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
+    p = sub.add_parser("align", help="align one pair and print the alignment",
+                       description="Align two sequences (literal letters, or the first record "
+                       "of a FASTA/FASTQ file) and print the alignment.")
+    p.add_argument("a", metavar="A", help="query: a sequence or a FASTA/FASTQ file")
+    p.add_argument("b", metavar="B", help="subject: a sequence or a FASTA/FASTQ file")
+    _add_scoring(p)
+    _add_input_options(p)
+    p.add_argument("--width", type=_positive, default=60, help="columns per block (default 60)")
+
+    p = sub.add_parser("demo", help="search bundled Swiss-Prot queries against a bundled "
+                       "database and print the best hits",
+                       description="The main job on bundled real data: 5 Swiss-Prot queries "
+                       "against 2,000 Swiss-Prot proteins (UniProt, CC BY 4.0).")
+    p.add_argument("--hits", type=_positive, default=3, help="hits shown per query (default 3)")
+    p.add_argument("--workers", type=_positive, metavar="N", help="CPU threads (default: all cores)")
+    p.add_argument("-o", "--output", metavar="OUT", help="also write the hits table (Parquet)")
+    p.add_argument("--force", action="store_true", help="replace an existing output file")
+    return parser
+
+
+def _database_alphabet(path, alphabet):
+    from .fastx import check_readable, sniff_alphabet
+    from .store import SequenceStore
+
+    if alphabet != "auto":
+        return alphabet
+    if os.path.isdir(path):
+        return SequenceStore.open(path).alphabet.name
+    check_readable(path)
+    return sniff_alphabet([path]).name
+
+
+def _progress_wanted(args) -> bool:
+    return not getattr(args, "quiet", False) and sys.stderr.isatty()
+
+
+def _cmd_ingest(args):
+    from .store import ingest
+
+    store = ingest(args.inputs, args.output, alphabet=args.alphabet,
+                   partition_residues=args.partition_residues, map_unknown=args.map_unknown,
+                   force=args.force, progress=_progress_wanted(args))
+    print(f"wrote {store.path}: {store.n_records:,} {store.alphabet.name} sequences, "
+          f"{store.n_residues:,} residues in {len(store.partitions)} Parquet file(s)")
+
+
+def _summary(stats, device="cpu"):
+    return (f"{stats.n_queries:,} queries x {stats.n_subjects:,} subjects, "
+            f"{stats.cells:,} cells: score pass {stats.score_seconds:.2f} s "
+            f"({stats.kernel_gcups:.2f} GCUPS), traceback {stats.traceback_seconds:.2f} s, "
+            f"total {stats.total_seconds:.2f} s ({stats.gcups:.2f} GCUPS) on {device} with "
+            f"{stats.workers} thread(s)")
+
+
+def _cmd_search(args):
+    from .output import check_output, write_hits
+    from .search import check_device, search
+
+    check_output(args.output, force=args.force)
+    check_device(args.device)
+    scoring = _scoring(args, _database_alphabet(args.database, args.alphabet))
+    hits, stats = search(args.queries, args.database, scoring=scoring, mode=args.mode,
+                         max_hits=args.max_hits, min_score=args.min_score, device=args.device,
+                         workers=args.workers, map_unknown=args.map_unknown,
+                         progress=_progress_wanted(args), return_stats=True)
+    write_hits(hits, args.output, outfmt=args.outfmt, force=args.force)
+    if not args.quiet:
+        print(f"wrote {len(hits):,} hits to {args.output} ({args.outfmt})", file=sys.stderr)
+        print(_summary(stats), file=sys.stderr)
+
+
+def _cmd_align(args):
+    from .align import align
+
+    alphabet = None if args.alphabet == "auto" else args.alphabet
+    scoring = None
+    if args.matrix or args.match is not None or args.mismatch is not None \
+            or args.gap_open is not None or args.gap_extend is not None:
+        if alphabet is None and not args.matrix and args.match is None and args.mismatch is None:
+            from .alphabet import detect_alphabet
+
+            sample = "".join(x for x in (args.a, args.b) if not os.path.exists(x))
+            alphabet = _file_alphabet(args) or detect_alphabet(sample.encode()).name
+        scoring = _scoring(args, alphabet)
+    aln = align(args.a, args.b, scoring=scoring, mode=args.mode, alphabet=alphabet,
+                map_unknown=args.map_unknown)
+    print(aln.format(width=args.width))
+
+
+def _file_alphabet(args):
+    from .fastx import sniff_alphabet
+
+    paths = [x for x in (args.a, args.b) if os.path.isfile(x)]
+    return sniff_alphabet(paths).name if paths else None
+
+
+def _cmd_demo(args):
+    from .output import check_output, write_hits
+    from .search import search
+
+    if args.output:
+        check_output(args.output, force=args.force)
+    data = files("swdask") / "data"
+    queries, database = data / "demo_queries.fasta", data / "demo_db.fasta.gz"
+    print(f"swdask {__version__} demo: {queries.name} against {database.name} "
+          "(Swiss-Prot, UniProt CC BY 4.0), BLOSUM62 11/1, local")
+    started = time.perf_counter()
+    hits, stats = search(queries, database, max_hits=max(args.hits, 1), workers=args.workers,
+                         return_stats=True)
+    shown = hits[hits["rank"] <= args.hits]
+    columns = ["query", "subject", "score", "identity", "query_start", "query_end",
+               "subject_start", "subject_end", "cigar"]
+    table = shown[columns].copy()
+    table["identity"] = (100 * table["identity"].astype(float)).round(1)
+    table["cigar"] = table["cigar"].map(lambda c: c if len(c) <= 24 else c[:21] + "...")
+    print(table.to_string(index=False))
+    print(_summary(stats))
+    print(f"(wall time {time.perf_counter() - started:.1f} s, including one-time JIT "
+          "compilation on a first run)")
+    if args.output:
+        write_hits(hits, args.output, force=args.force)
+        print(f"wrote {len(hits)} hits to {args.output}")
+
+
+COMMANDS = {"ingest": _cmd_ingest, "search": _cmd_search, "align": _cmd_align, "demo": _cmd_demo}
+
+
+def main(argv=None) -> int:
+    """Run the ``swdask`` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        COMMANDS[args.command](args)
+    except (SwdaskError, ValueError, FileNotFoundError, FileExistsError) as exc:
+        print(f"swdask: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("swdask: interrupted; no output written", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Scoring: matrices from Biopython or NCBI files, DNA scores, the gap convention."""
+import pickle
+
+import numpy as np
+import parasail
+import pytest
+from Bio.Align import PairwiseAligner, substitution_matrices
+
+from swdask.errors import ScoringError
+from swdask.scoring import MATRICES, Scoring
+
+
+@pytest.mark.parametrize("name", list(MATRICES))
+def test_named_matrices_match_biopython(name):
+    scoring = Scoring(name)
+    source = substitution_matrices.load(name)
+    letters = scoring.alphabet.letters
+    for a, la in enumerate(letters):
+        for b, lb in enumerate(letters):
+            assert scoring.matrix[a, b] == source[la, lb], (name, la, lb)
+
+
+def test_defaults_are_blast_defaults():
+    protein, dna = Scoring(), Scoring(alphabet="dna")
+    assert (protein.gap_open, protein.gap_extend, protein.name) == (11, 1, "BLOSUM62")
+    assert (dna.gap_open, dna.gap_extend) == (5, 2)
+    assert dna.score("ACGT", "ACGA") == 2 + 2 + 2 - 3
+    assert dna.score("N", "N") == -3  # N is unknown: never a match
+
+
+def test_gap_convention_is_open_plus_k_extend_and_converts_to_parasail_and_biopython():
+    """A gap of k residues costs open + k*extend; parasail/Biopython take (o+e, e)."""
+    scoring = Scoring(alphabet="dna", gap_open=5, gap_extend=2)
+    assert [scoring.gap_cost(k) for k in (0, 1, 2, 3)] == [0, 7, 9, 11]
+    assert scoring.parasail_gaps == (7, 2)
+    query, subject = "ACGTACGTAC" + "GGGTTTCCCA", "ACGTACGTAC" + "TTT" + "GGGTTTCCCA"
+    ours = 20 * 2 - scoring.gap_cost(3)
+    result = parasail.nw_scan_32(query, subject, *scoring.parasail_gaps, scoring.to_parasail())
+    assert result.score == ours
+    aligner = PairwiseAligner(mode="global", substitution_matrix=substitution_matrices.Array(
+        "ACGTN", 2, scoring.matrix.astype(float)))
+    aligner.open_gap_score = -(scoring.gap_open + scoring.gap_extend)
+    aligner.extend_gap_score = -scoring.gap_extend
+    assert aligner.score(query, subject) == ours
+
+
+def test_ncbi_matrix_file(tmp_path):
+    path = tmp_path / "mini.mat"
+    source = substitution_matrices.load("BLOSUM62")
+    letters = "ARNDCQEGHILKMFPSTWYV"  # no B, Z, X, *: scored with the minimum (-4)
+    lines = ["# a user's matrix", "   " + "  ".join(letters)]
+    for la in letters:
+        lines.append(la + " " + " ".join(f"{int(source[la, lb]):2d}" for lb in letters))
+    path.write_text("\n".join(lines) + "\n")
+    scoring = Scoring(path, gap_open=10, gap_extend=1)
+    assert scoring.alphabet.name == "protein"
+    x = scoring.alphabet.letters.index("X")
+    w = scoring.alphabet.letters.index("W")
+    assert scoring.matrix[w, w] == 11 and scoring.matrix[x, w] == -4
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(matrix="BLOSUM99"), "unknown matrix 'BLOSUM99'; choose one of: BLOSUM45, BLOSUM50, "
+     "BLOSUM62, BLOSUM80, BLOSUM90, PAM30, PAM70, PAM250, NUC.4.4, or give the path of an "
+     "NCBI-format matrix file"),
+    (dict(gap_open=-1), "gap_open must be non-negative, got -1"),
+    (dict(gap_extend=0), "gap_extend must be positive, got 0"),
+    (dict(gap_open=1.5), "gap_open must be a whole number, got 1.5"),
+    (dict(gap_extend="2"), "gap_extend must be a whole number, got '2'"),
+    (dict(gap_open=True), "gap_open must be a whole number, got True"),
+    (dict(matrix="BLOSUM62", match=1), "give either a matrix or match/mismatch scores, not both"),
+    (dict(match=1, mismatch=2), "need match > 0 and mismatch < match, got 1 and 2"),
+    (dict(matrix="NUC.4.4", alphabet="protein"), "matrix NUC.4.4 scores dna, not protein"),
+])
+def test_bad_scoring_is_refused_with_a_clear_message(kwargs, message):
+    with pytest.raises(ScoringError) as info:
+        Scoring(**kwargs)
+    assert str(info.value) == message
+
+
+def test_matrix_lacking_standard_letters_is_refused(tmp_path):
+    path = tmp_path / "bad.mat"
+    path.write_text("   A  C  G\nA  1 -1 -1\nC -1  1 -1\nG -1 -1  1\n")
+    with pytest.raises(ScoringError, match="cover neither protein nor dna"):
+        Scoring(path)
+    garbage = tmp_path / "garbage.mat"
+    garbage.write_text("this is not a matrix\n1 2 3\n")
+    with pytest.raises(ScoringError, match="garbage.mat"):
+        Scoring(garbage)
+
+
+def test_scoring_pickles_and_compares():
+    for scoring in (Scoring("PAM70", gap_open=9, gap_extend=1), Scoring(match=1, mismatch=-2)):
+        clone = pickle.loads(pickle.dumps(scoring))
+        assert clone == scoring and hash(clone) == hash(scoring)
+        assert repr(clone) == repr(scoring)
+    assert Scoring() != Scoring(gap_open=10)
+
+
+def test_query_profile_layout():
+    scoring = Scoring()
+    codes = scoring.alphabet.encode("WAX")
+    profile = scoring.query_profile(codes, dtype=np.int16)
+    assert profile.shape == (scoring.alphabet.size, 3) and profile.flags.c_contiguous
+    assert profile[codes[0], 0] == 11  # W-W in BLOSUM62
+    np.testing.assert_array_equal(profile[:, 1], scoring.matrix[:, codes[1]])
