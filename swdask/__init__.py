@@ -11,9 +11,10 @@ __version__ = "0.1.0"
 
 from .align import Alignment, align  # noqa: E402
 from .errors import SwdaskError  # noqa: E402
+from .output import write_hits  # noqa: E402
 from .scoring import Scoring  # noqa: E402
 from .search import SearchStats, search  # noqa: E402
 from .store import SequenceBatch, SequenceStore, ingest, load_sequences  # noqa: E402
 
 __all__ = ["Alignment", "Scoring", "SearchStats", "SequenceBatch", "SequenceStore",
-           "SwdaskError", "align", "ingest", "load_sequences", "search", "__version__"]
+           "SwdaskError", "align", "ingest", "load_sequences", "search", "write_hits", "__version__"]

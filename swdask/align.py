@@ -136,6 +136,11 @@ def _one_sequence(value, alphabet, map_unknown, default_name):
     if isinstance(value, (str, os.PathLike)) and os.path.exists(value):
         batch = load_sequences(value, alphabet=alphabet, map_unknown=map_unknown)
         return batch.names[0], batch.codes(0), batch.alphabet
+    if isinstance(value, os.PathLike) or (isinstance(value, str) and any(c in value for c in "./\\")):
+        # No residue is '.', '/' or '\\': a missing file, not a sequence with bad letters.
+        from .errors import InputNotFoundError
+
+        raise InputNotFoundError(f"{value}: no such file (and not a sequence)")
     if isinstance(value, np.ndarray):
         return default_name, value.astype(np.uint8), None
     if not isinstance(value, str):

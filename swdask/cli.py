@@ -53,23 +53,41 @@ def _add_input_options(parser):
                         "instead of failing")
 
 
+_FLAGS = {"gap_open": "--gap-open", "gap_extend": "--gap-extend", "match/mismatch": "--match/--mismatch"}
+
+
 def _scoring(args, alphabet):
+    from .errors import ScoringError
     from .scoring import Scoring
 
     dna_scores = args.match is not None or args.mismatch is not None
-    return Scoring(args.matrix, gap_open=args.gap_open, gap_extend=args.gap_extend,
-                   match=args.match, mismatch=args.mismatch,
-                   alphabet=None if (args.matrix or dna_scores) else alphabet)
+    try:
+        return Scoring(args.matrix, gap_open=args.gap_open, gap_extend=args.gap_extend,
+                       match=args.match, mismatch=args.mismatch,
+                       alphabet=None if (args.matrix or dna_scores) else alphabet)
+    except ScoringError as exc:  # name the command-line flags, not the Python parameters
+        message = str(exc)
+        for name, flag in _FLAGS.items():
+            message = message.replace(name, flag)
+        raise ScoringError(message) from None
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line with exit status 2, like every other error."""
+
+    def error(self, message):
+        self.exit(EXIT_BAD_INPUT, f"swdask: error: {message} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``swdask`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="swdask",
         description="Exact Smith-Waterman / Needleman-Wunsch alignment, fast on CPUs "
         "(and GPUs in coming versions), scaled with Dask.")
     parser.add_argument("--version", action="version", version=f"swdask {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_Parser)
 
     p = sub.add_parser("ingest", help="FASTA/FASTQ (plain or gzip) -> Parquet sequence store",
                        description="Read FASTA/FASTQ files, check every letter, and write a "
@@ -164,11 +182,21 @@ def _cmd_search(args):
 
     check_output(args.output, force=args.force)
     check_device(args.device)
-    scoring = _scoring(args, _database_alphabet(args.database, args.alphabet))
+    db_alphabet = _database_alphabet(args.database, args.alphabet)
+    scoring = _scoring(args, db_alphabet)
+    if scoring.alphabet.name != db_alphabet:
+        # Without this a DNA FASTA database would be read as protein under a protein matrix.
+        from .errors import InvalidSequenceError
+
+        how = " (detected)" if args.alphabet == "auto" else ""
+        raise InvalidSequenceError(
+            f"{args.database}: the database is {db_alphabet}{how} but the scoring "
+            f"({scoring.name}) is for {scoring.alphabet.name}")
     hits, stats = search(args.queries, args.database, scoring=scoring, mode=args.mode,
                          max_hits=args.max_hits, min_score=args.min_score, device=args.device,
-                         workers=args.workers, map_unknown=args.map_unknown,
-                         progress=_progress_wanted(args), return_stats=True)
+                         workers=args.workers, alphabet=args.alphabet,
+                         map_unknown=args.map_unknown, progress=_progress_wanted(args),
+                         return_stats=True)
     write_hits(hits, args.output, outfmt=args.outfmt, force=args.force)
     if not args.quiet:
         print(f"wrote {len(hits):,} hits to {args.output} ({args.outfmt})", file=sys.stderr)
@@ -234,7 +262,10 @@ COMMANDS = {"ingest": _cmd_ingest, "search": _cmd_search, "align": _cmd_align, "
 def main(argv=None) -> int:
     """Run the ``swdask`` command; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # usage errors, --help, --version
+        return exit_.code if isinstance(exit_.code, int) else EXIT_BAD_INPUT
     try:
         COMMANDS[args.command](args)
     except (SwdaskError, ValueError, FileNotFoundError, FileExistsError) as exc:

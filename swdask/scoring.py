@@ -235,7 +235,8 @@ def _load_matrix(matrix, alphabet):
         try:
             source = substitution_matrices.read(os.fspath(matrix))
         except Exception as exc:  # Biopython raises assorted types on malformed files
-            raise ScoringError(f"{matrix}: not a readable NCBI-format matrix ({exc})") from None
+            detail = str(exc) or type(exc).__name__
+            raise ScoringError(f"{matrix}: not a readable NCBI-format matrix ({detail})") from None
     else:
         raise ScoringError(
             f"unknown matrix {str(matrix)!r}; choose one of: {', '.join(MATRICES)}, "

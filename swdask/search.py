@@ -95,8 +95,8 @@ def as_queries(queries, alphabet="auto", map_unknown=False) -> SequenceBatch:
 
 def search(queries, database, *, scoring: Scoring | None = None, mode: str = "local",
            max_hits: int = 50, min_score: int | None = None, device: str = "auto",
-           workers: int | None = None, map_unknown: bool = False, progress: bool = False,
-           return_stats: bool = False):
+           workers: int | None = None, alphabet="auto", map_unknown: bool = False,
+           progress: bool = False, return_stats: bool = False):
     """Search queries against a database; exact scores and full alignments of the best hits.
 
     Parameters
@@ -118,6 +118,9 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
         ``"gpu"`` is not available in this version and raises :class:`DeviceError`.
     workers : int, optional
         CPU threads for the score kernel (default: all cores).
+    alphabet : {"auto", "protein", "dna"}, default "auto"
+        Alphabet of the query and database files; "auto" detects each from its first
+        records, and queries and database must then agree.
     map_unknown : bool, default False
         Read letters outside the alphabet as ``X``/``N`` instead of failing.
     progress : bool, default False
@@ -164,20 +167,23 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
     threads = _threads(workers)
     store = database if isinstance(database, SequenceStore) else None
     if store is None:
-        alphabet = scoring.alphabet if scoring is not None else "auto"
-        store = open_database(database, alphabet=alphabet, map_unknown=map_unknown)
+        db_alphabet = scoring.alphabet if scoring is not None and alphabet == "auto" else alphabet
+        store = open_database(database, alphabet=db_alphabet, map_unknown=map_unknown)
     try:
         if store.n_records == 0:
             raise EmptyInputError(f"{store.path}: empty database")
-        alphabet = store.alphabet
-        scoring = scoring or Scoring.default(alphabet.name)
-        if scoring.alphabet is not alphabet:
-            raise InvalidSequenceError(
-                f"the database is {alphabet.name} but the scoring is for {scoring.alphabet.name}")
+        db_alphabet = store.alphabet
+        scoring = scoring or Scoring.default(db_alphabet.name)
+        if scoring.alphabet is not db_alphabet:
+            raise InvalidSequenceError(f"the database is {db_alphabet.name} but the scoring "
+                                       f"is for {scoring.alphabet.name}")
         batch = as_queries(queries, alphabet=alphabet, map_unknown=map_unknown)
-        if batch.alphabet is not alphabet:
+        if batch.alphabet is not db_alphabet:
+            how = " (detected)" if alphabet == "auto" else ""
             raise InvalidSequenceError(
-                f"the queries are {batch.alphabet.name} but the database is {alphabet.name}")
+                f"the queries are {batch.alphabet.name}{how} but the database is "
+                f"{db_alphabet.name}; to read them as {db_alphabet.name}, pass "
+                f"alphabet={db_alphabet.name!r} (--alphabet {db_alphabet.name})")
         if min_score is None and mode == "local":
             min_score = 1
         previous = numba.get_num_threads()

@@ -167,3 +167,20 @@ def test_empty_inputs_give_empty_tables():
     s_res, s_off = pack([np.array([0, 1], np.uint8)])
     scores, q_end, s_end = score_all(q_res, q_off, s_res, s_off, scoring.matrix, 11, 1)
     assert scores.shape == q_end.shape == s_end.shape == (0, 1)
+
+
+def test_scalar_profile_fallback_gives_identical_results(proteins, monkeypatch):
+    """CPUs without AVX2 build 8-bit profile columns with scalar code: same results."""
+    import swdask.kernels.cpu.score as score_module
+
+    queries, db = proteins
+    scoring = Scoring()
+    q_res, q_off = pack([queries.codes(i) for i in (0, 5)])
+    subjects = np.arange(0, len(db), 3)
+    fast = score_all(q_res, q_off, db.residues, db.offsets, scoring.matrix, 11, 1,
+                     subjects=subjects)
+    monkeypatch.setattr(score_module, "USE_SHUFFLE", False)
+    portable = score_all(q_res, q_off, db.residues, db.offsets, scoring.matrix, 11, 1,
+                         subjects=subjects)
+    for a, b in zip(fast, portable):
+        np.testing.assert_array_equal(a, b)

@@ -27,22 +27,27 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .simd import LANES, column_sweep, first_rows
+from .simd import HAS_AVX2, LANES, column_sweep, first_rows, profile_u8
 
 LOCAL, GLOBAL, SEMIGLOBAL = 0, 1, 2
 MODE_CODES = {"local": LOCAL, "global": GLOBAL, "semiglobal": SEMIGLOBAL}
 INT16_MAX = np.iinfo(np.int16).max
+#: Build 8-bit profile columns with AVX2 byte shuffles (else portable scalar code).
+USE_SHUFFLE = HAS_AVX2
 
 
 @njit(parallel=True, boundscheck=False, nogil=True, cache=True)
 def _group_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_extend, mode,
-                  lanes, scores, q_end, s_end):
+                  lanes, floor, pad, sentinel, shuffle_tables, scores, q_end, s_end):
     """Score every query against every subject, ``lanes`` subjects per vector.
 
-    ``matrix``'s dtype (int16 or int32) picks the score width and must agree with
-    ``lanes`` (16 or 8, :data:`swdask.kernels.cpu.simd.LANES`).  Subjects are taken in
-    the order ``s_idx`` in groups of ``lanes``; results go to column ``c`` of the outputs
-    for subject ``s_idx[c]``.
+    ``matrix``'s dtype (uint8, int16 or int32) picks the score width and must agree with
+    ``lanes`` (:data:`swdask.kernels.cpu.simd.LANES`); ``floor``, ``pad`` (the profile
+    score past a subject's end) and ``sentinel`` are the width's values, see
+    :func:`_width_constants`.  Subjects are taken in the order ``s_idx`` in groups of
+    ``lanes``; results go to column ``c`` of the outputs for subject ``s_idx[c]``.
+    ``shuffle_tables`` (uint8[alphabet, 32], see :func:`swdask.kernels.cpu.simd.profile_u8`)
+    builds 8-bit profile columns with byte shuffles; an empty array means scalar code.
     """
     dtype = matrix.dtype
     n_query = q_off.shape[0] - 1
@@ -50,8 +55,6 @@ def _group_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
     n_groups = (n_subject + lanes - 1) // lanes
     alpha = matrix.shape[0]
     lowest = np.iinfo(dtype).min
-    pad = lowest // 2
-    floor = 0 if mode == LOCAL else lowest
     oe = gap_open + gap_extend
     max_m = 1
     for qi in range(n_query):
@@ -67,15 +70,23 @@ def _group_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
             n_max = max(n_max, lengths[k])
         # Subject profile: built once per group, read by every query.
         sprof = np.empty((n_max, alpha, lanes), dtype)
-        for j in range(n_max):
-            for k in range(lanes):
-                if j < lengths[k]:
-                    code = s_res[s_off[s_idx[first + k]] + j]
-                    for a in range(alpha):
-                        sprof[j, a, k] = matrix[a, code]
-                else:
-                    for a in range(alpha):
-                        sprof[j, a, k] = pad
+        if shuffle_tables.shape[0] > 0:
+            column_codes = np.empty(lanes, np.uint8)
+            for j in range(n_max):
+                for k in range(lanes):
+                    # Code 31 past a subject's end: its table entries hold the pad score.
+                    column_codes[k] = s_res[s_off[s_idx[first + k]] + j] if j < lengths[k] else 31
+                profile_u8(shuffle_tables, column_codes, sprof[j])
+        else:
+            for j in range(n_max):
+                for k in range(lanes):
+                    if j < lengths[k]:
+                        code = s_res[s_off[s_idx[first + k]] + j]
+                        for a in range(alpha):
+                            sprof[j, a, k] = matrix[a, code]
+                    else:
+                        for a in range(alpha):
+                            sprof[j, a, k] = pad
         hcol = np.empty((max_m, lanes), dtype)
         ecol = np.empty((max_m, lanes), dtype)
         out = np.zeros((2, lanes), dtype)
@@ -118,7 +129,7 @@ def _group_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
                     if improved:
                         # First row of this column holding the new best, all lanes at once.
                         for k in range(lanes):
-                            target[k] = out[0, k] if k < count and out[0, k] > best[k] else lowest
+                            target[k] = out[0, k] if k < count and out[0, k] > best[k] else sentinel
                         first_rows(hc, target, first_row)
                         for k in range(count):
                             if out[0, k] > best[k]:
@@ -141,6 +152,54 @@ def _group_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
                 scores[qi, col] = best[k]
                 q_end[qi, col] = best_i[k]
                 s_end[qi, col] = best_j[k]
+
+
+def _width_constants(bits, mode_code, matrix):
+    """``(matrix as the width's dtype, floor, pad, sentinel, limit)`` for a score width.
+
+    ``limit``: a local score at or above it may have saturated and is recomputed in the
+    next width (None: exact).
+    """
+    if bits == 8:
+        bias = -int(matrix.min())
+        return (matrix + bias).astype(np.uint8), bias, 0, 255, 255 - bias
+    dtype = np.int16 if bits == 16 else np.int32
+    lowest = int(np.iinfo(dtype).min)
+    floor = 0 if mode_code == LOCAL else lowest
+    limit = INT16_MAX if bits == 16 else None
+    return matrix.astype(dtype), floor, lowest // 2, lowest, limit
+
+
+def _widths(matrix, gap_open, gap_extend, mode_code):
+    """Score widths to try, narrowest first: 8 and 16 bits only for local scores, and
+    only while the penalties and the pad stay far inside the type."""
+    if mode_code != LOCAL:
+        return [32]
+    widths = []
+    span = int(matrix.max()) - int(matrix.min())
+    if int(matrix.min()) < 0 and span < 64 and gap_open + gap_extend < 255:
+        widths.append(8)
+    if np.abs(matrix).max() < 1000 and gap_open + gap_extend < 8000:
+        widths.append(16)
+    return widths + [32]
+
+
+def _run_width(bits, q_res, q_off, s_res, s_off, subjects, matrix, gap_open, gap_extend,
+               mode_code):
+    table, floor, pad, sentinel, limit = _width_constants(bits, mode_code, matrix)
+    shuffle_tables = np.zeros((0, 32), np.uint8)
+    if bits == 8 and USE_SHUFFLE and table.shape[0] <= 31:
+        shuffle_tables = np.full((table.shape[0], 32), pad, np.uint8)
+        shuffle_tables[:, :table.shape[1]] = table
+    shape = (q_off.shape[0] - 1, subjects.shape[0])
+    scores = np.zeros(shape, np.int32)
+    q_end = np.zeros(shape, np.int32)
+    s_end = np.zeros(shape, np.int32)
+    with numba.parallel_chunksize(1):
+        _group_kernel(q_res, q_off, s_res, s_off, subjects, table, gap_open, gap_extend,
+                      mode_code, LANES[bits], floor, pad, sentinel, shuffle_tables, scores,
+                      q_end, s_end)
+    return scores, q_end, s_end, limit
 
 
 def score_all(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, mode="local",
@@ -167,53 +226,36 @@ def score_all(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, mode="lo
     scores, query_end, subject_end : numpy.ndarray of int32, shape (n_queries, n_subjects)
         Column ``c`` belongs to subject ``subjects[c]``; ends are exclusive (0-based
         half-open coordinates) and follow the reference kernel's tie rule.
+
+    Notes
+    -----
+    Local scores run first in 8-bit lanes (32 subjects per AVX2 register), then the
+    pairs that may have saturated in 16-bit lanes, then those in 32-bit lanes; global
+    and semiglobal scores run in 32-bit lanes.
     """
     mode_code = MODE_CODES[mode]
+    matrix = np.asarray(matrix)
+    q_res = np.ascontiguousarray(q_res, dtype=np.uint8)
+    s_res = np.ascontiguousarray(s_res, dtype=np.uint8)
     q_off = np.ascontiguousarray(q_off, dtype=np.int64)
     s_off = np.ascontiguousarray(s_off, dtype=np.int64)
     if subjects is None:
         subjects = np.arange(s_off.shape[0] - 1, dtype=np.int64)
     subjects = np.ascontiguousarray(subjects, dtype=np.int64)
-    shape = (q_off.shape[0] - 1, subjects.shape[0])
-    scores = np.zeros(shape, np.int32)
-    q_end = np.zeros(shape, np.int32)
-    s_end = np.zeros(shape, np.int32)
-    if 0 in shape:
-        return scores, q_end, s_end
-    args = (np.ascontiguousarray(q_res, dtype=np.uint8), q_off,
-            np.ascontiguousarray(s_res, dtype=np.uint8), s_off)
-    if mode_code == LOCAL and _fits_int16(matrix, gap_open, gap_extend):
-        with numba.parallel_chunksize(1):
-            _group_kernel(*args, subjects, matrix.astype(np.int16), gap_open, gap_extend,
-                          LOCAL, LANES[16], scores, q_end, s_end)
-        overflow = scores >= INT16_MAX
-        for qi in np.flatnonzero(overflow.any(axis=1)):
-            cols = np.flatnonzero(overflow[qi])
-            query = args[0][q_off[qi]:q_off[qi + 1]]
-            exact = _score_int32(query, np.array([0, query.shape[0]], np.int64), args[2], s_off,
-                                 subjects[cols], matrix, gap_open, gap_extend, mode_code)
+    widths = _widths(matrix, gap_open, gap_extend, mode_code)
+    scores, q_end, s_end, limit = _run_width(widths[0], q_res, q_off, s_res, s_off, subjects,
+                                             matrix, gap_open, gap_extend, mode_code)
+    for bits in widths[1:]:
+        if limit is None or scores.size == 0:
+            break
+        redo = scores >= limit
+        next_limit = None
+        for qi in np.flatnonzero(redo.any(axis=1)):
+            cols = np.flatnonzero(redo[qi])
+            query = q_res[q_off[qi]:q_off[qi + 1]]
+            *exact, next_limit = _run_width(bits, query, np.array([0, query.shape[0]], np.int64),
+                                            s_res, s_off, subjects[cols], matrix, gap_open,
+                                            gap_extend, mode_code)
             scores[qi, cols], q_end[qi, cols], s_end[qi, cols] = (x[0] for x in exact)
-    else:
-        out = _score_int32(args[0], q_off, args[2], s_off, subjects, matrix, gap_open,
-                           gap_extend, mode_code)
-        scores[:], q_end[:], s_end[:] = out
+        limit = next_limit if redo.any() else None
     return scores, q_end, s_end
-
-
-def _score_int32(q_res, q_off, s_res, s_off, subjects, matrix, gap_open, gap_extend, mode_code):
-    shape = (q_off.shape[0] - 1, subjects.shape[0])
-    scores = np.zeros(shape, np.int32)
-    q_end = np.zeros(shape, np.int32)
-    s_end = np.zeros(shape, np.int32)
-    with numba.parallel_chunksize(1):
-        _group_kernel(np.ascontiguousarray(q_res, dtype=np.uint8),
-                      np.asarray(q_off, dtype=np.int64), s_res, s_off, subjects,
-                      matrix.astype(np.int32), gap_open, gap_extend, mode_code, LANES[32],
-                      scores, q_end, s_end)
-    return scores, q_end, s_end
-
-
-def _fits_int16(matrix, gap_open, gap_extend):
-    # Pad, penalties and scores must stay far inside int16 for saturation to be the only
-    # way a lane can go wrong.
-    return (np.abs(matrix).max() < 1000 and gap_open + gap_extend < 8000)

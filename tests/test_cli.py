@@ -1,0 +1,348 @@
+"""Tests of the ``swdask`` command line (swdask.cli), run in-process through ``main``."""
+from __future__ import annotations
+
+import gzip
+import re
+import subprocess
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import swdask
+from swdask.cli import main
+from swdask.parquet_schemas import HITS
+from swdask.scoring import Scoring
+
+DATA = Path(__file__).parent / "data"
+QUERIES = DATA / "sprot_queries.fasta"
+SPROT_DB = DATA / "sprot_db.fasta.gz"
+RRNA = DATA / "16S_200.fna.gz"
+
+#: Queries whose own record is in sprot_db.fasta.gz (tests/data/README.md), with lengths.
+SELF_HITS = {"sp|Q197D0|030L_IIV3": 144, "sp|Q67475|055R_FRG3G": 379, "sp|Q6GZU9|027R_FRG3G": 970}
+N_QUERIES = 12
+#: 16S records of plain ACGT (no IUPAC code, no N), by index in 16S_200.fna.gz.
+DNA_QUERY_INDEX = (0, 64, 129)
+
+
+def read_fasta(path):
+    """``{name: sequence}`` in file order, by a plain-Python parser."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    records = {}
+    name = None
+    with opener(path, "rt") as handle:
+        for line in handle:
+            line = line.strip()
+            if line.startswith(">"):
+                name = line[1:].split()[0]
+                records[name] = []
+            elif line:
+                records[name].append(line)
+    return {k: "".join(v) for k, v in records.items()}
+
+
+def run(capsys, *argv):
+    """``(status, stdout, stderr)`` of ``swdask ARGV``."""
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def search_table(capsys, out, *argv):
+    """Run ``swdask search ... -o OUT --quiet`` (Parquet) and return the table as a dict of lists."""
+    status, _, err = run(capsys, "search", *argv, "-o", out, "--quiet")
+    assert status == 0, err
+    assert err == ""
+    return pq.read_table(out)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cli") / "sprot.store"
+    assert main(["ingest", str(SPROT_DB), "-o", str(path), "--quiet"]) == 0
+    return path
+
+
+@pytest.fixture(scope="module")
+def default_hits(store, tmp_path_factory):
+    """The default search (BLOSUM62 11/1, local, 50 hits) of the queries against the store."""
+    out = tmp_path_factory.mktemp("cli") / "hits.parquet"
+    assert main(["search", str(QUERIES), str(store), "-o", str(out), "--quiet"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def sequences():
+    return {**read_fasta(SPROT_DB), **read_fasta(QUERIES)}
+
+
+# -- ingest -----------------------------------------------------------------------------
+
+
+def test_ingest_writes_store_and_reports(tmp_path, capsys):
+    out = tmp_path / "db.store"
+    status, stdout, err = run(capsys, "ingest", SPROT_DB, "-o", out, "--quiet",
+                              "--partition-residues", 50_000)
+    assert status == 0, err
+    store = swdask.SequenceStore.open(out)
+    assert (store.n_records, store.n_residues, store.alphabet.name) == (400, 171_138, "protein")
+    assert len(store.partitions) > 1
+    assert stdout == (f"wrote {out}: 400 protein sequences, 171,138 residues in "
+                      f"{len(store.partitions)} Parquet file(s)\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["db.store"]  # no temp dir left
+
+
+def test_ingest_several_files_and_dna(tmp_path, capsys):
+    out = tmp_path / "rrna.store"
+    status, stdout, err = run(capsys, "ingest", RRNA, "-o", out, "--quiet")
+    assert status == 0, err
+    assert stdout.startswith(f"wrote {out}: 200 dna sequences, 287,612 residues in 1 Parquet file(s)")
+
+
+# -- search: output formats -------------------------------------------------------------
+
+
+def test_search_parquet_schema_and_shape(default_hits):
+    schema = pq.read_schema(default_hits)
+    assert schema.equals(HITS, check_metadata=True)
+    table = pq.read_table(default_hits).to_pydict()
+    queries = list(dict.fromkeys(table["query"]))
+    assert queries == list(read_fasta(QUERIES))  # every query, in input order
+    for q in queries:
+        ranks = [r for qq, r in zip(table["query"], table["rank"]) if qq == q]
+        assert ranks == list(range(1, len(ranks) + 1))
+        assert 1 <= len(ranks) <= 50
+    assert min(table["score"]) >= 1  # local default: min score 1
+    assert set(table["evalue"]) == {None} and set(table["bitscore"]) == {None}
+
+
+def test_search_reports_on_stderr(store, tmp_path, capsys):
+    out = tmp_path / "hits.parquet"
+    status, stdout, err = run(capsys, "search", QUERIES, store, "-o", out, "--max-hits", 2)
+    assert status == 0
+    assert stdout == ""
+    lines = err.splitlines()
+    assert lines[0] == f"wrote {2 * N_QUERIES} hits to {out} (parquet)"
+    assert re.match(r"12 queries x 400 subjects, [\d,]+ cells: score pass", lines[1])
+
+
+def test_self_hits_rank_first(default_hits, sequences):
+    table = pq.read_table(default_hits).to_pylist()
+    blosum62 = Scoring()
+    for name, length in SELF_HITS.items():
+        first = next(row for row in table if row["query"] == name and row["rank"] == 1)
+        assert first["subject"] == name
+        assert first["identity"] == 1.0
+        assert first["cigar"] == f"{length}="
+        assert (first["query_start"], first["query_end"]) == (0, length)
+        assert (first["subject_start"], first["subject_end"]) == (0, length)
+        assert (first["query_length"], first["subject_length"]) == (length, length)
+        assert (first["align_length"], first["mismatches"], first["gap_opens"]) == (length, 0, 0)
+        assert first["score"] == blosum62.score(sequences[name], sequences[name])
+
+
+def test_blast6_matches_parquet(store, default_hits, tmp_path, capsys):
+    out = tmp_path / "hits.tsv"
+    status, _, err = run(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "blast6", "--quiet")
+    assert status == 0, err
+    rows = pq.read_table(default_hits).to_pylist()
+    text = out.read_text()
+    assert text.endswith("\n")
+    lines = text.splitlines()
+    assert len(lines) == len(rows)
+    for line, row in zip(lines, rows):
+        fields = line.split("\t")
+        assert len(fields) == 12, line
+        assert fields == [
+            row["query"], row["subject"], f"{100 * row['identity']:.3f}",
+            str(row["align_length"]), str(row["mismatches"]), str(row["gap_opens"]),
+            str(row["query_start"] + 1), str(row["query_end"]),
+            str(row["subject_start"] + 1), str(row["subject_end"]), "NA", "NA",
+        ]
+    self_line = next(line for line in lines if line.startswith("sp|Q197D0|030L_IIV3\t"))
+    assert self_line.split("\t")[1:10] == ["sp|Q197D0|030L_IIV3", "100.000", "144", "0", "0",
+                                           "1", "144", "1", "144"]
+
+
+def test_fasta_database_gives_the_store_result(default_hits, tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    table = search_table(capsys, tmp_path / "fasta.parquet", QUERIES, SPROT_DB)
+    assert table.equals(pq.read_table(default_hits))
+    assert list(scratch.iterdir()) == []  # the temporary store is gone
+
+
+# -- search: options --------------------------------------------------------------------
+
+
+def test_max_hits(store, default_hits, tmp_path, capsys):
+    table = search_table(capsys, tmp_path / "h.parquet", QUERIES, store, "--max-hits", 3)
+    full = pq.read_table(default_hits).to_pylist()
+    assert table.to_pylist() == [row for row in full if row["rank"] <= 3]
+
+
+def test_min_score(store, default_hits, tmp_path, capsys):
+    table = search_table(capsys, tmp_path / "h.parquet", QUERIES, store, "--min-score", 60)
+    full = pq.read_table(default_hits).to_pylist()
+    expected = [row for row in full if row["score"] >= 60]
+    assert 0 < len(expected) < len(full)
+    assert table.to_pylist() == expected
+
+
+def test_global_mode(store, tmp_path, capsys, sequences):
+    rows = search_table(capsys, tmp_path / "h.parquet", QUERIES, store, "--mode", "global",
+                        "--max-hits", 4).to_pylist()
+    assert len(rows) == 4 * N_QUERIES  # no score floor in global mode
+    for row in rows:
+        assert (row["query_start"], row["query_end"]) == (0, row["query_length"])
+        assert (row["subject_start"], row["subject_end"]) == (0, row["subject_length"])
+    for name, length in SELF_HITS.items():
+        first = next(r for r in rows if r["query"] == name and r["rank"] == 1)
+        assert (first["subject"], first["cigar"]) == (name, f"{length}=")
+    sample = [r for r in rows if r["subject_length"] < 400 and r["query_length"] < 200][:3]
+    assert sample
+    for row in sample:
+        aln = swdask.align(sequences[row["query"]], sequences[row["subject"]], mode="global")
+        assert (aln.score, aln.cigar) == (row["score"], row["cigar"])
+    assert any(r["score"] < 0 for r in rows)
+
+
+def test_matrix_and_gaps(store, default_hits, tmp_path, capsys, sequences):
+    rows = search_table(capsys, tmp_path / "h.parquet", QUERIES, store, "--matrix", "BLOSUM50",
+                        "--gap-open", 13, "--gap-extend", 2, "--max-hits", 5).to_pylist()
+    scoring = Scoring("BLOSUM50", gap_open=13, gap_extend=2)
+    for name in SELF_HITS:
+        first = next(r for r in rows if r["query"] == name and r["rank"] == 1)
+        assert first["score"] == scoring.score(sequences[name], sequences[name])
+    for row in [r for r in rows if r["rank"] == 2][:4]:
+        aln = swdask.align(sequences[row["query"]], sequences[row["subject"]], scoring=scoring)
+        assert (aln.score, aln.cigar, aln.query_start, aln.subject_start) == (
+            row["score"], row["cigar"], row["query_start"], row["subject_start"])
+    default = [(r["query"], r["subject"], r["score"]) for r in pq.read_table(default_hits).to_pylist()
+               if r["rank"] <= 5]
+    assert [(r["query"], r["subject"], r["score"]) for r in rows] != default
+
+
+def test_dna_search(tmp_path, capsys):
+    records = list(read_fasta(RRNA).items())
+    picked = [records[k] for k in DNA_QUERY_INDEX]
+    queries = tmp_path / "q.fna"
+    queries.write_text("".join(f">{name}\n{seq}\n" for name, seq in picked))
+    rows = search_table(capsys, tmp_path / "h.parquet", queries, RRNA, "--match", 2,
+                        "--mismatch", -3, "--max-hits", 5).to_pylist()
+    assert len(rows) == 15
+    for name, seq in picked:
+        mine = [r for r in rows if r["query"] == name]
+        assert [r["rank"] for r in mine] == [1, 2, 3, 4, 5]
+        first = mine[0]
+        assert (first["subject"], first["score"], first["identity"], first["cigar"]) == (
+            name, 2 * len(seq), 1.0, f"{len(seq)}=")
+        assert all(a["score"] >= b["score"] for a, b in zip(mine, mine[1:]))
+    # Match/mismatch 2/-3 with default gaps 5/2 is NCBI's blastn default: same as no options.
+    same = search_table(capsys, tmp_path / "h2.parquet", queries, RRNA, "--max-hits", 5)
+    assert same.to_pylist() == rows
+
+
+def test_workers_do_not_change_the_result(store, tmp_path, capsys):
+    one = search_table(capsys, tmp_path / "w1.parquet", QUERIES, store, "--workers", 1, "--max-hits", 10)
+    two = search_table(capsys, tmp_path / "w2.parquet", QUERIES, store, "--workers", 2, "--max-hits", 10)
+    assert one.equals(two)
+
+
+def test_force_replaces_output(store, tmp_path, capsys):
+    out = tmp_path / "h.parquet"
+    out.write_bytes(b"old")
+    table = search_table(capsys, out, QUERIES, store, "--max-hits", 1, "--force")
+    assert table.num_rows == N_QUERIES
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.parquet"]
+
+
+# -- align --------------------------------------------------------------------------------
+
+
+def test_align_literal_sequences(capsys):
+    status, out, err = run(capsys, "align", "HEAGAWGHEE", "PAWHEAE", "--matrix", "BLOSUM50",
+                           "--gap-open", 8, "--gap-extend", 2)
+    assert status == 0, err
+    assert out.splitlines() == [
+        "local alignment of query (10) and subject (7)",
+        "score 26, identity 4/5 (80.0%), mismatches 0, gap opens 1, cigar 2=1I2=",
+        "",
+        "query   5 AWGHE 9",
+        "          || ||",
+        "subject 2 AW-HE 5",
+        "",
+    ]
+
+
+def test_align_fasta_files(tmp_path, capsys):
+    a, b = tmp_path / "a.fa", tmp_path / "b.fa"
+    a.write_text(">first some description\nMKVLAWQERTYIPAS\nDFGHKLCVNM\n>second\nMMMM\n")
+    b.write_text(">other\nQERTYIPASDFGHK\n")
+    status, out, err = run(capsys, "align", a, b)
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "local alignment of first (25) and other (14)"
+    assert lines[1].startswith("score ") and "identity 14/14 (100.0%)" in lines[1]
+    assert lines[1].endswith("cigar 14=")
+    assert lines[3:6] == ["first  7 QERTYIPASDFGHK 20",  # 1-based inclusive positions
+                          "         ||||||||||||||",
+                          "other  1 QERTYIPASDFGHK 14"]
+
+
+def test_align_global_mode(capsys):
+    status, out, err = run(capsys, "align", "HEAGAWGHEE", "PAWHEAE", "--mode", "global")
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "global alignment of query (10) and subject (7)"
+    query_row, subject_row = lines[3].split(), lines[5].split()
+    assert query_row[0] == "query" and subject_row[0] == "subject"
+    assert query_row[2].replace("-", "") == "HEAGAWGHEE"  # global: every residue of both
+    assert subject_row[2].replace("-", "") == "PAWHEAE"
+    assert len(query_row[2]) == len(subject_row[2])
+    score = int(re.match(r"score (-?\d+),", lines[1]).group(1))
+    assert score == swdask.align("HEAGAWGHEE", "PAWHEAE", mode="global").score
+
+
+def test_align_dna_width(capsys):
+    status, out, err = run(capsys, "align", "ACGTACGTTT" * 3, "ACGTACGTTT" * 3, "--width", 10)
+    assert status == 0, err
+    blocks = [line for line in out.splitlines() if line.startswith("query ")]
+    assert len(blocks) == 3  # 30 columns in blocks of 10
+    assert "score 60," in out  # DNA default match 2
+
+
+# -- version and help -------------------------------------------------------------------
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"swdask {swdask.__version__}\n"
+
+
+def test_search_help_states_gap_convention(capsys):
+    assert main(["search", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "a gap of k residues costs OPEN + k * EXTEND" in text
+    assert "1-based inclusive" in text and "0-based half-open" in text
+
+
+# -- the installed command ----------------------------------------------------------------
+
+
+def test_installed_demo_command():
+    result = subprocess.run(["swdask", "demo"], capture_output=True, text=True, timeout=300,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"swdask {swdask.__version__} demo:")
+    header = lines[1].split()
+    assert header[:4] == ["query", "subject", "score", "identity"]
+    hits = [line.split() for line in lines[2:] if line.startswith(" ") or line.startswith("sp|")]
+    self_hits = [h for h in hits if len(h) > 3 and h[0] == h[1] and h[3] == "100.0"]
+    assert len(self_hits) >= 1
+    assert any("GCUPS" in line for line in lines)
