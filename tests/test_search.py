@@ -19,6 +19,7 @@ from swdask.output import hits_table
 from swdask.parquet_schemas import HITS
 from swdask.scoring import Scoring
 from swdask.search import SearchStats
+from oracles import python_summary
 
 DATA = Path(__file__).parent / "data"
 QUERIES = DATA / "sprot_queries.fasta"
@@ -63,25 +64,7 @@ def cigar_ops(cigar):
 
 def cigar_of_path(query, subject, query_start, subject_start, ops, unknown):
     """The CIGAR of a reference path, written independently of the kernels."""
-    letters = []
-    i, j = query_start, subject_start
-    for op in ops:
-        if op == OP_MATCH:
-            letters.append("=" if query[i] == subject[j] and query[i] != unknown else "X")
-            i, j = i + 1, j + 1
-        elif op == OP_INS:
-            letters.append("I")
-            i += 1
-        else:
-            letters.append("D")
-            j += 1
-    runs = []
-    for letter in letters:
-        if runs and runs[-1][1] == letter:
-            runs[-1][0] += 1
-        else:
-            runs.append([1, letter])
-    return "".join(f"{n}{op}" for n, op in runs)
+    return python_summary(query, subject, query_start, subject_start, ops, unknown)[0]
 
 
 @pytest.fixture(scope="module")

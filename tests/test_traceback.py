@@ -44,6 +44,7 @@ from swdask.kernels.cpu.traceback import (
     traceback_pair,
 )
 from swdask.scoring import Scoring
+from oracles import python_summary
 
 DATA = Path(__file__).parent / "data"
 MODES = tuple(MODE_CODES)
@@ -77,30 +78,6 @@ def fast(query, subject, matrix, gap_open, gap_extend, mode, end=None):
 def reference(query, subject, matrix, gap_open, gap_extend, mode):
     return align_reference(list(map(int, query)), list(map(int, subject)),
                            np.asarray(matrix).tolist(), gap_open, gap_extend, mode)
-
-
-def python_summary(query, subject, qs, ss, ops, unknown):
-    """CIGAR and counts, written the obvious way."""
-    columns, i, j = [], qs, ss
-    for op in ops:
-        if op == OP_MATCH:
-            columns.append("=" if query[i] == subject[j] and query[i] != unknown else "X")
-            i, j = i + 1, j + 1
-        elif op == OP_INS:
-            columns.append("I")
-            i += 1
-        else:
-            columns.append("D")
-            j += 1
-    runs = []
-    for c in columns:
-        if runs and runs[-1][1] == c:
-            runs[-1][0] += 1
-        else:
-            runs.append([1, c])
-    cigar = "".join(f"{k}{c}" for k, c in runs)
-    gap_opens = sum(1 for _, c in runs if c in "ID")
-    return cigar, columns.count("="), columns.count("X"), gap_opens, len(columns)
 
 
 def check_path(result, query, subject, matrix, gap_open, gap_extend, label):
