@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-score", type=_whole, metavar="S",
                    help="report only hits scoring at least S (default 1 for local mode)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
-                   help="auto (default; the CPU in this version), cpu, or gpu (not yet available)")
+                   help="auto (default: a GPU when one is visible, local mode), cpu, or gpu")
     p.add_argument("--workers", type=_positive, metavar="N", help="CPU threads (default: all cores)")
     _add_input_options(p)
     p.add_argument("--force", action="store_true", help="replace an existing output file")
@@ -168,11 +168,11 @@ def _cmd_ingest(args):
           f"{store.n_residues:,} residues in {len(store.partitions)} Parquet file(s)")
 
 
-def _summary(stats, device="cpu"):
+def _summary(stats):
     return (f"{stats.n_queries:,} queries x {stats.n_subjects:,} subjects, "
             f"{stats.cells:,} cells: score pass {stats.score_seconds:.2f} s "
             f"({stats.kernel_gcups:.2f} GCUPS), traceback {stats.traceback_seconds:.2f} s, "
-            f"total {stats.total_seconds:.2f} s ({stats.gcups:.2f} GCUPS) on {device} with "
+            f"total {stats.total_seconds:.2f} s ({stats.gcups:.2f} GCUPS) on {stats.device} with "
             f"{stats.workers} thread(s)")
 
 
@@ -181,7 +181,7 @@ def _cmd_search(args):
     from .search import check_device, search
 
     check_output(args.output, force=args.force)
-    check_device(args.device)
+    check_device(args.device, args.mode)
     db_alphabet = _database_alphabet(args.database, args.alphabet)
     scoring = _scoring(args, db_alphabet)
     if scoring.alphabet.name != db_alphabet:

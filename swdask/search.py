@@ -43,6 +43,7 @@ class SearchStats:
     total_seconds: float
     n_hits: int
     workers: int
+    device: str = "cpu"
 
     @property
     def kernel_gcups(self) -> float:
@@ -55,14 +56,25 @@ class SearchStats:
         return self.cells / self.total_seconds / 1e9 if self.total_seconds else 0.0
 
 
-def check_device(device: str) -> str:
-    """The backend that runs a search: ``"cpu"`` for now; an unknown or unavailable one raises."""
+def check_device(device: str, mode: str = "local") -> str:
+    """The backend that runs a search's score pass: ``"gpu"`` or ``"cpu"``.
+
+    ``"auto"`` takes a real GPU when Numba sees one and the mode is local, else the CPU;
+    ``"gpu"`` insists (the CUDA simulator counts, for tests) and raises
+    :class:`DeviceError` when there is none or the mode has no GPU kernel yet.
+    """
+    from .gpu import gpu_available, require_gpu, simulator_enabled
+
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; choose one of: {', '.join(DEVICES)}")
     if device == "gpu":
-        raise DeviceError(
-            "--device gpu: the CUDA kernels are not part of this version yet; "
-            "use --device cpu (or auto, which picks the CPU)")
+        require_gpu()
+        if mode != "local":
+            raise DeviceError(f"--device gpu: the GPU kernels compute local alignments; run "
+                              f"--mode {mode} with --device cpu (or auto)")
+        return "gpu"
+    if device == "auto" and mode == "local" and not simulator_enabled() and gpu_available():
+        return "gpu"
     return "cpu"
 
 
@@ -115,7 +127,9 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
         Report only hits scoring at least this.  Default: 1 for local mode (a score of
         0 is no alignment), none otherwise.
     device : {"auto", "cpu", "gpu"}, default "auto"
-        ``"gpu"`` is not available in this version and raises :class:`DeviceError`.
+        Where the score pass runs: ``"auto"`` takes a GPU when Numba sees one (local mode),
+        else the CPU; ``"gpu"`` requires one (or ``NUMBA_ENABLE_CUDASIM=1``, the simulator).
+        Scores, ends and alignments are identical on every device.
     workers : int, optional
         CPU threads for the score kernel (default: all cores).
     alphabet : {"auto", "protein", "dna"}, default "auto"
@@ -142,7 +156,7 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
         Bad ``mode``, ``device``, ``max_hits`` or ``workers``, or the queries, database and
         scoring are of different alphabets.
     DeviceError
-        ``device="gpu"``.
+        ``device="gpu"`` without a GPU, or with a mode other than local.
     EmptyInputError, InvalidSequenceError, SequenceFormatError, InputNotFoundError
         Bad input files (see :func:`swdask.ingest`).
 
@@ -158,7 +172,7 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
     """
     started = time.perf_counter()
     check_mode(mode)
-    check_device(device)
+    backend = check_device(device, mode)
     if isinstance(max_hits, bool) or not isinstance(max_hits, (int, np.integer)) or max_hits < 1:
         raise ValueError(f"max_hits must be a positive whole number, got {max_hits!r}")
     if min_score is not None and (isinstance(min_score, bool)
@@ -189,13 +203,15 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
         previous = numba.get_num_threads()
         numba.set_num_threads(threads)
         try:
-            table, stats = _run(batch, store, scoring, mode, int(max_hits), min_score, progress)
+            table, stats = _run(batch, store, scoring, mode, int(max_hits), min_score, progress,
+                                backend)
         finally:
             numba.set_num_threads(previous)
     finally:
         if getattr(store, "temporary", False):
             shutil.rmtree(store.path, ignore_errors=True)
-    stats = SearchStats(**stats, total_seconds=time.perf_counter() - started, workers=threads)
+    stats = SearchStats(**stats, total_seconds=time.perf_counter() - started, workers=threads,
+                        device=backend)
     frame = table.to_pandas(types_mapper=_types_mapper)
     return (frame, stats) if return_stats else frame
 
@@ -243,7 +259,20 @@ class _TopHits:
         return self._best(self.parts[qi])
 
 
-def _run(batch, store, scoring, mode, max_hits, min_score, progress):
+def _score_pass(backend, q_res, q_off, part, scoring, mode):
+    """Scores and end cells of some queries against one partition; kernel seconds."""
+    if backend == "gpu":
+        from .gpu import score_all_gpu
+
+        return score_all_gpu(q_res, q_off, part.residues, part.offsets, scoring.matrix,
+                             scoring.gap_open, scoring.gap_extend)
+    tick = time.perf_counter()
+    result = score_all(q_res, q_off, part.residues, part.offsets, scoring.matrix,
+                       scoring.gap_open, scoring.gap_extend, mode)
+    return (*result, time.perf_counter() - tick)
+
+
+def _run(batch, store, scoring, mode, max_hits, min_score, progress, backend="cpu"):
     n_queries = len(batch)
     top = _TopHits(n_queries, max_hits)
     cells = 0
@@ -257,11 +286,8 @@ def _run(batch, store, scoring, mode, max_hits, min_score, progress):
             q1 = min(n_queries, q0 + rows_per_chunk)
             q_off = batch.offsets[q0:q1 + 1] - batch.offsets[q0]
             q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
-            tick = time.perf_counter()
-            scores, q_end, s_end = score_all(q_res, q_off, part.residues, part.offsets,
-                                             scoring.matrix, scoring.gap_open,
-                                             scoring.gap_extend, mode)
-            score_seconds += time.perf_counter() - tick
+            scores, q_end, s_end, seconds = _score_pass(backend, q_res, q_off, part, scoring, mode)
+            score_seconds += seconds
             work = int(batch.lengths[q0:q1].sum()) * part.n_residues
             cells += work
             if bar is not None:

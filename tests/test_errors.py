@@ -202,10 +202,26 @@ def test_unknown_mode(work, capsys):
     assert line.startswith("swdask: error: argument --mode: invalid choice: 'lokal'")
 
 
-def test_gpu_device(work, capsys):
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """A machine where Numba sees no GPU (the test lane itself has the simulator)."""
+    import swdask.gpu
+
+    monkeypatch.setattr(swdask.gpu, "gpu_available", lambda: False)
+
+
+def test_gpu_device_without_a_gpu(work, capsys, no_gpu):
     line = fails(work, capsys, *search(work, QUERIES, SPROT_DB, "--device", "gpu"))
-    assert line == ("swdask: error: --device gpu: the CUDA kernels are not part of this version "
-                    "yet; use --device cpu (or auto, which picks the CPU)")
+    assert line == ("swdask: error: --device gpu: no CUDA GPU is visible to Numba "
+                    "(numba.cuda.is_available() is False); install swdask[gpu] on a machine with "
+                    "an NVIDIA GPU, or use --device cpu")
+
+
+def test_gpu_device_with_a_global_mode(work, capsys):
+    line = fails(work, capsys, *search(work, QUERIES, SPROT_DB, "--device", "gpu", "--mode",
+                                       "global"))
+    assert line == ("swdask: error: --device gpu: the GPU kernels compute local alignments; run "
+                    "--mode global with --device cpu (or auto)")
 
 
 # -- missing, empty and wrong inputs ----------------------------------------------------
@@ -376,8 +392,13 @@ def test_api_options():
     with pytest.raises(ValueError, match="max_hits must be a positive whole number, got 0"):
         swdask.search(QUERIES, SPROT_DB, max_hits=0)
     with pytest.raises(DeviceError) as exc:
-        swdask.search(QUERIES, SPROT_DB, device="gpu")
+        swdask.search(QUERIES, SPROT_DB, device="gpu", mode="semiglobal")
     assert isinstance(exc.value, RuntimeError)
+
+
+def test_api_gpu_without_a_gpu(no_gpu):
+    with pytest.raises(DeviceError, match="no CUDA GPU is visible"):
+        swdask.search(QUERIES, SPROT_DB, device="gpu")
 
 
 def test_api_alphabet_mismatch(dna_store):

@@ -31,29 +31,43 @@ pair, ``grid = ceil(n_pairs * G / THREADS)``.
 from __future__ import annotations
 
 import math
+import time
+import warnings
 
 import numpy as np
 from numba import config, cuda
 
 THREADS = 128
 SIMULATOR_THREADS = 32
-#: Query rows per lane (registers per lane grow with it).
-ROWS = 16
+#: Query rows per lane (registers per lane grow with it).  Measured on an H100 with the
+#: shared profile and DPX (workflows/benchmarks/gpu_search.py, 100 M residues): 8 rows
+#: 897/1110/1129 GCUPS for queries of 379/970/5034 residues, 12 rows 1211/987/1084,
+#: 10 rows 676/846/1085, 16 rows 718/900/926, 4 rows 756/702/719.  Counting only the rows
+#: that are not padding, 12 rows run about 1,220 GCUPS and 8 rows about 1,170.
+ROWS = 8
+#: Cells per second of each tile height, net of padding (the measurements above): the
+#: shape chooser weighs padded rows with them.
+ROW_RATES = {8: 1170.0, 12: 1220.0}
 #: Score of the pad code and of query rows past the end: far below any real score.
-PAD_SCORE = -(1 << 20)
+PAD_SCORE = -(1 << 14)  # fits the int16 shared profile; any negative score would do
 NEG = -(1 << 29)
 
 _KERNELS = {}
 
 
-def _kernel_source(rows: int, group: int, threads: int, shuffles: bool) -> str:
+def _kernel_source(rows: int, group: int, threads: int, shuffles: bool, shared: bool = False,
+                   dpx: bool = False, alphabet: int = 25) -> str:
     """Source of the kernel for ``rows`` register rows per lane and groups of ``group``.
 
     With ``shuffles`` the lanes exchange values through warp shuffles (the GPU kernel);
     without, through shared memory and block barriers (the simulator, which has no warp
-    shuffles); everything else is the same text.
+    shuffles).  ``shared`` stages each pass's slice of the query profile (int16, at most
+    ``alphabet`` codes) in shared memory; ``dpx`` writes the recurrence with Hopper's
+    fused max instructions (linked CUDA C++, see :data:`DPX_SOURCE`).  Everything else
+    is the same text, so the simulator checks the GPU kernel's logic.
     """
     r = range(rows)
+    span = group * rows
 
     def exchange(pad):
         if group == 1:
@@ -78,6 +92,8 @@ def _kernel_source(rows: int, group: int, threads: int, shuffles: bool) -> str:
         "    tid = cuda.grid(1)",
         "    tx = cuda.threadIdx.x",
         f"    xch = cuda.shared.array((2, {threads}), int32)" if not shuffles else "    pass",
+        f"    sprof = cuda.shared.array(({alphabet}, {span}), int16)" if shared else "    pass",
+        "    n_codes = profile.shape[0]",
         f"    pair = tid // {group}",
         f"    lane = tid % {group}",
         "    n_pairs = order.shape[0]",
@@ -90,17 +106,28 @@ def _kernel_source(rows: int, group: int, threads: int, shuffles: bool) -> str:
         "    warp = tid // 32",
         "    n_steps = warp_len[warp] if warp < warp_len.shape[0] else 0",
         f"    slot = warp_base[warp] + ((tid % 32) // {group}) * n_steps if warp < warp_len.shape[0] else 0",
-        "    best = 0",
+        "    zero = int32(0)",
+        "    gap_oe = int32(gap_oe)",
+        "    gap_e = int32(gap_e)",
+        "    neg_e = int32(-gap_e)",
+        "    best = zero",
         "    best_i = 0",
         "    best_j = 0",
         "    for p in range(passes):",
         f"        row0 = (p * {group} + lane) * {rows}",
     ]
-    lines += [f"        h{k} = 0" for k in r] + [f"        e{k} = {NEG}" for k in r]
+    if shared:  # the block loads this pass's rows of the profile once
+        lines += [
+            "        cuda.syncthreads()",
+            f"        for idx in range(tx, n_codes * {span}, {threads}):",
+            f"            sprof[idx // {span}, idx % {span}] = profile[idx // {span}, p * {span} + idx % {span}]",
+            "        cuda.syncthreads()",
+        ]
+    lines += [f"        h{k} = zero" for k in r] + [f"        e{k} = int32({NEG})" for k in r]
     lines += [
-        "        out_h = 0",
-        f"        out_f = {NEG}",
-        "        diag_in = 0",
+        "        out_h = zero",
+        f"        out_f = int32({NEG})",
+        "        diag_in = zero",
         f"        for step in range(n_steps + {group} - 1):",
         "            j = step - lane",
     ]
@@ -111,22 +138,34 @@ def _kernel_source(rows: int, group: int, threads: int, shuffles: bool) -> str:
         "                    in_h = boundary[2 * (slot + j)]",
         "                    in_f = boundary[2 * (slot + j) + 1]",
         "                else:",
-        "                    in_h = 0",
-        f"                    in_f = {NEG}",
+        "                    in_h = zero",
+        f"                    in_f = int32({NEG})",
         "            if j >= 0 and j < n_steps:",
         "                code = s_res[start + j] if j < n else pad_code",
         "                diag = diag_in",
         "                diag_in = in_h",
         "                up = in_h",
         "                f = in_f",
-        "                cmax = 0",
+        "                cmax = zero",
     ]
+    # Every sum is cast back to int32: Numba types int32 + int32 as int64, and 64-bit
+    # integer arithmetic costs the GPU two instructions per operation.
     for k in r:
-        lines += [
-            f"                s = profile[code, row0 + {k}]",
-            f"                e{k} = max(e{k} - gap_e, h{k} - gap_oe)",
-            "                f = max(f - gap_e, up - gap_oe)",
-            f"                h = max(max(diag + s, 0), max(e{k}, f))",
+        load = (f"int32(sprof[code, lane * {rows} + {k}])" if shared
+                else f"profile[code, row0 + {k}]")
+        if dpx:  # max(a + b, c) and max(a, b, c, 0) are one instruction each on Hopper
+            cell = [
+                f"                e{k} = viaddmax(e{k}, neg_e, int32(h{k} - gap_oe))",
+                "                f = viaddmax(f, neg_e, int32(up - gap_oe))",
+                f"                h = vimax3_relu(int32(diag + s), e{k}, f)",
+            ]
+        else:
+            cell = [
+                f"                e{k} = max(int32(e{k} - gap_e), int32(h{k} - gap_oe))",
+                "                f = max(int32(f - gap_e), int32(up - gap_oe))",
+                f"                h = max(max(int32(diag + s), zero), max(e{k}, f))",
+            ]
+        lines += [f"                s = {load}"] + cell + [
             f"                diag = h{k}",
             f"                h{k} = h",
             "                up = h",
@@ -174,16 +213,54 @@ def _threads() -> int:
     return SIMULATOR_THREADS if config.ENABLE_CUDASIM else THREADS
 
 
-def get_kernel(rows: int = ROWS, group: int = 32):
-    """The compiled kernel for ``rows`` and ``group`` (compiled once per process)."""
+#: Hopper DPX instructions for the recurrence, linked into the GPU kernel when asked for.
+#: Numba's foreign-function convention: the result goes through the first pointer.
+DPX_SOURCE = """
+extern "C" __device__ int sw_viaddmax(int* out, int a, int b, int c)
+{ *out = __viaddmax_s32(a, b, c); return 0; }
+extern "C" __device__ int sw_vimax3_relu(int* out, int a, int b, int c)
+{ *out = __vimax3_s32_relu(a, b, c); return 0; }
+"""
+
+
+def get_kernel(rows: int = ROWS, group: int = 32, *, shared: bool = False, dpx: bool = False,
+               alphabet: int = 25):
+    """The compiled kernel for a shape and variant (compiled once per process).
+
+    In the simulator the DPX variant runs its pure-Numba twin (plain max) and the
+    exchange goes through shared memory; on a GPU through warp shuffles.
+    """
     simulated = bool(config.ENABLE_CUDASIM)
-    key = (rows, group, simulated)
+    use_dpx = dpx and not simulated
+    key = (rows, group, shared, use_dpx, alphabet, simulated)
     if key not in _KERNELS:
-        namespace = {"cuda": cuda, "int32": np.int32}
-        source = _kernel_source(rows, group, _threads(), shuffles=not simulated)
-        exec(compile(source, f"<swdask sw kernel R={rows} G={group}>", "exec"), namespace)
-        _KERNELS[key] = cuda.jit(namespace["kernel"])
+        namespace = {"cuda": cuda, "int32": np.int32, "int16": np.int16}
+        link = []
+        if use_dpx:
+            namespace["viaddmax"] = cuda.declare_device("sw_viaddmax", "int32(int32, int32, int32)")
+            namespace["vimax3_relu"] = cuda.declare_device("sw_vimax3_relu",
+                                                           "int32(int32, int32, int32)")
+            link = [cuda.CUSource(DPX_SOURCE)]
+        source = _kernel_source(rows, group, _threads(), shuffles=not simulated, shared=shared,
+                                dpx=use_dpx, alphabet=alphabet)
+        name = f"<swdask sw kernel R={rows} G={group} shared={shared} dpx={use_dpx}>"
+        exec(compile(source, name, "exec"), namespace)
+        _KERNELS[key] = cuda.jit(link=link)(namespace["kernel"]) if link else cuda.jit(namespace["kernel"])
     return _KERNELS[key]
+
+
+def choose_shape(m: int) -> tuple[int, int]:
+    """``(rows, group)`` for a query of ``m`` residues: for each tile height the smallest
+    group holding the query (a warp for long ones), then the height with the least time
+    per the measured rates (:data:`ROW_RATES`) over the rows it computes, padding included."""
+    best = None
+    for rows, rate in ROW_RATES.items():
+        group = choose_group(m, rows)
+        span = rows * group
+        cost = max(1, math.ceil(m / span)) * span / rate
+        if best is None or cost < best[0]:
+            best = (cost, rows, group)
+    return best[1], best[2]
 
 
 def choose_group(m: int, rows: int = ROWS) -> int:
@@ -219,40 +296,107 @@ def launch_plan(lengths, group, uniform=32):
     return warp_len, warp_base, int((warp_len * per_warp).sum())
 
 
-def score_pairs(query, s_res, s_off, subjects, matrix, gap_open, gap_extend, *, rows=ROWS,
-                group=None, stream=0):
-    """Local scores and end cells of one query against ``subjects`` on the GPU.
+class DeviceSubjects:
+    """A set of subjects on the GPU, scored against one query at a time.
 
     Parameters
     ----------
-    query : numpy.ndarray of uint8
-        Query codes.
     s_res, s_off : numpy.ndarray
         Subject residues (uint8, concatenated) and offsets (int64, n + 1).
-    subjects : numpy.ndarray of int64
-        Subjects to score, in this order (sorted by length for efficiency).
-    matrix : numpy.ndarray of int
-        Substitution scores.
-    gap_open, gap_extend : int
-        A gap of k residues costs ``gap_open + k * gap_extend``.
-
-    Returns
-    -------
-    scores, query_end, subject_end : numpy.ndarray of int32
+    subjects : numpy.ndarray of int64, optional
+        Subjects to score, in this order (default all; the store's length order keeps
+        the lanes of a warp busy for the same number of steps).
     """
-    m = int(len(query))
-    group = group or choose_group(m, rows)
-    passes = max(1, math.ceil(m / (group * rows)))
-    profile = query_profile(np.asarray(query, np.uint8), np.asarray(matrix), passes * group * rows)
-    lengths = s_off[subjects + 1] - s_off[subjects]
-    threads = _threads()
-    warp_len, warp_base, slots = launch_plan(lengths, group, 32 if not config.ENABLE_CUDASIM else threads)
-    n = len(subjects)
-    out = [np.zeros(n, np.int32) for _ in range(3)]
-    boundary = np.zeros(2 * slots if passes > 1 else 2, np.int32)
-    kernel = get_kernel(rows, group)
-    blocks = max(1, math.ceil(len(warp_len) * 32 / threads))
-    kernel[blocks, threads, stream](profile, passes, s_res, s_off, np.asarray(subjects, np.int64),
-                                    warp_len, warp_base, matrix.shape[0], gap_open + gap_extend,
-                                    gap_extend, boundary, *out)
-    return tuple(out)
+
+    def __init__(self, s_res, s_off, subjects=None):
+        s_off = np.ascontiguousarray(s_off, dtype=np.int64)
+        if subjects is None:
+            subjects = np.arange(len(s_off) - 1, dtype=np.int64)
+        self.subjects = np.ascontiguousarray(subjects, dtype=np.int64)
+        self.lengths = s_off[self.subjects + 1] - s_off[self.subjects]
+        self.residues = int(self.lengths.sum())
+        self._res = cuda.to_device(np.ascontiguousarray(s_res, dtype=np.uint8))
+        self._off = cuda.to_device(s_off)
+        self._order = cuda.to_device(self.subjects)
+        self._plans = {}
+
+    def __len__(self):
+        return len(self.subjects)
+
+    def _plan(self, group):
+        if group not in self._plans:
+            uniform = _threads() if config.ENABLE_CUDASIM else 32
+            warp_len, warp_base, slots = launch_plan(self.lengths, group, uniform)
+            self._plans[group] = (cuda.to_device(warp_len), cuda.to_device(warp_base), slots,
+                                  len(warp_len))
+        return self._plans[group]
+
+    def score(self, query, matrix, gap_open, gap_extend, *, rows=None, group=None, shared=True,
+              dpx=None, stream=0):
+        """Local scores and end cells of ``query`` against every subject.
+
+        ``rows`` and ``group`` default to :func:`choose_shape`; ``shared`` stages the
+        query profile in shared memory (the faster default);
+        ``dpx`` uses Hopper's fused max instructions (default: on GPUs of compute
+        capability 9.0 and newer).
+
+        Returns
+        -------
+        scores, query_end, subject_end : numpy.ndarray of int32
+            In the order of ``subjects``; ends exclusive, by the reference's tie rule.
+        seconds : float
+            Kernel time (CUDA events), without the copies of results.
+        """
+        query = np.ascontiguousarray(query, dtype=np.uint8)
+        m = len(query)
+        if dpx is None:
+            dpx = has_dpx()
+        if rows is None:
+            rows, chosen = choose_shape(m)
+            group = group or chosen
+        group = group or choose_group(m, rows)
+        passes = max(1, math.ceil(m / (group * rows)))
+        profile = cuda.to_device(query_profile(query, np.asarray(matrix), passes * group * rows),
+                                 stream=stream)
+        warp_len, warp_base, slots, n_warps = self._plan(group)
+        n = len(self.subjects)
+        outs = [cuda.device_array(n, np.int32, stream=stream) for _ in range(3)]
+        boundary = cuda.device_array(2 * slots if passes > 1 else 2, np.int32, stream=stream)
+        threads = _threads()
+        blocks = max(1, math.ceil(n_warps * 32 / threads))
+        kernel = get_kernel(rows, group, shared=shared, dpx=dpx, alphabet=matrix.shape[0] + 1)
+        simulated = bool(config.ENABLE_CUDASIM)  # the simulator's events warn: time on the host
+        tick = time.perf_counter()
+        if not simulated:
+            start, stop = cuda.event(), cuda.event()
+            start.record(stream)
+        if n:
+            with warnings.catch_warnings():  # a small database is a legitimate, small launch
+                warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
+                kernel[blocks, threads, stream](profile, passes, self._res, self._off, self._order,
+                                                warp_len, warp_base, np.int64(matrix.shape[0]),
+                                                np.int32(gap_open + gap_extend),
+                                                np.int32(gap_extend), boundary, *outs)
+        if simulated:
+            seconds = time.perf_counter() - tick
+        else:
+            stop.record(stream)
+            stop.synchronize()
+            seconds = start.elapsed_time(stop) / 1e3
+        return (*(o.copy_to_host(stream=stream) for o in outs), seconds)
+
+
+def has_dpx() -> bool:
+    """Whether the current GPU has Hopper's DPX instructions (compute capability >= 9.0)."""
+    if config.ENABLE_CUDASIM:
+        return False
+    return tuple(cuda.get_current_device().compute_capability) >= (9, 0)
+
+
+def score_pairs(query, s_res, s_off, subjects, matrix, gap_open, gap_extend, *, rows=None,
+                group=None, shared=True, dpx=None):
+    """Local scores and end cells of one query against ``subjects`` (a one-off
+    :class:`DeviceSubjects`); returns ``scores, query_end, subject_end``."""
+    return DeviceSubjects(s_res, s_off, subjects).score(query, matrix, gap_open, gap_extend,
+                                                        rows=rows, group=group, shared=shared,
+                                                        dpx=dpx)[:3]

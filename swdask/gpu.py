@@ -1,0 +1,60 @@
+"""The GPU backend: is a CUDA device there, and the score pass on it.
+
+Numba's CUDA target is imported only here and only when asked for, so the CPU backend
+starts without it.  With ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run in Numba's CUDA
+simulator on the CPU (slowly: for tests), and ``device="gpu"`` then uses it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import DeviceError
+
+
+def simulator_enabled() -> bool:
+    """Whether Numba's CUDA simulator stands in for a GPU (``NUMBA_ENABLE_CUDASIM=1``)."""
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def gpu_available() -> bool:
+    """Whether a CUDA GPU (or the simulator) is usable by Numba."""
+    try:
+        from numba import cuda
+
+        return bool(cuda.is_available())
+    except Exception:  # a broken driver or toolkit install means: no GPU
+        return False
+
+
+def require_gpu() -> None:
+    """Raise :class:`DeviceError` unless a GPU (or the simulator) is usable."""
+    if not gpu_available():
+        raise DeviceError(
+            "--device gpu: no CUDA GPU is visible to Numba (numba.cuda.is_available() is "
+            "False); install swdask[gpu] on a machine with an NVIDIA GPU, or use --device cpu")
+
+
+def score_all_gpu(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, subjects=None):
+    """:func:`swdask.kernels.cpu.score.score_all` for local alignment, on the GPU.
+
+    The subjects go to the device once; each query is one launch.  Returns
+    ``scores, query_end, subject_end`` (int32, queries x subjects) and the summed kernel
+    seconds.
+    """
+    from .kernels.cuda.inter_task import DeviceSubjects
+
+    device_subjects = DeviceSubjects(s_res, s_off, subjects)
+    n_queries = len(q_off) - 1
+    shape = (n_queries, len(device_subjects))
+    scores = np.zeros(shape, np.int32)
+    q_end = np.zeros(shape, np.int32)
+    s_end = np.zeros(shape, np.int32)
+    seconds = 0.0
+    for qi in range(n_queries):
+        query = q_res[q_off[qi]:q_off[qi + 1]]
+        scores[qi], q_end[qi], s_end[qi], took = device_subjects.score(
+            query, np.asarray(matrix), gap_open, gap_extend)
+        seconds += took
+    return scores, q_end, s_end, seconds

@@ -1,0 +1,79 @@
+"""The GPU lane: run on a machine with an NVIDIA GPU with ``python -m pytest -m gpu``.
+
+Every score and both end positions of every pair must be identical to the CPU kernel's.
+"""
+import numpy as np
+import pytest
+
+from swdask.kernels.cpu.score import score_all
+from swdask.scoring import Scoring
+from swdask.store import load_sequences
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def device():
+    from numba import config, cuda
+
+    assert not config.ENABLE_CUDASIM, "the GPU lane needs a real GPU, not the simulator"
+    assert cuda.is_available(), "no CUDA GPU visible"
+    return cuda.get_current_device()
+
+
+def test_sprot196_against_sprot12071_bit_identical(device):
+    from swdask.gpu import score_all_gpu
+
+    queries = load_sequences("tests/data/sprot196.fasta")
+    db = load_sequences("tests/data/sprot12071.fasta.gz").sorted_by_length()
+    scoring = Scoring()
+    gpu = score_all_gpu(queries.residues, queries.offsets, db.residues, db.offsets,
+                        scoring.matrix, 11, 1)[:3]
+    cpu = score_all(queries.residues, queries.offsets, db.residues, db.offsets,
+                    scoring.matrix, 11, 1)
+    for name, g, c in zip(("score", "query_end", "subject_end"), gpu, cpu):
+        mismatch = np.argwhere(g != c)
+        assert mismatch.size == 0, (name, len(mismatch), mismatch[:5].tolist())
+    assert cpu[0].max() > 1000  # the queries' own records are in the database
+
+
+@pytest.mark.parametrize("scoring", [Scoring("BLOSUM50", gap_open=13, gap_extend=2),
+                                     Scoring("PAM30", gap_open=9, gap_extend=1)],
+                         ids=["BLOSUM50-13-2", "PAM30-9-1"])
+def test_other_matrices_bit_identical(device, scoring):
+    from swdask.gpu import score_all_gpu
+
+    queries = load_sequences("tests/data/sprot_queries.fasta")
+    db = load_sequences("tests/data/sprot12071.fasta.gz").sorted_by_length()
+    gpu = score_all_gpu(queries.residues, queries.offsets, db.residues, db.offsets,
+                        scoring.matrix, scoring.gap_open, scoring.gap_extend)[:3]
+    cpu = score_all(queries.residues, queries.offsets, db.residues, db.offsets, scoring.matrix,
+                    scoring.gap_open, scoring.gap_extend)
+    for g, c in zip(gpu, cpu):
+        np.testing.assert_array_equal(g, c)
+
+
+def test_identical_40kb_dna_pair_exceeds_16_bits(device):
+    from swdask.kernels.cuda.inter_task import score_pairs
+
+    rng = np.random.default_rng(40)
+    gene = rng.integers(0, 4, 40_000).astype(np.uint8)
+    other = rng.integers(0, 4, 39_000).astype(np.uint8)
+    s_res = np.concatenate([other, gene])
+    s_off = np.array([0, 39_000, 79_000], np.int64)
+    scoring = Scoring(alphabet="dna")
+    scores, q_end, s_end = score_pairs(gene, s_res, s_off, np.array([0, 1]), scoring.matrix, 5, 2)
+    assert (scores[1], q_end[1], s_end[1]) == (80_000, 40_000, 40_000)
+    want = score_all(gene, np.array([0, 40_000]), s_res, s_off, scoring.matrix, 5, 2)
+    assert (scores[0], q_end[0], s_end[0]) == (want[0][0, 0], want[1][0, 0], want[2][0, 0])
+
+
+def test_search_on_gpu_equals_cpu(device):
+    import swdask
+
+    cpu = swdask.search("tests/data/sprot_queries.fasta", "tests/data/sprot_db.fasta.gz",
+                        device="cpu")
+    gpu, stats = swdask.search("tests/data/sprot_queries.fasta", "tests/data/sprot_db.fasta.gz",
+                               device="gpu", return_stats=True)
+    assert stats.device == "gpu"
+    assert cpu.equals(gpu)
