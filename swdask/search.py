@@ -1,4 +1,4 @@
-"""Database search on this machine: score every pair with the inter-sequence kernel,
+"""Database search on one machine: score every pair (CPU SIMD or CUDA kernel),
 keep each query's best hits, trace back only those.
 
 The Dask flow (partitions mapped over a cluster, lazy traceback tasks) builds on the

@@ -2,17 +2,20 @@
 
 Layout
 ------
-Subjects of similar length (the store sorts them) are taken ``LANES`` at a time; lane
+Subjects of similar length (the store sorts them) are taken a vector at a time; lane
 ``k`` of a vector holds subject ``k`` of the group.  For each group a *subject profile*
 ``sprof[j, a, k] = matrix[a, subject_k[j]]`` is built once and reused for every query,
 so the inner loop reads one contiguous vector per cell (Rognes' SWIPE arrangement,
 with the profile on the subject side because the queries are the many-times-reused
 axis here).  Columns past a lane's end get a strongly negative pad score.
 
-Each DP column is swept by :func:`swdask.kernels.cpu.simd.make_column_sweep` in vector
-IR.  Local scores run in saturating 16-bit lanes (16 per AVX2 register); a lane that
-reaches the 16-bit maximum is recomputed exactly in 32-bit lanes.  Global and
-semiglobal scores (negative and unbounded below) run in 32-bit lanes.
+Each DP column is swept by :data:`swdask.kernels.cpu.simd.column_sweep` in vector IR.
+Local scores run first in saturating 8-bit lanes (32 per AVX2 register, the profile
+biased by ``-min(matrix)``); pairs that may have saturated are recomputed in 16-bit lanes
+(16 per register), and those that saturate again in 32-bit lanes (8 per register), so
+every score is exact.  Global and semiglobal scores (negative and unbounded below) run
+in 32-bit lanes.  On AVX2 the 8-bit profile columns are built with byte shuffles
+(:data:`swdask.kernels.cpu.simd.profile_u8`).
 
 Ends follow the reference rule (smallest subject end, then smallest query end): columns
 are swept in order and a new best is taken only when strictly greater; the query end is

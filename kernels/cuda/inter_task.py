@@ -13,12 +13,14 @@ subject column), which is the only global traffic besides reading the subject.  
 is CUDASW++ 4.0's arrangement: no DP row or column ever lives in global memory for
 queries up to ``G*R`` residues.
 
-The query profile (``profile[a, i]``, int32, rows past the query padded with a large
-negative score) is read through the L1 cache; subjects are read byte by byte from the
-partition's concatenated residues, all groups of a warp looping to the warp's longest
-subject (the store sorts subjects by length, so that is little waste).  Columns past a
-subject's end read the pad code, whose scores are so negative that they cannot reach
-any earlier cell's score, so the result is unchanged.
+The query profile (``profile[a, i]``, rows past the query padded with a negative score)
+is staged pass by pass in shared memory as int16 (the default; reading it through L1
+measured a third slower), and on Hopper the recurrence uses the DPX instructions
+``__viaddmax_s32`` and ``__vimax3_s32_relu`` (linked CUDA C++).  Subjects are read byte
+by byte from the partition's concatenated residues, all groups of a warp looping to the
+warp's longest subject (the store sorts subjects by length, so that is little waste).
+Columns past a subject's end read the pad code; any negative pad score keeps every cell
+it touches strictly below a real cell, so scores and ends are unchanged.
 
 Ends follow the rule of every swdask kernel (smallest subject end, then smallest query
 end): each lane keeps the column maximum of its rows, takes a new best only when it is
@@ -26,7 +28,8 @@ greater, or equal at a smaller column, and finds the first row holding it by sca
 its registers; the group then reduces (score, column, row) lexicographically.
 
 Scores are exact 32-bit integers.  Launch: blocks of ``THREADS`` threads, one group per
-pair, ``grid = ceil(n_pairs * G / THREADS)``.
+pair, ``grid = ceil(n_warps * 32 / THREADS)``; the tile shape (rows per lane, lanes per
+pair) comes from :func:`choose_shape`.
 """
 from __future__ import annotations
 
