@@ -58,3 +58,25 @@ def score_all_gpu(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, subj
             query, np.asarray(matrix), gap_open, gap_extend)
         seconds += took
     return scores, q_end, s_end, seconds
+
+
+def top_hits_gpu(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, max_hits,
+                 min_score):
+    """Each query's candidate hits against a partition, selected on the GPU.
+
+    Only the subjects that can be among a query's ``max_hits`` best (scores of at least
+    ``min_score``, ties at the cut included) come back from the device; see
+    :meth:`swdask.kernels.cuda.inter_task.DeviceSubjects.top`.  Returns one
+    ``(columns, scores, query_ends, subject_ends)`` per query and the kernel seconds.
+    """
+    from .kernels.cuda.inter_task import DeviceSubjects
+
+    device_subjects = DeviceSubjects(s_res, s_off)
+    candidates = []
+    seconds = 0.0
+    for qi in range(len(q_off) - 1):
+        *found, took = device_subjects.top(q_res[q_off[qi]:q_off[qi + 1]], np.asarray(matrix),
+                                           gap_open, gap_extend, max_hits, min_score)
+        candidates.append(tuple(found))
+        seconds += took
+    return candidates, seconds

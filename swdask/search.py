@@ -259,17 +259,28 @@ class _TopHits:
         return self._best(self.parts[qi])
 
 
-def _score_pass(backend, q_res, q_off, part, scoring, mode):
-    """Scores and end cells of some queries against one partition; kernel seconds."""
-    if backend == "gpu":
-        from .gpu import score_all_gpu
+def _score_pass(backend, q_res, q_off, part, scoring, mode, max_hits, min_score):
+    """Candidate hits of some queries in one partition, and the kernel seconds.
 
-        return score_all_gpu(q_res, q_off, part.residues, part.offsets, scoring.matrix,
-                             scoring.gap_open, scoring.gap_extend)
+    One ``(columns, scores, query_ends, subject_ends)`` per query: at least every
+    subject that can be among the query's ``max_hits`` best scoring ``min_score`` or more
+    (ties included).  The GPU selects them on the device and ships back only those.
+    """
+    if backend == "gpu":
+        from .gpu import top_hits_gpu
+
+        return top_hits_gpu(q_res, q_off, part.residues, part.offsets, scoring.matrix,
+                            scoring.gap_open, scoring.gap_extend, max_hits, min_score)
     tick = time.perf_counter()
-    result = score_all(q_res, q_off, part.residues, part.offsets, scoring.matrix,
-                       scoring.gap_open, scoring.gap_extend, mode)
-    return (*result, time.perf_counter() - tick)
+    scores, q_end, s_end = score_all(q_res, q_off, part.residues, part.offsets, scoring.matrix,
+                                     scoring.gap_open, scoring.gap_extend, mode)
+    seconds = time.perf_counter() - tick
+    candidates = []
+    for row in range(scores.shape[0]):
+        cols = (np.arange(scores.shape[1]) if min_score is None
+                else np.flatnonzero(scores[row] >= min_score))
+        candidates.append((cols, scores[row, cols], q_end[row, cols], s_end[row, cols]))
+    return candidates, seconds
 
 
 def _run(batch, store, scoring, mode, max_hits, min_score, progress, backend="cpu"):
@@ -286,21 +297,20 @@ def _run(batch, store, scoring, mode, max_hits, min_score, progress, backend="cp
             q1 = min(n_queries, q0 + rows_per_chunk)
             q_off = batch.offsets[q0:q1 + 1] - batch.offsets[q0]
             q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
-            scores, q_end, s_end, seconds = _score_pass(backend, q_res, q_off, part, scoring, mode)
+            candidates, seconds = _score_pass(backend, q_res, q_off, part, scoring, mode,
+                                              max_hits, min_score)
             score_seconds += seconds
             work = int(batch.lengths[q0:q1].sum()) * part.n_residues
             cells += work
             if bar is not None:
                 bar.update(work)
-            for row in range(q1 - q0):
-                keep = np.arange(n_subjects) if min_score is None else np.flatnonzero(
-                    scores[row] >= min_score)
+            for row, (keep, scores, q_end, s_end) in enumerate(candidates):
                 if keep.size > max_hits:
-                    # Top max_hits by score, ties by seq_id: partial sort on a combined key.
-                    key = np.lexsort((part.seq_id[keep], -scores[row, keep].astype(np.int64)))
-                    keep = keep[key[:max_hits]]
-                top.add(q0 + row, scores[row, keep], part.seq_id[keep], q_end[row, keep],
-                        s_end[row, keep], [part.codes(int(c)).copy() for c in keep])
+                    # Top max_hits by score, ties by seq_id.
+                    order = np.lexsort((part.seq_id[keep], -scores.astype(np.int64)))[:max_hits]
+                    keep, scores, q_end, s_end = keep[order], scores[order], q_end[order], s_end[order]
+                top.add(q0 + row, scores, part.seq_id[keep], q_end, s_end,
+                        [part.codes(int(c)).copy() for c in keep])
                 for c in keep:
                     names[int(part.seq_id[c])] = part.names[int(c)]
     if bar is not None:

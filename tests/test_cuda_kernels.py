@@ -102,3 +102,30 @@ def test_simulated_variants_match_cpu(shared, dpx):
                      subjects=order)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w[0])
+
+
+@pytest.mark.parametrize("max_hits,min_score", [(3, None), (1, 20), (50, None), (2, 5000)])
+def test_device_top_hits_keep_every_candidate(max_hits, min_score):
+    """The device keeps every subject that can rank among the best (ties at the cut
+    included) and nothing under ``min_score``; the host's ranking is then exact."""
+    rng = np.random.default_rng(max_hits)
+    db = load_sequences("tests/data/sprot_db.fasta.gz")
+    query = db.codes(3)[:16].copy()
+    subjects = [db.codes(k)[:int(rng.integers(4, 20))].copy() for k in range(20, 31)]
+    subjects += [query.copy(), query.copy()]  # a tie at the top
+    s_res, s_off = pack(subjects)
+    scoring = Scoring()
+    device = inter_task.DeviceSubjects(s_res, s_off)
+    cols, scores, q_end, s_end, _ = device.top(query, scoring.matrix, 11, 1, max_hits, min_score,
+                                               rows=2, group=4)
+    want = score_all(query, np.array([0, len(query)]), s_res, s_off, scoring.matrix, 11, 1)
+    all_scores = want[0][0]
+    floor = 1 if min_score is None else min_score
+    eligible = np.flatnonzero(all_scores >= floor)
+    ranked = sorted(eligible, key=lambda c: (-all_scores[c], c))[:max_hits]
+    assert set(ranked) <= set(cols.tolist())
+    assert all(all_scores[c] >= floor for c in cols)
+    order = np.argsort(cols)
+    np.testing.assert_array_equal(scores[order], all_scores[np.sort(cols)])
+    np.testing.assert_array_equal(q_end[order], want[1][0][np.sort(cols)])
+    np.testing.assert_array_equal(s_end[order], want[2][0][np.sort(cols)])

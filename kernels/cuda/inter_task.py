@@ -334,14 +334,13 @@ class DeviceSubjects:
                                   len(warp_len))
         return self._plans[group]
 
-    def score(self, query, matrix, gap_open, gap_extend, *, rows=None, group=None, shared=True,
-              dpx=None, stream=0):
+    def score(self, query, matrix, gap_open, gap_extend, **options):
         """Local scores and end cells of ``query`` against every subject.
 
-        ``rows`` and ``group`` default to :func:`choose_shape`; ``shared`` stages the
-        query profile in shared memory (the faster default);
-        ``dpx`` uses Hopper's fused max instructions (default: on GPUs of compute
-        capability 9.0 and newer).
+        Options: ``rows`` and ``group`` default to :func:`choose_shape`; ``shared``
+        stages the query profile in shared memory (the faster default); ``dpx`` uses
+        Hopper's fused max instructions (default: on GPUs of compute capability 9.0 and
+        newer).
 
         Returns
         -------
@@ -350,6 +349,57 @@ class DeviceSubjects:
         seconds : float
             Kernel time (CUDA events), without the copies of results.
         """
+        outs, seconds = self._launch(query, matrix, gap_open, gap_extend, **options)
+        return (*(o.copy_to_host() for o in outs), seconds)
+
+    def top(self, query, matrix, gap_open, gap_extend, max_hits, min_score=None, **options):
+        """The subjects that can be among the query's ``max_hits`` best, chosen on the GPU.
+
+        A histogram of the scores (:data:`HIST_BINS` bins, the last one open-ended) gives
+        the lowest score ``t`` that keeps at least ``max_hits`` subjects (or ``min_score``
+        when fewer reach it); a second kernel compacts the subjects scoring ``t`` or more.
+        Only the histogram and those subjects cross to the host: every tie at the cut comes
+        back, so the host ranks them exactly as the CPU search does.
+
+        Returns
+        -------
+        columns : numpy.ndarray of int64
+            Positions in ``subjects``, in no particular order.
+        scores, query_end, subject_end : numpy.ndarray of int32
+        seconds : float
+            Kernel time of the score pass.
+        """
+        (scores, q_end, s_end), seconds = self._launch(query, matrix, gap_open, gap_extend,
+                                                       **options)
+        n = len(self.subjects)
+        floor = 1 if min_score is None else max(int(min_score), 0)
+        if n == 0:
+            empty = np.zeros(0, np.int32)
+            return np.zeros(0, np.int64), empty, empty, empty, seconds
+        threads = _threads()
+        blocks = max(1, math.ceil(n / threads))
+        hist = cuda.to_device(np.zeros(HIST_BINS, np.int64))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
+            _histogram[blocks, threads](scores, hist)
+            counts = hist.copy_to_host()
+            threshold = cut_score(counts, max_hits, floor)
+            # Scores past the last bin share it: count them all, the kernel checks exactly.
+            selected = int(counts[min(threshold, HIST_BINS - 1):].sum())
+            found = cuda.to_device(np.zeros(1, np.int64))
+            columns = cuda.device_array(max(selected, 1), np.int64)
+            picked = [cuda.device_array(max(selected, 1), np.int32) for _ in range(3)]
+            _select[blocks, threads](scores, q_end, s_end, np.int32(threshold), found, columns,
+                                     *picked)
+        count = int(found.copy_to_host()[0])
+        return (columns.copy_to_host()[:count], *(p.copy_to_host()[:count] for p in picked),
+                seconds)
+
+
+    def _launch(self, query, matrix, gap_open, gap_extend, *, rows=None, group=None, shared=True,
+                dpx=None, stream=0):
+        """Launch the score kernel; device arrays ``(scores, query_end, subject_end)`` and
+        the kernel seconds.  See :meth:`score` for the options."""
         query = np.ascontiguousarray(query, dtype=np.uint8)
         m = len(query)
         if dpx is None:
@@ -386,7 +436,51 @@ class DeviceSubjects:
             stop.record(stream)
             stop.synchronize()
             seconds = start.elapsed_time(stop) / 1e3
-        return (*(o.copy_to_host(stream=stream) for o in outs), seconds)
+        return outs, seconds
+
+
+#: Score histogram bins for choosing a query's cut on the device; scores at or above the
+#: last bin share it (the cut then keeps all of them).
+HIST_BINS = 4096
+
+
+@cuda.jit
+def _histogram(scores, hist):
+    """``hist[min(score, HIST_BINS - 1)] += 1`` for every (non-negative, local) score."""
+    i = cuda.grid(1)
+    if i < scores.shape[0]:
+        cuda.atomic.add(hist, min(scores[i], HIST_BINS - 1), 1)
+
+
+@cuda.jit
+def _select(scores, q_end, s_end, threshold, found, columns, out_score, out_qend, out_send):
+    """Append every subject scoring ``threshold`` or more (order not kept)."""
+    i = cuda.grid(1)
+    if i < scores.shape[0] and scores[i] >= threshold:
+        slot = cuda.atomic.add(found, 0, 1)
+        if slot < columns.shape[0]:
+            columns[slot] = i
+            out_score[slot] = scores[i]
+            out_qend[slot] = q_end[i]
+            out_send[slot] = s_end[i]
+
+
+def cut_score(hist, max_hits, floor):
+    """The lowest score that keeps at least ``max_hits`` subjects of a score histogram,
+    never below ``floor``; ``floor`` itself when fewer than ``max_hits`` reach it.
+
+    Examples
+    --------
+    >>> cut_score(np.array([5, 0, 3, 2, 1]), 4, 1)
+    2
+    >>> cut_score(np.array([5, 0, 3, 2, 1]), 10, 1)
+    1
+    """
+    from_top = np.cumsum(np.asarray(hist)[::-1])
+    enough = np.flatnonzero(from_top >= max_hits)
+    if enough.size == 0:
+        return int(floor)
+    return max(int(len(hist) - 1 - enough[0]), int(floor))
 
 
 def has_dpx() -> bool:
