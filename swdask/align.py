@@ -8,17 +8,16 @@ import numpy as np
 
 from .alphabet import get_alphabet
 from .errors import InvalidSequenceError
-from .kernels.cpu.reference import OP_DEL, OP_INS, OP_MATCH
+from .kernels.cpu.reference import MODES, OP_DEL, OP_INS, OP_MATCH, mode_code
 from .kernels.cpu.traceback import align_codes
 from .scoring import Scoring
 
-MODES = ("local", "global", "semiglobal")
+__all__ = ["MODES", "Alignment", "align", "alignment_from_codes", "check_mode"]
 
 
 def check_mode(mode: str) -> str:
     """Return ``mode`` if it is one of :data:`MODES`; raise ValueError naming them otherwise."""
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
+    mode_code(mode)
     return mode
 
 

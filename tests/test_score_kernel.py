@@ -9,8 +9,8 @@ import itertools
 import numpy as np
 import pytest
 
-from swdask.kernels.cpu.reference import score_reference
-from swdask.kernels.cpu.score import INT16_MAX, MODE_CODES, score_all
+from swdask.kernels.cpu.reference import MODE_CODES, score_reference
+from swdask.kernels.cpu.score import INT16_MAX, score_all
 from swdask.kernels.cpu.traceback import traceback_pair
 from swdask.scoring import Scoring
 from swdask.store import load_sequences

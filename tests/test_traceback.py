@@ -29,13 +29,18 @@ from Bio.Align import PairwiseAligner, substitution_matrices
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swdask.kernels.cpu.reference import OP_DEL, OP_INS, OP_MATCH, align_reference
-from swdask.kernels.cpu.traceback import (
+from swdask.kernels.cpu.reference import (
     GLOBAL,
     LOCAL,
-    MAX_TRACEBACK_CELLS,
     MODE_CODES,
+    OP_DEL,
+    OP_INS,
+    OP_MATCH,
     SEMIGLOBAL,
+    align_reference,
+)
+from swdask.kernels.cpu.traceback import (
+    MAX_TRACEBACK_CELLS,
     align_codes,
     check_traceback_size,
     cigar_string,

@@ -33,7 +33,10 @@ and ``subject[subject_start:subject_end]``.
 from __future__ import annotations
 
 NEG = float("-inf")
+#: The alignment modes, and the one table from their names to the kernels' codes.
 MODES = ("local", "global", "semiglobal")
+LOCAL, GLOBAL, SEMIGLOBAL = 0, 1, 2
+MODE_CODES = {name: code for code, name in enumerate(MODES)}
 
 #: Path operation codes shared by every traceback kernel.
 OP_MATCH, OP_INS, OP_DEL = 0, 1, 2
@@ -65,8 +68,7 @@ def align_reference(query, subject, matrix, gap_open, gap_extend, mode="local"):
     >>> align_reference([0, 1, 1, 0], [1, 1], M, 5, 2)
     (4, 1, 3, 0, 2, [0, 0])
     """
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
+    mode_code(mode)
     q, t = list(query), list(subject)
     m, n = len(q), len(t)
     o, e = gap_open, gap_extend
@@ -127,6 +129,25 @@ def align_reference(query, subject, matrix, gap_open, gap_extend, mode="local"):
             i -= 1
     ops.reverse()
     return int(score), i, end[0], j, end[1], ops
+
+
+def mode_code(mode) -> int:
+    """Kernel code of a mode name (:data:`MODE_CODES`).
+
+    Raises
+    ------
+    ValueError
+        ``mode`` is not one of :data:`MODES`; the message lists them.
+
+    Examples
+    --------
+    >>> mode_code("global")
+    1
+    """
+    try:
+        return MODE_CODES[mode]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}") from None
 
 
 def score_reference(query, subject, matrix, gap_open, gap_extend, mode="local"):

@@ -30,10 +30,9 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from .reference import GLOBAL, LOCAL, mode_code
 from .simd import HAS_AVX2, LANES, column_sweep, first_rows, profile_u8
 
-LOCAL, GLOBAL, SEMIGLOBAL = 0, 1, 2
-MODE_CODES = {"local": LOCAL, "global": GLOBAL, "semiglobal": SEMIGLOBAL}
 INT16_MAX = np.iinfo(np.int16).max
 #: Build 8-bit profile columns with AVX2 byte shuffles (else portable scalar code).
 USE_SHUFFLE = HAS_AVX2
@@ -157,7 +156,7 @@ def _group_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
                 s_end[qi, col] = best_j[k]
 
 
-def _width_constants(bits, mode_code, matrix):
+def _width_constants(bits, code, matrix):
     """``(matrix as the width's dtype, floor, pad, sentinel, limit)`` for a score width.
 
     ``limit``: a local score at or above it may have saturated and is recomputed in the
@@ -168,15 +167,15 @@ def _width_constants(bits, mode_code, matrix):
         return (matrix + bias).astype(np.uint8), bias, 0, 255, 255 - bias
     dtype = np.int16 if bits == 16 else np.int32
     lowest = int(np.iinfo(dtype).min)
-    floor = 0 if mode_code == LOCAL else lowest
+    floor = 0 if code == LOCAL else lowest
     limit = INT16_MAX if bits == 16 else None
     return matrix.astype(dtype), floor, lowest // 2, lowest, limit
 
 
-def _widths(matrix, gap_open, gap_extend, mode_code):
+def _widths(matrix, gap_open, gap_extend, code):
     """Score widths to try, narrowest first: 8 and 16 bits only for local scores, and
     only while the penalties and the pad stay far inside the type."""
-    if mode_code != LOCAL:
+    if code != LOCAL:
         return [32]
     widths = []
     span = int(matrix.max()) - int(matrix.min())
@@ -188,8 +187,8 @@ def _widths(matrix, gap_open, gap_extend, mode_code):
 
 
 def _run_width(bits, q_res, q_off, s_res, s_off, subjects, matrix, gap_open, gap_extend,
-               mode_code):
-    table, floor, pad, sentinel, limit = _width_constants(bits, mode_code, matrix)
+               code):
+    table, floor, pad, sentinel, limit = _width_constants(bits, code, matrix)
     shuffle_tables = np.zeros((0, 32), np.uint8)
     if bits == 8 and USE_SHUFFLE and table.shape[0] <= 31:
         shuffle_tables = np.full((table.shape[0], 32), pad, np.uint8)
@@ -200,7 +199,7 @@ def _run_width(bits, q_res, q_off, s_res, s_off, subjects, matrix, gap_open, gap
     s_end = np.zeros(shape, np.int32)
     with numba.parallel_chunksize(1):
         _group_kernel(q_res, q_off, s_res, s_off, subjects, table, gap_open, gap_extend,
-                      mode_code, LANES[bits], floor, pad, sentinel, shuffle_tables, scores,
+                      code, LANES[bits], floor, pad, sentinel, shuffle_tables, scores,
                       q_end, s_end)
     return scores, q_end, s_end, limit
 
@@ -236,7 +235,7 @@ def score_all(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, mode="lo
     pairs that may have saturated in 16-bit lanes, then those in 32-bit lanes; global
     and semiglobal scores run in 32-bit lanes.
     """
-    mode_code = MODE_CODES[mode]
+    code = mode_code(mode)
     matrix = np.asarray(matrix)
     q_res = np.ascontiguousarray(q_res, dtype=np.uint8)
     s_res = np.ascontiguousarray(s_res, dtype=np.uint8)
@@ -245,9 +244,9 @@ def score_all(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, mode="lo
     if subjects is None:
         subjects = np.arange(s_off.shape[0] - 1, dtype=np.int64)
     subjects = np.ascontiguousarray(subjects, dtype=np.int64)
-    widths = _widths(matrix, gap_open, gap_extend, mode_code)
+    widths = _widths(matrix, gap_open, gap_extend, code)
     scores, q_end, s_end, limit = _run_width(widths[0], q_res, q_off, s_res, s_off, subjects,
-                                             matrix, gap_open, gap_extend, mode_code)
+                                             matrix, gap_open, gap_extend, code)
     for bits in widths[1:]:
         if limit is None or scores.size == 0:
             break
@@ -258,7 +257,7 @@ def score_all(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, mode="lo
             query = q_res[q_off[qi]:q_off[qi + 1]]
             *exact, next_limit = _run_width(bits, query, np.array([0, query.shape[0]], np.int64),
                                             s_res, s_off, subjects[cols], matrix, gap_open,
-                                            gap_extend, mode_code)
+                                            gap_extend, code)
             scores[qi, cols], q_end[qi, cols], s_end[qi, cols] = (x[0] for x in exact)
         limit = next_limit if redo.any() else None
     return scores, q_end, s_end

@@ -47,13 +47,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .reference import MODES, OP_DEL, OP_INS, OP_MATCH
+from .reference import GLOBAL, LOCAL, OP_DEL, OP_INS, OP_MATCH, SEMIGLOBAL, mode_code
 
-#: Mode codes of the kernels.
-LOCAL, GLOBAL, SEMIGLOBAL = 0, 1, 2
-#: The one lookup table from mode names to kernel codes.
-MODE_CODES = {"local": LOCAL, "global": GLOBAL, "semiglobal": SEMIGLOBAL}
-assert tuple(MODE_CODES) == MODES
 #: Largest direction matrix (cells, i.e. bytes) that :func:`align_codes` builds.
 MAX_TRACEBACK_CELLS = 1_000_000_000
 
@@ -376,22 +371,6 @@ def cigar_string(cigar) -> str:
     return np.asarray(cigar, dtype=np.uint8).tobytes().decode("ascii")
 
 
-def lookup_mode(mode) -> int:
-    """Kernel code of a mode name.
-
-    Raises
-    ------
-    ValueError
-        ``mode`` is not one of ``local``, ``global``, ``semiglobal``.
-    """
-    try:
-        return MODE_CODES[mode]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"unknown mode {mode!r}; choose one of: {', '.join(MODE_CODES)}"
-        ) from None
-
-
 def check_traceback_size(rows: int, cols: int) -> int:
     """Cells of the direction matrix of a ``rows x cols`` rectangle; raise when too many.
 
@@ -474,7 +453,7 @@ def align_codes(query, subject, scoring, mode="local", end=None) -> dict:
     >>> r["score"], r["query_start"], r["query_end"], r["cigar"]
     (10, 2, 7, '5=')
     """
-    code = lookup_mode(mode)
+    code = mode_code(mode)
     q = _codes(query, scoring)
     s = _codes(subject, scoring)
     m, n = q.shape[0], s.shape[0]
