@@ -36,28 +36,20 @@ def require_gpu() -> None:
             "False); install swdask[gpu] on a machine with an NVIDIA GPU, or use --device cpu")
 
 
-def score_all_gpu(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, subjects=None):
+def score_all_gpu(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, subjects=None, *,
+                  packed=None):
     """:func:`swdask.kernels.cpu.score.score_all` for local alignment, on the GPU.
 
-    The subjects go to the device once; each query is one launch.  Returns
-    ``scores, query_end, subject_end`` (int32, queries x subjects) and the summed kernel
-    seconds.
+    The subjects go to the device once; the queries are scored in batches (two per
+    launch by the 16-bit kernel where it applies, see
+    :mod:`swdask.kernels.cuda.launcher`).  Returns ``scores, query_end, subject_end``
+    (int32, queries x subjects) and the :class:`~swdask.kernels.cuda.launcher.KernelStats`.
     """
-    from .kernels.cuda.inter_task import DeviceSubjects
+    from .kernels.cuda.launcher import DeviceSubjects
 
     device_subjects = DeviceSubjects(s_res, s_off, subjects)
-    n_queries = len(q_off) - 1
-    shape = (n_queries, len(device_subjects))
-    scores = np.zeros(shape, np.int32)
-    q_end = np.zeros(shape, np.int32)
-    s_end = np.zeros(shape, np.int32)
-    seconds = 0.0
-    for qi in range(n_queries):
-        query = q_res[q_off[qi]:q_off[qi + 1]]
-        scores[qi], q_end[qi], s_end[qi], took = device_subjects.score(
-            query, np.asarray(matrix), gap_open, gap_extend)
-        seconds += took
-    return scores, q_end, s_end, seconds
+    queries = [q_res[q_off[qi]:q_off[qi + 1]] for qi in range(len(q_off) - 1)]
+    return device_subjects.score_many(queries, matrix, gap_open, gap_extend, packed=packed)
 
 
 def top_hits_gpu(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, max_hits,
@@ -66,17 +58,12 @@ def top_hits_gpu(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, max_h
 
     Only the subjects that can be among a query's ``max_hits`` best (scores of at least
     ``min_score``, ties at the cut included) come back from the device; see
-    :meth:`swdask.kernels.cuda.inter_task.DeviceSubjects.top`.  Returns one
+    :meth:`swdask.kernels.cuda.launcher.DeviceSubjects.top_many`.  Returns one
     ``(columns, scores, query_ends, subject_ends)`` per query and the kernel seconds.
     """
-    from .kernels.cuda.inter_task import DeviceSubjects
+    from .kernels.cuda.launcher import DeviceSubjects
 
-    device_subjects = DeviceSubjects(s_res, s_off)
-    candidates = []
-    seconds = 0.0
-    for qi in range(len(q_off) - 1):
-        *found, took = device_subjects.top(q_res[q_off[qi]:q_off[qi + 1]], np.asarray(matrix),
-                                           gap_open, gap_extend, max_hits, min_score)
-        candidates.append(tuple(found))
-        seconds += took
-    return candidates, seconds
+    queries = [q_res[q_off[qi]:q_off[qi + 1]] for qi in range(len(q_off) - 1)]
+    candidates, stats = DeviceSubjects(s_res, s_off).top_many(
+        queries, np.asarray(matrix), gap_open, gap_extend, max_hits, min_score)
+    return candidates, stats.seconds

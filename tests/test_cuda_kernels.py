@@ -11,7 +11,7 @@ import pytest
 from numba import config
 
 from swdask.kernels.cpu.score import score_all
-from swdask.kernels.cuda import inter_task
+from swdask.kernels.cuda import inter_task_dpx, launcher
 from swdask.scoring import Scoring
 from swdask.store import load_sequences
 
@@ -28,7 +28,7 @@ def pack(seqs):
 def check(query, subjects, scoring, rows, group, label):
     s_res, s_off = pack(subjects)
     order = np.argsort([len(s) for s in subjects], kind="stable").astype(np.int64)
-    got = inter_task.score_pairs(query, s_res, s_off, order, scoring.matrix, scoring.gap_open,
+    got = launcher.score_pairs(query, s_res, s_off, order, scoring.matrix, scoring.gap_open,
                                  scoring.gap_extend, rows=rows, group=group)
     want = score_all(query, np.array([0, len(query)]), s_res, s_off, scoring.matrix,
                      scoring.gap_open, scoring.gap_extend, subjects=order)
@@ -70,6 +70,8 @@ def test_simulated_kernel_dna_ties_and_gaps():
 
 def test_search_device_gpu_in_the_simulator_matches_cpu(tmp_path):
     """``search(device="gpu")`` runs the CUDA kernels (here simulated): identical hits."""
+    import dask
+
     import swdask
 
     queries = {"q1": "MKVLAAGIVGLLLAWHEEGK", "q2": "WWHEAGAWGHEE"}
@@ -80,8 +82,9 @@ def test_search_device_gpu_in_the_simulator_matches_cpu(tmp_path):
             seq = source.alphabet.decode(source.codes(k))[:25]
             handle.write(f">{source.names[k]}\n{seq}\n")
         handle.write(">self\nMKVLAAGIVGLLLAWHEEGK\n")
-    cpu = swdask.search(queries, db, device="cpu", max_hits=5)
-    gpu, stats = swdask.search(queries, db, device="gpu", max_hits=5, return_stats=True)
+    cpu = swdask.search(queries, db, device="cpu", max_hits=5).compute()
+    gpu, stats = dask.compute(*swdask.search(queries, db, device="gpu", max_hits=5,
+                                             return_stats=True))
     assert stats.device == "gpu"
     assert cpu.equals(gpu)
 
@@ -96,7 +99,7 @@ def test_simulated_variants_match_cpu(shared, dpx):
     s_res, s_off = pack(subjects)
     order = np.argsort([len(x) for x in subjects], kind="stable").astype(np.int64)
     scoring = Scoring()
-    got = inter_task.score_pairs(query, s_res, s_off, order, scoring.matrix, 11, 1, rows=2,
+    got = launcher.score_pairs(query, s_res, s_off, order, scoring.matrix, 11, 1, rows=2,
                                  group=4, shared=shared, dpx=dpx)
     want = score_all(query, np.array([0, len(query)]), s_res, s_off, scoring.matrix, 11, 1,
                      subjects=order)
@@ -104,28 +107,138 @@ def test_simulated_variants_match_cpu(shared, dpx):
         np.testing.assert_array_equal(g, w[0])
 
 
+@pytest.mark.parametrize("packed", [True, False], ids=["16bit", "32bit"])
 @pytest.mark.parametrize("max_hits,min_score", [(3, None), (1, 20), (50, None), (2, 5000)])
-def test_device_top_hits_keep_every_candidate(max_hits, min_score):
+def test_device_top_hits_keep_every_candidate(max_hits, min_score, packed):
     """The device keeps every subject that can rank among the best (ties at the cut
     included) and nothing under ``min_score``; the host's ranking is then exact."""
     rng = np.random.default_rng(max_hits)
     db = load_sequences("tests/data/sprot_db.fasta.gz")
-    query = db.codes(3)[:16].copy()
+    queries = [db.codes(3)[:16].copy(), db.codes(8)[:11].copy(), db.codes(9)[:5].copy()]
     subjects = [db.codes(k)[:int(rng.integers(4, 20))].copy() for k in range(20, 31)]
-    subjects += [query.copy(), query.copy()]  # a tie at the top
+    subjects += [queries[0].copy(), queries[0].copy()]  # a tie at the top
     s_res, s_off = pack(subjects)
     scoring = Scoring()
-    device = inter_task.DeviceSubjects(s_res, s_off)
-    cols, scores, q_end, s_end, _ = device.top(query, scoring.matrix, 11, 1, max_hits, min_score,
-                                               rows=2, group=4)
-    want = score_all(query, np.array([0, len(query)]), s_res, s_off, scoring.matrix, 11, 1)
-    all_scores = want[0][0]
+    device = launcher.DeviceSubjects(s_res, s_off)
+    found, stats = device.top_many(queries, scoring.matrix, 11, 1, max_hits, min_score,
+                                   packed=packed)
+    assert stats.cells_32bit == (0 if packed else stats.cells)
+    q_res, q_off = pack(queries)
+    want = score_all(q_res, q_off, s_res, s_off, scoring.matrix, 11, 1)
     floor = 1 if min_score is None else min_score
-    eligible = np.flatnonzero(all_scores >= floor)
-    ranked = sorted(eligible, key=lambda c: (-all_scores[c], c))[:max_hits]
-    assert set(ranked) <= set(cols.tolist())
-    assert all(all_scores[c] >= floor for c in cols)
-    order = np.argsort(cols)
-    np.testing.assert_array_equal(scores[order], all_scores[np.sort(cols)])
-    np.testing.assert_array_equal(q_end[order], want[1][0][np.sort(cols)])
-    np.testing.assert_array_equal(s_end[order], want[2][0][np.sort(cols)])
+    for q, (cols, scores, q_end, s_end) in enumerate(found):
+        all_scores = want[0][q]
+        eligible = np.flatnonzero(all_scores >= floor)
+        ranked = sorted(eligible, key=lambda c: (-all_scores[c], c))[:max_hits]
+        assert set(ranked) <= set(cols.tolist())
+        assert all(all_scores[c] >= floor for c in cols)
+        order = np.argsort(cols)
+        np.testing.assert_array_equal(scores[order], all_scores[np.sort(cols)])
+        np.testing.assert_array_equal(q_end[order], want[1][q][np.sort(cols)])
+        np.testing.assert_array_equal(s_end[order], want[2][q][np.sort(cols)])
+
+
+def check_many(queries, subjects, scoring, label, packed=True):
+    """Every score and end of ``score_many`` equals the CPU kernel's; returns the stats."""
+    s_res, s_off = pack(subjects)
+    q_res, q_off = pack(queries)
+    *got, stats = launcher.DeviceSubjects(s_res, s_off).score_many(
+        queries, scoring.matrix, scoring.gap_open, scoring.gap_extend, packed=packed)
+    want = score_all(q_res, q_off, s_res, s_off, scoring.matrix, scoring.gap_open,
+                     scoring.gap_extend)
+    for name, g, w in zip(("score", "query_end", "subject_end"), got, want):
+        np.testing.assert_array_equal(g, w, err_msg=f"{label}: {name}")
+    return stats
+
+
+@pytest.mark.parametrize("rows,lengths", [
+    (8, (0, 1)), (8, (1, 8)), (8, (7, 9)),            # one lane; an empty query
+    (8, (31, 32, 33)),                                 # around a warp; an odd count
+    (12, (12, 13, 24, 25)),                            # tile edges of 12-row lanes
+    (16, (40, 15)),                                    # several 16-row lanes
+])
+def test_16bit_kernel_matches_cpu_at_boundaries(rows, lengths, monkeypatch):
+    """Query pairs at lane and tile boundaries, subjects of length 0, 1 and around a
+    warp, a query paired with nothing: the packed kernel equals the CPU kernel."""
+    monkeypatch.setattr(inter_task_dpx, "ROW_RATES", {rows: 1.0})
+    rng = np.random.default_rng(sum(lengths) + rows)
+    db = load_sequences("tests/data/sprot_db.fasta.gz")
+    queries = []
+    for m in lengths:
+        codes = db.codes(int(rng.integers(len(db))))
+        while len(codes) < m:
+            codes = np.concatenate([codes, codes])
+        queries.append(codes[:m].copy())
+    subjects = [np.zeros(0, np.uint8), db.codes(1)[:1].copy()]
+    subjects += [db.codes(int(rng.integers(len(db))))[:n].copy() for n in (5, 31, 32, 33)]
+    subjects += [q[::-1].copy() for q in queries if len(q)] + [queries[-1].copy()]
+    check_many(queries, subjects, Scoring(), f"R={rows} lengths={lengths}")
+
+
+@pytest.mark.parametrize("scoring", [
+    Scoring("BLOSUM50", gap_open=13, gap_extend=2), Scoring("PAM30", gap_open=9, gap_extend=1),
+    Scoring(alphabet="dna", gap_open=0, gap_extend=1)], ids=["BLOSUM50", "PAM30", "dna-linear"])
+def test_16bit_kernel_other_scorings(scoring):
+    rng = np.random.default_rng(5)
+    if scoring.alphabet.name == "dna":
+        queries = [rng.integers(0, 2, n).astype(np.uint8) for n in (13, 20, 6)]
+        subjects = [rng.integers(0, 2, n).astype(np.uint8) for n in (5, 12, 13, 14, 20)]
+    else:
+        db = load_sequences("tests/data/sprot_db.fasta.gz")
+        queries = [db.codes(k)[:n].copy() for k, n in ((11, 21), (12, 17))]
+        subjects = [db.codes(k)[:int(rng.integers(1, 26))].copy() for k in range(30, 40)]
+        subjects.append(queries[0].copy())
+    check_many(queries, subjects, scoring, scoring.name)
+
+
+def test_16bit_overflow_is_rescored_exactly_in_32_bits():
+    """Scores past 16 bits never come back capped: the wrapped pairs are re-scored by the
+    32-bit kernel (match 8,000: five identities overflow).  Pairs just under and just over
+    the limit, and a pair whose other query stays small, are all exact."""
+    scoring = Scoring(alphabet="dna", match=8000, mismatch=-8000, gap_open=5, gap_extend=2)
+    limit = inter_task_dpx.overflow_limit(scoring.matrix)
+    assert limit == 32767 - 8000
+    a = np.array([0, 1, 2, 3, 0, 1, 2], np.uint8)
+    queries = [a[:3], a[:4], a.copy(), np.array([3, 3], np.uint8)]
+    subjects = [a[:3].copy(), a[:4].copy(), a.copy(), np.array([2, 0, 1, 2, 3, 0], np.uint8),
+                np.array([3], np.uint8)]
+    stats = check_many(queries, subjects, scoring, "overflow")
+    # Scores above 24,767 (the 4-residue and longer matches) were re-scored.
+    assert stats.rescored > 0
+    assert 0 < stats.cells_32bit < stats.cells
+
+
+def test_16bit_twins_wrap_like_the_hardware():
+    """The simulator's twins of the DPX helpers: per-half, wrapping, max with 0 where the
+    hardware has _relu."""
+    twins = inter_task_dpx.TWINS
+    x = inter_task_dpx.pack(32767, -5)
+    y = inter_task_dpx.pack(1, 7)
+    floor = inter_task_dpx.packed_constant(-32768)
+    assert (twins["lo16"](twins["add"](x, y)), twins["hi16"](twins["add"](x, y))) == (-32768, 2)
+    got = twins["addmax_relu"](x, y, floor)
+    assert (twins["lo16"](got), twins["hi16"](got)) == (0, 2)
+    got = twins["addmax"](x, y, inter_task_dpx.pack(-3, 9))
+    assert (twins["lo16"](got), twins["hi16"](got)) == (-3, 9)
+    got = twins["max3"](x, y, inter_task_dpx.pack(-1, 100))
+    assert (twins["lo16"](got), twins["hi16"](got)) == (32767, 100)
+    got = twins["max_relu"](inter_task_dpx.pack(-4, -2), inter_task_dpx.pack(-1, 3))
+    assert (twins["lo16"](got), twins["hi16"](got)) == (0, 3)
+
+
+@pytest.mark.parametrize("rows,group", [(2, 1), (2, 2), (4, 2)])
+def test_16bit_kernel_ties_across_passes(rows, group, monkeypatch):
+    """Queries of many passes over a two-letter alphabet: ties everywhere, so an equal
+    score at a smaller column found in a later pass (lower rows) must win, as in the CPU
+    kernel's end rule."""
+    monkeypatch.setattr(inter_task_dpx, "choose_shape", lambda m, alphabet: (rows, group))
+    rng = np.random.default_rng(rows * 10 + group)
+    scoring = Scoring(alphabet="dna", gap_open=5, gap_extend=2)
+    queries = [rng.integers(0, 2, n).astype(np.uint8) for n in (17, 11, 9)]
+    subjects = [rng.integers(0, 2, n).astype(np.uint8) for n in (3, 8, 13, 16, 21)]
+    subjects += [queries[0][9:].copy(), queries[1][::-1].copy()]
+    # ACGT against GTTTTTAC: "AC" (rows 1-2, the first pass) ends at column 8 and "GT"
+    # (rows 3-4, a later pass) ties at column 2, which wins.
+    queries.append(np.array([0, 1, 2, 3], np.uint8))
+    subjects.append(np.array([2, 3, 3, 3, 3, 3, 0, 1], np.uint8))
+    check_many(queries, subjects, scoring, f"R={rows} G={group}")

@@ -21,14 +21,16 @@ def device():
     return cuda.get_current_device()
 
 
-def test_sprot196_against_sprot12071_bit_identical(device):
+@pytest.mark.parametrize("packed", [True, False], ids=["16bit-dpx", "32bit"])
+def test_sprot196_against_sprot12071_bit_identical(device, packed):
     from swdask.gpu import score_all_gpu
 
     queries = load_sequences("tests/data/sprot196.fasta")
     db = load_sequences("tests/data/sprot12071.fasta.gz").sorted_by_length()
     scoring = Scoring()
-    gpu = score_all_gpu(queries.residues, queries.offsets, db.residues, db.offsets,
-                        scoring.matrix, 11, 1)[:3]
+    *gpu, stats = score_all_gpu(queries.residues, queries.offsets, db.residues, db.offsets,
+                                scoring.matrix, 11, 1, packed=packed)
+    assert stats.cells_32bit == (0 if packed else stats.cells)
     cpu = score_all(queries.residues, queries.offsets, db.residues, db.offsets,
                     scoring.matrix, 11, 1)
     for name, g, c in zip(("score", "query_end", "subject_end"), gpu, cpu):
@@ -53,8 +55,11 @@ def test_other_matrices_bit_identical(device, scoring):
         np.testing.assert_array_equal(g, c)
 
 
-def test_identical_40kb_dna_pair_exceeds_16_bits(device):
-    from swdask.kernels.cuda.inter_task import score_pairs
+@pytest.mark.parametrize("packed", [True, False], ids=["16bit-dpx", "32bit"])
+def test_identical_40kb_dna_pair_exceeds_16_bits(device, packed):
+    """An identical 40 kb pair scores 80,000: the 16-bit kernel flags it and the 32-bit
+    re-run gives the exact score; the unrelated pair stays in 16 bits."""
+    from swdask.gpu import score_all_gpu
 
     rng = np.random.default_rng(40)
     gene = rng.integers(0, 4, 40_000).astype(np.uint8)
@@ -62,18 +67,50 @@ def test_identical_40kb_dna_pair_exceeds_16_bits(device):
     s_res = np.concatenate([other, gene])
     s_off = np.array([0, 39_000, 79_000], np.int64)
     scoring = Scoring(alphabet="dna")
-    scores, q_end, s_end = score_pairs(gene, s_res, s_off, np.array([0, 1]), scoring.matrix, 5, 2)
-    assert (scores[1], q_end[1], s_end[1]) == (80_000, 40_000, 40_000)
-    want = score_all(gene, np.array([0, 40_000]), s_res, s_off, scoring.matrix, 5, 2)
-    assert (scores[0], q_end[0], s_end[0]) == (want[0][0, 0], want[1][0, 0], want[2][0, 0])
+    queries = np.concatenate([gene, other[:5000]])
+    q_off = np.array([0, 40_000, 45_000])
+    scores, q_end, s_end, stats = score_all_gpu(queries, q_off, s_res, s_off, scoring.matrix,
+                                                5, 2, packed=packed)
+    assert (scores[0, 1], q_end[0, 1], s_end[0, 1]) == (80_000, 40_000, 40_000)
+    want = score_all(queries, q_off, s_res, s_off, scoring.matrix, 5, 2)
+    for g, w in zip((scores, q_end, s_end), want):
+        np.testing.assert_array_equal(g, w)
+    if packed:
+        assert stats.rescored == 1 and stats.cells_32bit == 40_000 * 40_000
 
 
 def test_search_on_gpu_equals_cpu(device):
+    import dask
+
     import swdask
 
-    cpu = swdask.search("tests/data/sprot_queries.fasta", "tests/data/sprot_db.fasta.gz",
-                        device="cpu")
-    gpu, stats = swdask.search("tests/data/sprot_queries.fasta", "tests/data/sprot_db.fasta.gz",
-                               device="gpu", return_stats=True)
+    cpu = swdask.search_in_process("tests/data/sprot_queries.fasta",
+                                   "tests/data/sprot_db.fasta.gz", device="cpu")
+    gpu, stats = dask.compute(*swdask.search("tests/data/sprot_queries.fasta",
+                                             "tests/data/sprot_db.fasta.gz", device="gpu",
+                                             return_stats=True))
     assert stats.device == "gpu"
     assert cpu.equals(gpu)
+
+
+def test_search_on_a_local_cuda_cluster_equals_cpu(device, tmp_path):
+    """The Dask flow on dask-cuda's LocalCUDACluster: one worker per GPU, GPU=1."""
+    import swdask
+    from swdask.cluster import compute
+
+    store = swdask.ingest("tests/data/sprot_db.fasta.gz", tmp_path / "db.store",
+                          partition_residues=40_000)
+    assert len(store.files) > 1
+    cpu = swdask.search_in_process("tests/data/sprot_queries.fasta", store, device="cpu",
+                                   max_hits=20)
+    client = swdask.cluster(device="gpu", dashboard_address=":0")
+    try:
+        assert type(client.cluster).__name__ == "LocalCUDACluster"
+        hits, stats = compute(*swdask.search("tests/data/sprot_queries.fasta", store,
+                                             device="gpu", max_hits=20, return_stats=True),
+                              client=client)
+    finally:
+        client.close()
+        client.cluster.close()
+    assert stats.device == "gpu"
+    assert cpu.equals(hits)

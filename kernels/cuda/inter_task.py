@@ -29,13 +29,13 @@ its registers; the group then reduces (score, column, row) lexicographically.
 
 Scores are exact 32-bit integers.  Launch: blocks of ``THREADS`` threads, one group per
 pair, ``grid = ceil(n_warps * 32 / THREADS)``; the tile shape (rows per lane, lanes per
-pair) comes from :func:`choose_shape`.
+pair) comes from :func:`choose_shape`.  The host side (uploads, batches of queries, the
+16-bit kernel of :mod:`~swdask.kernels.cuda.inter_task_dpx` and its 32-bit re-runs,
+choosing the top hits on the device) is :mod:`swdask.kernels.cuda.launcher`.
 """
 from __future__ import annotations
 
 import math
-import time
-import warnings
 
 import numpy as np
 from numba import config, cuda
@@ -211,7 +211,7 @@ def _kernel_source(rows: int, group: int, threads: int, shuffles: bool, shared: 
     return "\n".join(lines) + "\n"
 
 
-def _threads() -> int:
+def threads_per_block() -> int:
     """Threads per block: 128 on a GPU; 32 in the simulator (a Python thread each)."""
     return SIMULATOR_THREADS if config.ENABLE_CUDASIM else THREADS
 
@@ -244,7 +244,7 @@ def get_kernel(rows: int = ROWS, group: int = 32, *, shared: bool = False, dpx: 
             namespace["vimax3_relu"] = cuda.declare_device("sw_vimax3_relu",
                                                            "int32(int32, int32, int32)")
             link = [cuda.CUSource(DPX_SOURCE)]
-        source = _kernel_source(rows, group, _threads(), shuffles=not simulated, shared=shared,
+        source = _kernel_source(rows, group, threads_per_block(), shuffles=not simulated, shared=shared,
                                 dpx=use_dpx, alphabet=alphabet)
         name = f"<swdask sw kernel R={rows} G={group} shared={shared} dpx={use_dpx}>"
         exec(compile(source, name, "exec"), namespace)
@@ -299,201 +299,8 @@ def launch_plan(lengths, group, uniform=32):
     return warp_len, warp_base, int((warp_len * per_warp).sum())
 
 
-class DeviceSubjects:
-    """A set of subjects on the GPU, scored against one query at a time.
-
-    Parameters
-    ----------
-    s_res, s_off : numpy.ndarray
-        Subject residues (uint8, concatenated) and offsets (int64, n + 1).
-    subjects : numpy.ndarray of int64, optional
-        Subjects to score, in this order (default all; the store's length order keeps
-        the lanes of a warp busy for the same number of steps).
-    """
-
-    def __init__(self, s_res, s_off, subjects=None):
-        s_off = np.ascontiguousarray(s_off, dtype=np.int64)
-        if subjects is None:
-            subjects = np.arange(len(s_off) - 1, dtype=np.int64)
-        self.subjects = np.ascontiguousarray(subjects, dtype=np.int64)
-        self.lengths = s_off[self.subjects + 1] - s_off[self.subjects]
-        self.residues = int(self.lengths.sum())
-        self._res = cuda.to_device(np.ascontiguousarray(s_res, dtype=np.uint8))
-        self._off = cuda.to_device(s_off)
-        self._order = cuda.to_device(self.subjects)
-        self._plans = {}
-
-    def __len__(self):
-        return len(self.subjects)
-
-    def _plan(self, group):
-        if group not in self._plans:
-            uniform = _threads() if config.ENABLE_CUDASIM else 32
-            warp_len, warp_base, slots = launch_plan(self.lengths, group, uniform)
-            self._plans[group] = (cuda.to_device(warp_len), cuda.to_device(warp_base), slots,
-                                  len(warp_len))
-        return self._plans[group]
-
-    def score(self, query, matrix, gap_open, gap_extend, **options):
-        """Local scores and end cells of ``query`` against every subject.
-
-        Options: ``rows`` and ``group`` default to :func:`choose_shape`; ``shared``
-        stages the query profile in shared memory (the faster default); ``dpx`` uses
-        Hopper's fused max instructions (default: on GPUs of compute capability 9.0 and
-        newer).
-
-        Returns
-        -------
-        scores, query_end, subject_end : numpy.ndarray of int32
-            In the order of ``subjects``; ends exclusive, by the reference's tie rule.
-        seconds : float
-            Kernel time (CUDA events), without the copies of results.
-        """
-        outs, seconds = self._launch(query, matrix, gap_open, gap_extend, **options)
-        return (*(o.copy_to_host() for o in outs), seconds)
-
-    def top(self, query, matrix, gap_open, gap_extend, max_hits, min_score=None, **options):
-        """The subjects that can be among the query's ``max_hits`` best, chosen on the GPU.
-
-        A histogram of the scores (:data:`HIST_BINS` bins, the last one open-ended) gives
-        the lowest score ``t`` that keeps at least ``max_hits`` subjects (or ``min_score``
-        when fewer reach it); a second kernel compacts the subjects scoring ``t`` or more.
-        Only the histogram and those subjects cross to the host: every tie at the cut comes
-        back, so the host ranks them exactly as the CPU search does.
-
-        Returns
-        -------
-        columns : numpy.ndarray of int64
-            Positions in ``subjects``, in no particular order.
-        scores, query_end, subject_end : numpy.ndarray of int32
-        seconds : float
-            Kernel time of the score pass.
-        """
-        (scores, q_end, s_end), seconds = self._launch(query, matrix, gap_open, gap_extend,
-                                                       **options)
-        n = len(self.subjects)
-        floor = 1 if min_score is None else max(int(min_score), 0)
-        if n == 0:
-            empty = np.zeros(0, np.int32)
-            return np.zeros(0, np.int64), empty, empty, empty, seconds
-        threads = _threads()
-        blocks = max(1, math.ceil(n / threads))
-        hist = cuda.to_device(np.zeros(HIST_BINS, np.int64))
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
-            _histogram[blocks, threads](scores, hist)
-            counts = hist.copy_to_host()
-            threshold = cut_score(counts, max_hits, floor)
-            # Scores past the last bin share it: count them all, the kernel checks exactly.
-            selected = int(counts[min(threshold, HIST_BINS - 1):].sum())
-            found = cuda.to_device(np.zeros(1, np.int64))
-            columns = cuda.device_array(max(selected, 1), np.int64)
-            picked = [cuda.device_array(max(selected, 1), np.int32) for _ in range(3)]
-            _select[blocks, threads](scores, q_end, s_end, np.int32(threshold), found, columns,
-                                     *picked)
-        count = int(found.copy_to_host()[0])
-        return (columns.copy_to_host()[:count], *(p.copy_to_host()[:count] for p in picked),
-                seconds)
-
-
-    def _launch(self, query, matrix, gap_open, gap_extend, *, rows=None, group=None, shared=True,
-                dpx=None, stream=0):
-        """Launch the score kernel; device arrays ``(scores, query_end, subject_end)`` and
-        the kernel seconds.  See :meth:`score` for the options."""
-        query = np.ascontiguousarray(query, dtype=np.uint8)
-        m = len(query)
-        if dpx is None:
-            dpx = has_dpx()
-        if rows is None:
-            rows, chosen = choose_shape(m)
-            group = group or chosen
-        group = group or choose_group(m, rows)
-        passes = max(1, math.ceil(m / (group * rows)))
-        profile = cuda.to_device(query_profile(query, np.asarray(matrix), passes * group * rows),
-                                 stream=stream)
-        warp_len, warp_base, slots, n_warps = self._plan(group)
-        n = len(self.subjects)
-        outs = [cuda.device_array(n, np.int32, stream=stream) for _ in range(3)]
-        boundary = cuda.device_array(2 * slots if passes > 1 else 2, np.int32, stream=stream)
-        threads = _threads()
-        blocks = max(1, math.ceil(n_warps * 32 / threads))
-        kernel = get_kernel(rows, group, shared=shared, dpx=dpx, alphabet=matrix.shape[0] + 1)
-        simulated = bool(config.ENABLE_CUDASIM)  # the simulator's events warn: time on the host
-        tick = time.perf_counter()
-        if not simulated:
-            start, stop = cuda.event(), cuda.event()
-            start.record(stream)
-        if n:
-            with warnings.catch_warnings():  # a small database is a legitimate, small launch
-                warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
-                kernel[blocks, threads, stream](profile, passes, self._res, self._off, self._order,
-                                                warp_len, warp_base, np.int64(matrix.shape[0]),
-                                                np.int32(gap_open + gap_extend),
-                                                np.int32(gap_extend), boundary, *outs)
-        if simulated:
-            seconds = time.perf_counter() - tick
-        else:
-            stop.record(stream)
-            stop.synchronize()
-            seconds = start.elapsed_time(stop) / 1e3
-        return outs, seconds
-
-
-#: Score histogram bins for choosing a query's cut on the device; scores at or above the
-#: last bin share it (the cut then keeps all of them).
-HIST_BINS = 4096
-
-
-@cuda.jit
-def _histogram(scores, hist):
-    """``hist[min(score, HIST_BINS - 1)] += 1`` for every (non-negative, local) score."""
-    i = cuda.grid(1)
-    if i < scores.shape[0]:
-        cuda.atomic.add(hist, min(scores[i], HIST_BINS - 1), 1)
-
-
-@cuda.jit
-def _select(scores, q_end, s_end, threshold, found, columns, out_score, out_qend, out_send):
-    """Append every subject scoring ``threshold`` or more (order not kept)."""
-    i = cuda.grid(1)
-    if i < scores.shape[0] and scores[i] >= threshold:
-        slot = cuda.atomic.add(found, 0, 1)
-        if slot < columns.shape[0]:
-            columns[slot] = i
-            out_score[slot] = scores[i]
-            out_qend[slot] = q_end[i]
-            out_send[slot] = s_end[i]
-
-
-def cut_score(hist, max_hits, floor):
-    """The lowest score that keeps at least ``max_hits`` subjects of a score histogram,
-    never below ``floor``; ``floor`` itself when fewer than ``max_hits`` reach it.
-
-    Examples
-    --------
-    >>> cut_score(np.array([5, 0, 3, 2, 1]), 4, 1)
-    2
-    >>> cut_score(np.array([5, 0, 3, 2, 1]), 10, 1)
-    1
-    """
-    from_top = np.cumsum(np.asarray(hist)[::-1])
-    enough = np.flatnonzero(from_top >= max_hits)
-    if enough.size == 0:
-        return int(floor)
-    return max(int(len(hist) - 1 - enough[0]), int(floor))
-
-
 def has_dpx() -> bool:
     """Whether the current GPU has Hopper's DPX instructions (compute capability >= 9.0)."""
     if config.ENABLE_CUDASIM:
         return False
     return tuple(cuda.get_current_device().compute_capability) >= (9, 0)
-
-
-def score_pairs(query, s_res, s_off, subjects, matrix, gap_open, gap_extend, *, rows=None,
-                group=None, shared=True, dpx=None):
-    """Local scores and end cells of one query against ``subjects`` (a one-off
-    :class:`DeviceSubjects`); returns ``scores, query_end, subject_end``."""
-    return DeviceSubjects(s_res, s_off, subjects).score(query, matrix, gap_open, gap_extend,
-                                                        rows=rows, group=group, shared=shared,
-                                                        dpx=dpx)[:3]
