@@ -1,27 +1,41 @@
-"""Writing results: the hits table as Parquet or BLAST tabular, atomically.
+"""Writing results: the hits table as Parquet, BLAST tabular or SAM, atomically.
 
 Every writer builds its file under a temporary name in the destination folder and
 renames it into place at the end, so an interrupted or failed run leaves no partial
 output and never clobbers an existing file unless asked to.
+
+Coordinates are 0-based half-open in the hits table (Parquet) and 1-based inclusive in
+BLAST tabular and SAM output, as those formats define.  The hits table's ``cigar`` uses
+``=`` (identity), ``X`` (substitution), ``I`` (a query residue against a gap: consumes
+the query) and ``D`` (a subject residue against a gap: consumes the subject) over
+exactly the aligned region.  That is SAM's convention with the query as the read and
+the subject as the reference, so both exports write these operations unchanged; SAM
+adds soft clips for the unaligned ends of the query.
 """
 from __future__ import annotations
 
 import contextlib
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import __version__
 from .errors import InputNotFoundError, OutputExistsError
 from .parquet_schemas import HITS, check_table
 
-OUTFMTS = ("parquet", "blast6")
-#: BLAST's 12 standard tabular columns (outfmt 6), in order.
+OUTFMTS = ("parquet", "blast6", "sam")
+#: BLAST's 12 standard tabular columns (outfmt 6), in order: what ``std`` stands for.
 BLAST6_COLUMNS = ("qseqid", "sseqid", "pident", "length", "mismatch", "gapopen", "qstart",
                   "qend", "sstart", "send", "evalue", "bitscore")
+#: Every BLAST tabular keyword that ``columns=`` / ``--columns`` accepts besides ``std``.
+BLAST_KEYWORDS = BLAST6_COLUMNS + ("score", "nident", "gaps", "qlen", "slen", "cigar")
+#: The SAM specification version that :func:`sam_lines` writes (``@HD VN``).
+SAM_VERSION = "1.6"
 
 
 def check_outfmt(outfmt: str) -> str:
@@ -29,6 +43,100 @@ def check_outfmt(outfmt: str) -> str:
     if outfmt not in OUTFMTS:
         raise ValueError(f"unknown output format {outfmt!r}; choose one of: {', '.join(OUTFMTS)}")
     return outfmt
+
+
+def blast_columns(columns=None) -> tuple[str, ...]:
+    """The BLAST tabular columns that ``columns`` asks for, ``std`` expanded.
+
+    Parameters
+    ----------
+    columns : str or sequence of str, optional
+        BLAST ``-outfmt "6 ..."`` keywords, as a sequence or one string separated by
+        white space.  ``std`` stands for the 12 standard columns
+        (:data:`BLAST6_COLUMNS`) where it appears; other keywords are those of
+        :data:`BLAST_KEYWORDS`.  Default (None, or no keyword at all, as BLAST's plain
+        ``-outfmt 6``): the 12 standard columns.
+
+    Returns
+    -------
+    tuple of str
+        The keywords in output order; a keyword given twice is written twice.
+
+    Raises
+    ------
+    ValueError
+        A keyword is not one of ``std`` and :data:`BLAST_KEYWORDS`.
+
+    Notes
+    -----
+    BLAST+ keywords that need the residues or the scoring matrix (``positive``,
+    ``ppos``, ``btop``, ``qseq``, ``sseq``) cannot be computed from the hits table and
+    are not offered.  ``nident`` and ``gaps`` are counted from the CIGAR (its ``=``
+    columns, its ``I`` plus ``D`` columns).  BLAST+ has no ``cigar`` keyword (its
+    tabular traceback is ``btop``); swdask adds one, as DIAMOND's tabular output does:
+    the hits table's ``cigar`` unchanged (see :func:`blast6_lines`).
+
+    Examples
+    --------
+    >>> blast_columns("std qlen slen cigar")[-4:]
+    ('bitscore', 'qlen', 'slen', 'cigar')
+    >>> blast_columns(["qseqid", "sseqid", "score"])
+    ('qseqid', 'sseqid', 'score')
+    >>> blast_columns() == blast_columns("std") == BLAST6_COLUMNS
+    True
+    >>> blast_columns("std positive")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown BLAST column 'positive'; choose from: std, qseqid, ...
+    """
+    if columns is None:
+        return BLAST6_COLUMNS
+    if isinstance(columns, str):
+        columns = columns.split()
+    chosen = []
+    for keyword in columns:
+        if keyword == "std":
+            chosen.extend(BLAST6_COLUMNS)
+        elif keyword in BLAST_KEYWORDS:
+            chosen.append(keyword)
+        else:
+            raise ValueError(f"unknown BLAST column {keyword!r}; choose from: std, "
+                             f"{', '.join(BLAST_KEYWORDS)}")
+    return tuple(chosen) or BLAST6_COLUMNS
+
+
+def check_format(outfmt: str, columns=None) -> tuple[str, ...] | None:
+    """Check an output format and its BLAST columns together, before any work is done.
+
+    Returns
+    -------
+    tuple of str or None
+        The BLAST columns to write (see :func:`blast_columns`) for ``"blast6"``; None
+        for the other formats.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``outfmt`` or column, or ``columns`` given with a format other than
+        ``"blast6"``.
+
+    Examples
+    --------
+    >>> check_format("blast6", "qseqid sseqid evalue")
+    ('qseqid', 'sseqid', 'evalue')
+    >>> check_format("sam") is None
+    True
+    >>> check_format("sam", "std")
+    Traceback (most recent call last):
+    ...
+    ValueError: columns apply to the blast6 output format only, not to 'sam'
+    """
+    check_outfmt(outfmt)
+    if outfmt != "blast6":
+        if columns is not None:
+            raise ValueError(f"columns apply to the blast6 output format only, not to {outfmt!r}")
+        return None
+    return blast_columns(columns)
 
 
 def check_output(path, *, force: bool = False) -> Path:
@@ -69,25 +177,39 @@ def atomic_path(path, *, force: bool = False):
 
 
 def hits_table(hits) -> pa.Table:
-    """The hits as an Arrow table checked against :data:`swdask.parquet_schemas.HITS`."""
+    """The hits as an Arrow table checked against :data:`swdask.parquet_schemas.HITS`.
+
+    A lazy Dask DataFrame (what :func:`swdask.search` returns) is computed first.
+    """
+    if hasattr(hits, "__dask_graph__"):
+        hits = hits.compute()
     if not isinstance(hits, pa.Table):
         hits = pa.Table.from_pandas(hits, preserve_index=False)
     return check_table(hits, HITS, where="hits")
 
 
-def write_hits(hits, path, *, outfmt: str = "parquet", force: bool = False) -> Path:
+def write_hits(hits, path, *, outfmt: str = "parquet", columns=None,
+               command_line: str | None = None, force: bool = False) -> Path:
     """Write a hits table.
 
     Parameters
     ----------
-    hits : pandas.DataFrame or pyarrow.Table
-        Columns of :data:`swdask.parquet_schemas.HITS`.
+    hits : dask.dataframe.DataFrame, pandas.DataFrame or pyarrow.Table
+        Columns of :data:`swdask.parquet_schemas.HITS`; a Dask DataFrame (the lazy
+        result of :func:`swdask.search`) is computed here.
     path : str or os.PathLike
         Output file.
-    outfmt : {"parquet", "blast6"}, default "parquet"
+    outfmt : {"parquet", "blast6", "sam"}, default "parquet"
         ``parquet``: the hits table, 0-based half-open coordinates.  ``blast6``: BLAST
-        tabular (``-outfmt 6``) with its 12 standard columns, 1-based inclusive
-        coordinates, no header; null E-values and bit scores are written as ``NA``.
+        tabular (``-outfmt 6``), 1-based inclusive coordinates, no header, one line per
+        hit (see :func:`blast6_lines`).  ``sam``: SAM v1.6 with the queries as reads and
+        the subjects as references, 1-based (see :func:`sam_lines`).
+    columns : str or sequence of str, optional
+        ``blast6`` only: BLAST keywords of the columns, ``std`` for the 12 standard ones
+        (see :func:`blast_columns`).  Default: the 12 standard columns.
+    command_line : str, optional
+        ``sam`` only (ignored otherwise): the command that produced the hits, written
+        as ``CL`` of the ``@PG`` header line.
     force : bool, default False
         Replace an existing file.
 
@@ -97,19 +219,51 @@ def write_hits(hits, path, *, outfmt: str = "parquet", force: bool = False) -> P
 
     Raises
     ------
+    ValueError
+        Unknown ``outfmt`` or column, ``columns`` with a format other than ``blast6``,
+        or (``sam``) a name that SAM cannot hold or a CIGAR that disagrees with the
+        coordinates.  Nothing is written.
     OutputExistsError
         ``path`` exists and ``force`` is False.
     SchemaError
         ``hits`` lacks a column of the schema or has one of the wrong type.
+
+    Examples
+    --------
+    >>> import os, shutil, tempfile
+    >>> from importlib.resources import files
+    >>> from swdask import search
+    >>> data = files("swdask") / "data"
+    >>> hits = search(data / "demo_queries.fasta", data / "demo_db.fasta.gz", max_hits=2)
+    >>> tmp = tempfile.mkdtemp()
+    >>> out = write_hits(hits, os.path.join(tmp, "hits.tsv"), outfmt="blast6",
+    ...                  columns="std qlen slen cigar")
+    >>> out.read_text().splitlines()[1].split("\\t")[8:]
+    ['323', '348', '2.42e+00', '23.5', '100', '1442', '1=1X1=1X1=1X1=2X1=1X2=1X2=4D1X1=1X1=1X1=']
+    >>> out = write_hits(hits, os.path.join(tmp, "hits.sam"), outfmt="sam")
+    >>> record = out.read_text().splitlines()[-1].split("\\t")
+    >>> record[:6]
+    ['sp|Q6GZN8|087L_FRG3G', '256', 'sp|P25100|ADA1D_HUMAN', '26', '255', '12S4=2X...1=1X2=538S']
+    >>> record[6:]
+    ['*', '0', '0', '*', '*', 'AS:i:70', 'NM:i:35', 'ZE:f:1.02e-01', 'ZB:f:31.6']
+    >>> write_hits(hits, os.path.join(tmp, "more.tsv"), outfmt="blast6", columns="std ppos")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown BLAST column 'ppos'; choose from: std, qseqid, ...
+    >>> sorted(os.listdir(tmp))  # the failed write left nothing behind
+    ['hits.sam', 'hits.tsv']
+    >>> shutil.rmtree(tmp)
     """
-    check_outfmt(outfmt)
+    fields = check_format(outfmt, columns)
     table = hits_table(hits)
     with atomic_path(path, force=force) as tmp:
         if outfmt == "parquet":
             pq.write_table(table, tmp, compression="zstd")
         else:
+            lines = (blast6_lines(table, fields) if outfmt == "blast6"
+                     else sam_lines(table, command_line=command_line))
             with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
-                handle.writelines(blast6_lines(table))
+                handle.writelines(lines)
     return Path(path)
 
 
@@ -119,17 +273,278 @@ def _number(value, fmt):
     return format(value, fmt)
 
 
-def blast6_lines(table: pa.Table):
-    """Lines of BLAST tabular output (``-outfmt 6``) for a hits table."""
-    cols = table.to_pydict()
-    for k in range(table.num_rows):
-        evalue = cols["evalue"][k]
-        yield "\t".join((
-            cols["query"][k], cols["subject"][k],
-            f"{100 * cols['identity'][k]:.3f}", str(cols["align_length"][k]),
-            str(cols["mismatches"][k]), str(cols["gap_opens"][k]),
-            str(cols["query_start"][k] + 1), str(cols["query_end"][k]),
-            str(cols["subject_start"][k] + 1), str(cols["subject_end"][k]),
-            _number(evalue, ".2e" if evalue is not None and evalue >= 1e-180 else "g"),
-            _number(cols["bitscore"][k], ".1f"),
-        )) + "\n"
+def _evalue_format(value) -> str:
+    return ".2e" if value is not None and value >= 1e-180 else "g"
+
+
+_CIGAR_RUN = re.compile(r"(\d+)([=XID])")
+
+
+def _cigar_runs(cigar: str) -> list[tuple[int, str]]:
+    """``[(length, op)]`` of a hits-table CIGAR; ValueError unless all of it parses."""
+    runs = _CIGAR_RUN.findall(cigar)
+    if "".join(n + op for n, op in runs) != cigar:
+        raise ValueError(f"cigar {cigar!r} is not a run of =/X/I/D operations")
+    return [(int(n), op) for n, op in runs]
+
+
+def _cigar_count(cigar: str, ops: str) -> int:
+    return sum(n for n, op in _cigar_runs(cigar) if op in ops)
+
+
+#: How each BLAST keyword is written from one row of the hits table.
+_BLAST_FIELDS = {
+    "qseqid": lambda r: r["query"],
+    "sseqid": lambda r: r["subject"],
+    "pident": lambda r: f"{100 * r['identity']:.3f}",
+    "length": lambda r: str(r["align_length"]),
+    "mismatch": lambda r: str(r["mismatches"]),
+    "gapopen": lambda r: str(r["gap_opens"]),
+    "qstart": lambda r: str(r["query_start"] + 1),
+    "qend": lambda r: str(r["query_end"]),
+    "sstart": lambda r: str(r["subject_start"] + 1),
+    "send": lambda r: str(r["subject_end"]),
+    "evalue": lambda r: _number(r["evalue"], _evalue_format(r["evalue"])),
+    "bitscore": lambda r: _number(r["bitscore"], ".1f"),
+    "score": lambda r: str(r["score"]),
+    "nident": lambda r: str(_cigar_count(r["cigar"], "=")),
+    "gaps": lambda r: str(_cigar_count(r["cigar"], "ID")),
+    "qlen": lambda r: str(r["query_length"]),
+    "slen": lambda r: str(r["subject_length"]),
+    "cigar": lambda r: r["cigar"] or "*",
+}
+assert tuple(_BLAST_FIELDS) == BLAST_KEYWORDS
+
+
+def blast6_lines(table: pa.Table, columns=None):
+    """Lines of BLAST tabular output (``-outfmt 6``) for a hits table.
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        A hits table (see :func:`hits_table`).
+    columns : str or sequence of str, optional
+        BLAST keywords (see :func:`blast_columns`); default the 12 standard columns.
+
+    Yields
+    ------
+    str
+        One tab-separated line per hit, ending in a newline.
+
+    Notes
+    -----
+    ``qstart qend sstart send`` are 1-based inclusive (``query_start + 1``,
+    ``query_end``, ...).  ``pident`` is written with three decimals, ``evalue`` as
+    ``%.2e``, ``bitscore`` as ``%.1f``; a null E-value or bit score is written ``NA``.
+    ``cigar`` is the hits table's CIGAR (``=``/``X``/``I``/``D``, ``I`` consuming the
+    query and ``D`` the subject, no clips: it covers ``qstart..qend`` and
+    ``sstart..send``); an alignment of no columns (possible with a minimum score of 0)
+    has the CIGAR ``*``.
+
+    Examples
+    --------
+    >>> from swdask.parquet_schemas import HITS
+    >>> row = {"query": "q1", "subject": "s1", "score": 26, "evalue": None, "bitscore": None,
+    ...        "identity": 0.8, "align_length": 5, "mismatches": 0, "gap_opens": 1,
+    ...        "query_start": 4, "query_end": 9, "subject_start": 1, "subject_end": 5,
+    ...        "cigar": "2=1I2=", "query_length": 10, "subject_length": 7,
+    ...        "query_id": 0, "subject_id": 0, "rank": 1}
+    >>> table = pa.Table.from_pylist([row], schema=HITS)
+    >>> next(blast6_lines(table, "qseqid sseqid qstart qend sstart send nident gaps cigar"))
+    'q1\\ts1\\t5\\t9\\t2\\t5\\t4\\t1\\t2=1I2=\\n'
+    """
+    writers = [_BLAST_FIELDS[keyword] for keyword in blast_columns(columns)]
+    for row in table.to_pylist():
+        yield "\t".join(write(row) for write in writers) + "\n"
+
+
+def sam_cigar(cigar: str, query_start: int, query_end: int, query_length: int) -> str:
+    """The SAM CIGAR of a hit, the query as the read: soft clips added at both ends.
+
+    Parameters
+    ----------
+    cigar : str
+        The hits table's CIGAR (``=``/``X``/``I``/``D`` over the aligned region).
+    query_start, query_end : int
+        The aligned query region, 0-based half-open.
+    query_length : int
+        Length of the whole query.
+
+    Returns
+    -------
+    str
+        ``{query_start}S`` + ``cigar`` + ``{query_length - query_end}S``, each clip left
+        out when it is 0.  Its ``M/I/S/=/X`` lengths sum to ``query_length``.
+
+    Raises
+    ------
+    ValueError
+        ``cigar`` is not made of ``=``/``X``/``I``/``D`` runs, or the query residues it
+        covers are not ``query_end - query_start``, or the region is not inside the query.
+
+    Notes
+    -----
+    SAM's ``I`` consumes the read (here the query) and ``D`` the reference (the
+    subject), as in the hits table, so the operations are kept as they are; ``=`` and
+    ``X`` stay distinct (SAM v1.4 and later).  Gaps at the ends of a global or
+    semiglobal alignment stay ``I``/``D`` next to the clips, so the CIGAR's reference
+    length is always ``subject_end - subject_start``.
+
+    Examples
+    --------
+    >>> sam_cigar("3=1X2=", 2, 8, 10)
+    '2S3=1X2=2S'
+    >>> sam_cigar("2=1I2=", 4, 9, 10)
+    '4S2=1I2=1S'
+    >>> sam_cigar("5=", 0, 5, 5)
+    '5='
+    >>> sam_cigar("2=1D2=", 0, 4, 6)
+    '2=1D2=2S'
+    """
+    used = _cigar_count(cigar, "=XI")
+    if not 0 <= query_start <= query_end <= query_length:
+        raise ValueError(f"query region {query_start}..{query_end} is not inside a query of "
+                         f"length {query_length}")
+    if used != query_end - query_start:
+        raise ValueError(f"cigar {cigar!r} covers {used} query residues, but query_end - "
+                         f"query_start is {query_end - query_start}")
+    head = f"{query_start}S" if query_start else ""
+    tail = f"{query_length - query_end}S" if query_end < query_length else ""
+    return head + cigar + tail
+
+
+#: SAM v1.6 section 1.4: QNAME, and RNAME (= an @SQ SN) other than ``*``.
+_SAM_QNAME = re.compile(r"[!-?A-~]{1,254}")
+_SAM_RNAME = re.compile(r"[0-9A-Za-z!#$%&+./:;?@^_|~-][0-9A-Za-z!#$%&*+./:;=?@^_|~-]*")
+
+
+def _sam_float(value, fmt):
+    if value is None or not math.isfinite(value):
+        return None
+    return format(value, fmt)
+
+
+def sam_lines(table: pa.Table, *, command_line: str | None = None):
+    """Lines of SAM (v1.6) for a hits table: the queries as reads, the subjects as references.
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        A hits table (see :func:`hits_table`).
+    command_line : str, optional
+        Written as ``CL`` of the ``@PG`` line (tabs and line breaks become spaces).
+
+    Yields
+    ------
+    str
+        The header, then one record per hit in table order, each ending in a newline.
+
+    Raises
+    ------
+    ValueError
+        A query name is not a valid SAM QNAME or a subject name not a valid reference
+        name (SAM v1.6, section 1.4), one subject name stands for two database records,
+        or a CIGAR disagrees with the hit's coordinates.
+
+    Notes
+    -----
+    Header: ``@HD VN:1.6 SO:unsorted``; one ``@SQ SN:subject LN:subject_length`` per
+    subject that has a hit, in database order (``subject_id``); ``@PG ID:swdask
+    PN:swdask VN:version`` (and ``CL``).
+
+    Record: QNAME the query; FLAG 0 for the hit of the smallest ``rank`` of its query
+    (the primary line) and 256 (secondary) for the others; RNAME the subject; POS
+    ``subject_start + 1``; MAPQ 255 (not available); CIGAR from :func:`sam_cigar`, so
+    that its query length is ``query_length`` and its reference length
+    ``subject_end - subject_start``; RNEXT ``*``, PNEXT 0, TLEN 0; SEQ and QUAL ``*``
+    (the hits table keeps no residues).  Tags: ``AS:i`` the score, ``NM:i`` the
+    substitutions plus gap columns (``X`` + ``I`` + ``D`` of the CIGAR), and, where
+    not null, ``ZE:f`` the E-value and ``ZB:f`` the bit score (``Z`` tags are the
+    spec's namespace for local tags).
+
+    A hit of no aligned columns (possible with a minimum score of 0) is no alignment
+    and gets no record; a query whose hits are all such gets one unmapped record
+    (FLAG 4, RNAME ``*``, POS 0, CIGAR ``*``).
+
+    References
+    ----------
+    .. [1] The SAM/BAM Format Specification Working Group, "Sequence Alignment/Map
+       Format Specification", v1.6, https://samtools.github.io/hts-specs/SAMv1.pdf
+
+    Examples
+    --------
+    >>> from swdask.parquet_schemas import HITS
+    >>> row = {"query": "q1", "subject": "s1", "score": 26, "evalue": 1.5e-3, "bitscore": 15.4,
+    ...        "identity": 0.8, "align_length": 5, "mismatches": 0, "gap_opens": 1,
+    ...        "query_start": 4, "query_end": 9, "subject_start": 1, "subject_end": 5,
+    ...        "cigar": "2=1I2=", "query_length": 10, "subject_length": 7,
+    ...        "query_id": 0, "subject_id": 0, "rank": 1}
+    >>> table = pa.Table.from_pylist([row], schema=HITS)
+    >>> for line in sam_lines(table, command_line="swdask search q.fa db -o out.sam"):
+    ...     print(line.rstrip("\\n").replace("\\t", " "))
+    @HD VN:1.6 SO:unsorted
+    @SQ SN:s1 LN:7
+    @PG ID:swdask PN:swdask VN:... CL:swdask search q.fa db -o out.sam
+    q1 0 s1 2 255 4S2=1I2=1S * 0 0 * * AS:i:26 NM:i:1 ZE:f:1.50e-03 ZB:f:15.4
+    """
+    rows = table.to_pylist()
+    primary = {}  # query name -> index of its primary record
+    references = {}  # subject name -> (subject_id, subject_length)
+    for k, row in enumerate(rows):
+        if not _SAM_QNAME.fullmatch(row["query"]):
+            raise ValueError(f"query name {row['query']!r} is not a valid SAM QNAME "
+                             "(1 to 254 printable characters other than '@')")
+        if not row["cigar"]:
+            continue
+        best = primary.get(row["query"])
+        if best is None or row["rank"] < rows[best]["rank"]:
+            primary[row["query"]] = k
+        name = row["subject"]
+        if not _SAM_RNAME.fullmatch(name):
+            raise ValueError(f"subject name {name!r} is not a valid SAM reference name "
+                             "(SAM v1.6, section 1.2.1)")
+        seen = references.setdefault(name, (row["subject_id"], row["subject_length"]))
+        if seen[0] != row["subject_id"]:
+            raise ValueError(f"subject name {name!r} stands for two database records "
+                             f"(subject_id {seen[0]} and {row['subject_id']}); SAM needs "
+                             "one reference per name")
+
+    yield f"@HD\tVN:{SAM_VERSION}\tSO:unsorted\n"
+    for name, (_, length) in sorted(references.items(), key=lambda item: item[1][0]):
+        yield f"@SQ\tSN:{name}\tLN:{length}\n"
+    program = f"@PG\tID:swdask\tPN:swdask\tVN:{__version__}"
+    if command_line:
+        program += "\tCL:" + re.sub(r"[\t\r\n]", " ", command_line)
+    yield program + "\n"
+
+    unmapped = set()
+    for k, row in enumerate(rows):
+        query = row["query"]
+        if not row["cigar"]:
+            if query not in primary and query not in unmapped:
+                unmapped.add(query)
+                yield f"{query}\t4\t*\t0\t0\t*\t*\t0\t0\t*\t*\n"
+            continue
+        where = f"hit {query!r} x {row['subject']!r} (rank {row['rank']})"
+        try:
+            cigar = sam_cigar(row["cigar"], row["query_start"], row["query_end"],
+                              row["query_length"])
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        runs = _cigar_runs(row["cigar"])
+        span = sum(n for n, op in runs if op in "=XD")
+        if span != row["subject_end"] - row["subject_start"]:
+            raise ValueError(f"{where}: cigar {row['cigar']!r} covers {span} subject residues, "
+                             f"but subject_end - subject_start is "
+                             f"{row['subject_end'] - row['subject_start']}")
+        edits = sum(n for n, op in runs if op in "XID")
+        fields = [query, "0" if primary[query] == k else "256", row["subject"],
+                  str(row["subject_start"] + 1), "255", cigar, "*", "0", "0", "*", "*",
+                  f"AS:i:{row['score']}", f"NM:i:{edits}"]
+        evalue = _sam_float(row["evalue"], _evalue_format(row["evalue"]))
+        bitscore = _sam_float(row["bitscore"], ".1f")
+        if evalue is not None:
+            fields.append(f"ZE:f:{evalue}")
+        if bitscore is not None:
+            fields.append(f"ZB:f:{bitscore}")
+        yield "\t".join(fields) + "\n"
