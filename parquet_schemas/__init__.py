@@ -13,6 +13,7 @@ from swdask.errors import SchemaError
 
 SEQUENCES_VERSION = 1
 HITS_VERSION = 1
+SCORES_VERSION = 1
 
 #: A sequence store's rows: one per input record, sorted by ``length`` then ``seq_id``.
 SEQUENCES = pa.schema(
@@ -52,7 +53,23 @@ HITS = pa.schema(
     metadata={"swdask.schema": "hits", "swdask.schema_version": str(HITS_VERSION)},
 )
 
-SCHEMAS = {"sequences": SEQUENCES, "hits": HITS}
+#: A search's score table: one row per (query, subject) candidate that survives a
+#: partition's top-k and score threshold (swdask.search's map_partitions output).  Small:
+#: at most ``max_hits`` rows per query and partition, never an all-pairs matrix.
+SCORES = pa.schema(
+    [
+        pa.field("query_id", pa.int64(), nullable=False),  # seq_id of the query
+        pa.field("subject_id", pa.int64(), nullable=False),  # seq_id in the database store
+        pa.field("score", pa.int32(), nullable=False),
+        pa.field("query_end", pa.int32(), nullable=False),  # end cell of the best alignment,
+        pa.field("subject_end", pa.int32(), nullable=False),  # exclusive (0-based half-open)
+        pa.field("subject_length", pa.int32(), nullable=False),
+        pa.field("partition", pa.int32(), nullable=False),  # store partition holding the subject
+    ],
+    metadata={"swdask.schema": "scores", "swdask.schema_version": str(SCORES_VERSION)},
+)
+
+SCHEMAS = {"sequences": SEQUENCES, "hits": HITS, "scores": SCORES}
 
 
 def check_table(table: pa.Table, schema: pa.Schema, *, where: str = "table") -> pa.Table:
@@ -81,6 +98,33 @@ def check_table(table: pa.Table, schema: pa.Schema, *, where: str = "table") -> 
             raise SchemaError(f"{where}: column {field.name!r} has nulls, which its schema forbids")
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def check_schema(schema: pa.Schema, expected: pa.Schema, *, where: str = "table") -> None:
+    """Check, before reading, that a file's ``schema`` has every column of ``expected``
+    with exactly its type (extra columns are allowed).
+
+    Raises
+    ------
+    SchemaError
+        A column is missing or of another type; the message names it.
+
+    Examples
+    --------
+    >>> wanted = pa.schema([SEQUENCES.field("seq_id")])
+    >>> check_schema(pa.schema([("seq_id", pa.int64()), ("other", pa.int8())]), wanted)
+    >>> check_schema(pa.schema([("seq_id", pa.string())]), wanted, where="part-00000.parquet")
+    Traceback (most recent call last):
+    ...
+    swdask.errors.SchemaError: part-00000.parquet: column 'seq_id' has type string, expected int64
+    """
+    for field in expected:
+        index = schema.get_field_index(field.name)
+        if index < 0:
+            raise SchemaError(f"{where}: column {field.name!r} is missing (expected {field.type})")
+        found = schema.field(index).type
+        if found != field.type:
+            raise SchemaError(f"{where}: column {field.name!r} has type {found}, expected {field.type}")
 
 
 def empty_table(schema: pa.Schema) -> pa.Table:

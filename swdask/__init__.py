@@ -3,18 +3,22 @@
 Main entry points:
 
 - :func:`ingest` FASTA/FASTQ into a Parquet sequence store;
-- :func:`search` queries against a database (store or FASTA);
+- :func:`search` queries against a database (store or FASTA): a lazy Dask DataFrame of
+  hits; :func:`search_in_process` the same search in this process, without Dask;
+- :func:`cluster` a Dask client: GPU or CPU workers here, or a running scheduler;
 - :func:`align` one pair, with the full alignment;
 - :class:`Scoring` for matrices and gap penalties (a gap of k costs open + k * extend).
 """
 __version__ = "0.1.0"
 
 from .align import Alignment, align  # noqa: E402
+from .cluster import cluster, gpu_resources  # noqa: E402
 from .errors import SwdaskError  # noqa: E402
 from .output import write_hits  # noqa: E402
 from .scoring import Scoring  # noqa: E402
-from .search import SearchStats, search  # noqa: E402
+from .search import SearchStats, search, search_in_process  # noqa: E402
 from .store import SequenceBatch, SequenceStore, ingest, load_sequences  # noqa: E402
 
 __all__ = ["Alignment", "Scoring", "SearchStats", "SequenceBatch", "SequenceStore",
-           "SwdaskError", "align", "ingest", "load_sequences", "search", "write_hits", "__version__"]
+           "SwdaskError", "align", "cluster", "gpu_resources", "ingest", "load_sequences",
+           "search", "search_in_process", "write_hits", "__version__"]

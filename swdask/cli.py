@@ -53,6 +53,16 @@ def _add_input_options(parser):
                         "instead of failing")
 
 
+def _add_cluster_options(parser):
+    group = parser.add_argument_group("Dask (default: Dask's threads in this process)")
+    group.add_argument("--workers", type=_positive, metavar="N",
+                       help="start a local Dask cluster of N workers (one per GPU on a GPU "
+                       "machine) and print its dashboard link")
+    group.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run on a running Dask scheduler (tcp://host:8786 or a scheduler "
+                       "file); the database must be a store its workers can read")
+
+
 _FLAGS = {"gap_open": "--gap-open", "gap_extend": "--gap-extend", "match/mismatch": "--match/--mismatch"}
 
 
@@ -107,9 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("database", metavar="DB", help="sequence store, or FASTA/FASTQ file "
                    "(ingested to a temporary store)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output file")
-    p.add_argument("--outfmt", default="parquet", choices=("parquet", "blast6"),
-                   help="parquet (hits table, 0-based half-open) or blast6 (BLAST -outfmt 6, "
-                   "1-based inclusive); default parquet")
+    from .output import BLAST_KEYWORDS, OUTFMTS
+
+    p.add_argument("--outfmt", default="parquet", choices=OUTFMTS,
+                   help="parquet (hits table, 0-based half-open), blast6 (BLAST -outfmt 6, "
+                   "1-based inclusive) or sam (SAM v1.6: queries as reads, subjects as "
+                   "references, 1-based); default parquet")
+    p.add_argument("--columns", metavar='"KEYWORD ..."',
+                   help="blast6 columns, BLAST's -outfmt \"6 ...\" keywords, e.g. \"std qlen slen "
+                   "cigar\"; std = the 12 standard columns (the default); keywords: "
+                   f"{' '.join(BLAST_KEYWORDS)}")
     _add_scoring(p)
     p.add_argument("--max-hits", type=_positive, default=50, metavar="N",
                    help="hits kept per query (default 50)")
@@ -117,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="report only hits scoring at least S (default 1 for local mode)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
                    help="auto (default: a GPU when one is visible, local mode), cpu, or gpu")
-    p.add_argument("--workers", type=_positive, metavar="N", help="CPU threads (default: all cores)")
+    _add_cluster_options(p)
     _add_input_options(p)
     p.add_argument("--force", action="store_true", help="replace an existing output file")
     p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -136,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="The main job on bundled real data: 5 Swiss-Prot queries "
                        "against 2,000 Swiss-Prot proteins (UniProt, CC BY 4.0).")
     p.add_argument("--hits", type=_positive, default=3, help="hits shown per query (default 3)")
-    p.add_argument("--workers", type=_positive, metavar="N", help="CPU threads (default: all cores)")
+    _add_cluster_options(p)
     p.add_argument("-o", "--output", metavar="OUT", help="also write the hits table (Parquet)")
     p.add_argument("--force", action="store_true", help="replace an existing output file")
     return parser
@@ -152,6 +169,10 @@ def _database_alphabet(path, alphabet):
         return SequenceStore.open(path).alphabet.name
     check_readable(path)
     return sniff_alphabet([path]).name
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _progress_wanted(args) -> bool:
@@ -172,16 +193,20 @@ def _summary(stats):
     return (f"{stats.n_queries:,} queries x {stats.n_subjects:,} subjects, "
             f"{stats.cells:,} cells: score pass {stats.score_seconds:.2f} s "
             f"({stats.kernel_gcups:.2f} GCUPS), traceback {stats.traceback_seconds:.2f} s, "
-            f"total {stats.total_seconds:.2f} s ({stats.gcups:.2f} GCUPS) on {stats.device} with "
-            f"{stats.workers} thread(s)")
+            f"total {stats.total_seconds:.2f} s ({stats.gcups:.2f} GCUPS) on {stats.device}, "
+            f"{stats.workers} worker(s)")
 
 
 def _cmd_search(args):
-    from .output import check_output, write_hits
+    import shlex
+
+    from .cluster import compute, session
+    from .output import check_format, check_output, write_hits
     from .search import check_device, search
 
     check_output(args.output, force=args.force)
-    check_device(args.device, args.mode)
+    check_format(args.outfmt, args.columns)
+    check_device(args.device, args.mode, here=args.workers is None and args.scheduler is None)
     db_alphabet = _database_alphabet(args.database, args.alphabet)
     scoring = _scoring(args, db_alphabet)
     if scoring.alphabet.name != db_alphabet:
@@ -192,12 +217,16 @@ def _cmd_search(args):
         raise InvalidSequenceError(
             f"{args.database}: the database is {db_alphabet}{how} but the scoring "
             f"({scoring.name}) is for {scoring.alphabet.name}")
-    hits, stats = search(args.queries, args.database, scoring=scoring, mode=args.mode,
-                         max_hits=args.max_hits, min_score=args.min_score, device=args.device,
-                         workers=args.workers, alphabet=args.alphabet,
-                         map_unknown=args.map_unknown, progress=_progress_wanted(args),
-                         return_stats=True)
-    write_hits(hits, args.output, outfmt=args.outfmt, force=args.force)
+    with session(args.workers, scheduler=args.scheduler, device=args.device,
+                 announce=None if args.quiet else _to_stderr) as client:
+        hits, stats = search(args.queries, args.database, scoring=scoring, mode=args.mode,
+                             max_hits=args.max_hits, min_score=args.min_score, device=args.device,
+                             alphabet=args.alphabet, map_unknown=args.map_unknown,
+                             return_stats=True)
+        hits, stats = compute(hits, stats, client=client, progress=_progress_wanted(args))
+    argv = getattr(args, "argv", None)
+    write_hits(hits, args.output, outfmt=args.outfmt, columns=args.columns, force=args.force,
+               command_line=None if argv is None else shlex.join(["swdask", *argv]))
     if not args.quiet:
         print(f"wrote {len(hits):,} hits to {args.output} ({args.outfmt})", file=sys.stderr)
         print(_summary(stats), file=sys.stderr)
@@ -229,6 +258,7 @@ def _file_alphabet(args):
 
 
 def _cmd_demo(args):
+    from .cluster import compute, session
     from .output import check_output, write_hits
     from .search import search
 
@@ -239,8 +269,9 @@ def _cmd_demo(args):
     print(f"swdask {__version__} demo: {queries.name} against {database.name} "
           "(Swiss-Prot, UniProt CC BY 4.0), BLOSUM62 11/1, local")
     started = time.perf_counter()
-    hits, stats = search(queries, database, max_hits=max(args.hits, 1), workers=args.workers,
-                         return_stats=True)
+    with session(args.workers, scheduler=args.scheduler, announce=print) as client:
+        hits, stats = compute(*search(queries, database, max_hits=max(args.hits, 1),
+                                      return_stats=True), client=client)
     shown = hits[hits["rank"] <= args.hits]
     columns = ["query", "subject", "score", "identity", "query_start", "query_end",
                "subject_start", "subject_end", "cigar"]
@@ -266,6 +297,7 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # usage errors, --help, --version
         return exit_.code if isinstance(exit_.code, int) else EXIT_BAD_INPUT
+    args.argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]  # for SAM's @PG CL
     try:
         COMMANDS[args.command](args)
     except (SwdaskError, ValueError, FileNotFoundError, FileExistsError) as exc:

@@ -1,39 +1,89 @@
-"""Database search on one machine: score every pair (CPU SIMD or CUDA kernel),
-keep each query's best hits, trace back only those.
+"""Database search: score every pair, keep each query's best hits, trace back only those.
 
-The Dask flow (partitions mapped over a cluster, lazy traceback tasks) builds on the
-same three steps; this module is the single-process engine and the reference the
-distributed search is checked against.
+Two engines run the same three steps and give the same hits table:
+
+- :func:`search` builds a lazy Dask DataFrame: one score task per store partition, a tree
+  of merges to each query's best candidates, and traceback tasks per batch of queries.
+  It runs wherever Dask computes it: Dask's threads in this process, a
+  ``LocalCUDACluster`` or ``LocalCluster`` (:func:`swdask.cluster`), or a multi-node
+  cluster.
+- :func:`search_in_process` runs the steps in this process, partition after partition,
+  without Dask, and returns a pandas DataFrame.  It is the reference that the Dask flow
+  is checked against, and what the CPU benchmark times.
+
+The Dask graph of :func:`search`::
+
+    SequenceStore.to_dask()                one partition per Parquet file (length-sorted)
+      .map_partitions(score, meta=SCORES)  score table: each query's best candidates of the
+                                           partition (score kernel on the CPU or the GPU)
+      -> merge tree (MERGE_FAN_IN)         each query's max_hits best over all partitions
+      -> split by query batch              TRACEBACK_QUERIES queries each
+      -> traceback tasks                   read the candidates' residues from the store
+                                           (a filtered Parquet read: the join), align,
+                                           E-values, rank
+      -> dd.from_delayed(meta=HITS)        the hits table, one partition per query batch
+
+Only the score tasks touch the whole database, one partition at a time; everything after
+them holds at most ``max_hits`` candidates per query, so memory is bounded by a partition
+per running task whatever the database's size.
 """
 from __future__ import annotations
 
+import numbers
 import os
 import shutil
 import sys
+import threading
 import time
+import uuid
+import weakref
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .align import alignment_from_codes, check_mode
 from .alphabet import get_alphabet
-from .errors import DeviceError, EmptyInputError, InvalidSequenceError
+from .errors import DeviceError, EmptyInputError, InvalidSequenceError, StoreError
 from .kernels.cpu.score import score_all
-from .parquet_schemas import HITS, check_table
+from .parquet_schemas import HITS, SCORES, SEQUENCES, check_table
 from .scoring import Scoring
 from .store import SequenceBatch, SequenceStore, load_sequences, open_database
+
+__all__ = ["DEVICES", "SearchStats", "as_queries", "check_device", "search", "search_in_process"]
 
 DEVICES = ("auto", "cpu", "gpu")
 #: Bound on the score tables (scores and both ends, int32) held at once for one partition.
 SCORE_TABLE_BYTES = 256 * 2**20
+#: Score tables merged by one task of the merge tree.
+MERGE_FAN_IN = 8
+#: Queries per traceback task (and per partition of the hits DataFrame).
+TRACEBACK_QUERIES = 64
+
+#: One score kernel at a time in a process: each uses all of Numba's threads (or the GPU).
+_KERNEL_LOCK = threading.Lock()
+_SUBJECT_COLUMNS = ("seq_id", "length", "residues")
+_SUBJECTS = pa.schema([SEQUENCES.field(name) for name in _SUBJECT_COLUMNS])
+_FETCHED = pa.schema([SEQUENCES.field(name) for name in ("seq_id", "name", "length", "residues")])
+_HIT_COLUMNS = ("query", "subject", "score", "identity", "align_length", "mismatches",
+                "gap_opens", "query_start", "query_end", "subject_start", "subject_end", "cigar",
+                "query_length", "subject_length", "query_id", "subject_id", "rank")
 
 
 @dataclass(frozen=True)
 class SearchStats:
-    """What a search did: work, time and speed (cells = query length x subject length)."""
+    """What a search did: work, time and speed (cells = query length x subject length).
+
+    For :func:`search_in_process`, ``score_seconds`` and ``traceback_seconds`` are wall
+    time in this process and ``workers`` is Numba's thread count.  For :func:`search`
+    they are summed over the tasks (busy time, so ``kernel_gcups`` is the speed of one
+    worker's kernel), ``total_seconds`` runs from the first task's start to the last
+    one's end, ``workers`` counts the processes that ran score tasks and ``device`` names
+    every device they used (``"cpu"``, ``"gpu"`` or ``"cpu+gpu"``).
+    """
 
     n_queries: int
     n_subjects: int
@@ -56,26 +106,36 @@ class SearchStats:
         return self.cells / self.total_seconds / 1e9 if self.total_seconds else 0.0
 
 
-def check_device(device: str, mode: str = "local") -> str:
-    """The backend that runs a search's score pass: ``"gpu"`` or ``"cpu"``.
+def check_device(device: str, mode: str = "local", *, here: bool = True) -> str:
+    """The backend that runs a score pass in this process: ``"gpu"`` or ``"cpu"``.
 
     ``"auto"`` takes a real GPU when Numba sees one and the mode is local, else the CPU;
     ``"gpu"`` insists (the CUDA simulator counts, for tests) and raises
-    :class:`DeviceError` when there is none or the mode has no GPU kernel yet.
+    :class:`DeviceError` when there is none or the mode has no GPU kernel yet.  With
+    ``here=False`` (the score pass runs on a cluster's workers) only the name and the
+    mode are checked and ``device`` is returned as it is.
     """
     from .gpu import gpu_available, require_gpu, simulator_enabled
 
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; choose one of: {', '.join(DEVICES)}")
+    if not here:
+        if device == "gpu" and mode != "local":
+            raise _gpu_mode_error(mode)
+        return device
     if device == "gpu":
         require_gpu()
         if mode != "local":
-            raise DeviceError(f"--device gpu: the GPU kernels compute local alignments; run "
-                              f"--mode {mode} with --device cpu (or auto)")
+            raise _gpu_mode_error(mode)
         return "gpu"
     if device == "auto" and mode == "local" and not simulator_enabled() and gpu_available():
         return "gpu"
     return "cpu"
+
+
+def _gpu_mode_error(mode: str) -> DeviceError:
+    return DeviceError(f"--device gpu: the GPU kernels compute local alignments; run "
+                       f"--mode {mode} with --device cpu (or auto)")
 
 
 def as_queries(queries, alphabet="auto", map_unknown=False) -> SequenceBatch:
@@ -105,84 +165,263 @@ def as_queries(queries, alphabet="auto", map_unknown=False) -> SequenceBatch:
     return SequenceBatch.from_records(records, alphabet)
 
 
+# --------------------------------------------------------------------------------------
+# the Dask flow
+# --------------------------------------------------------------------------------------
+
+
 def search(queries, database, *, scoring: Scoring | None = None, mode: str = "local",
-           max_hits: int = 50, min_score: int | None = None, device: str = "auto",
-           workers: int | None = None, alphabet="auto", map_unknown: bool = False,
-           progress: bool = False, return_stats: bool = False):
-    """Search queries against a database; exact scores and full alignments of the best hits.
+           max_hits: int = 50, min_score: int | None = None, evalue: float | None = None,
+           device: str = "auto", alphabet="auto", map_unknown: bool = False,
+           return_stats: bool = False):
+    """Search queries against a database: a lazy Dask DataFrame of the best hits.
+
+    Exact scores of every (query, subject) pair, each query's ``max_hits`` best subjects,
+    and their full alignments.  Nothing is computed until the result is: ``.compute()``
+    on Dask's threads or the current ``distributed`` client (:func:`swdask.cluster`),
+    ``client.compute(...)``, ``.to_parquet(...)``; the arguments are checked at once.
 
     Parameters
     ----------
     queries : path, SequenceBatch, dict or list of str
         A FASTA/FASTQ file or sequence store, a batch, ``{name: sequence}``, or sequences.
+        Held in memory and shipped once to every worker.
     database : path or SequenceStore
-        A sequence store (see :func:`swdask.ingest`) or a FASTA/FASTQ file, which is
-        ingested into a temporary store first.
+        A sequence store (see :func:`swdask.ingest`), or a FASTA/FASTQ file, which is
+        ingested into a temporary store at once (removed when the last object that can
+        compute the result is gone).  Every worker reads the store's files by path: on a
+        multi-node cluster give a store on a shared file system.
     scoring : Scoring, optional
         Default: BLAST's default for the database's alphabet (BLOSUM62 11/1, DNA 2/-3 5/2).
     mode : {"local", "global", "semiglobal"}, default "local"
     max_hits : int, default 50
-        Hits kept per query: the highest scores, ties broken by database order.
+        Hits kept per query: the highest scores, ties broken by database order
+        (``subject_id``).
     min_score : int, optional
         Report only hits scoring at least this.  Default: 1 for local mode (a score of
         0 is no alignment), none otherwise.
+    evalue : float, optional
+        Drop hits whose E-value is above this (local mode, with a scoring BLAST publishes
+        statistics for).  Applied to each query's ``max_hits`` best by score, before their
+        traceback; ranks count the hits kept.  Default: keep all.
     device : {"auto", "cpu", "gpu"}, default "auto"
-        Where the score pass runs: ``"auto"`` takes a GPU when Numba sees one (local mode),
-        else the CPU; ``"gpu"`` requires one (or ``NUMBA_ENABLE_CUDASIM=1``, the simulator).
-        Scores, ends and alignments are identical on every device.
-    workers : int, optional
-        CPU threads for the score kernel (default: all cores).
+        Where score tasks run their kernel.  ``"auto"``: each task takes a GPU when its
+        worker has one (local mode), else the CPU; ``"gpu"``: the CUDA kernel, which needs
+        a GPU on every worker that gets a score task (see :func:`swdask.gpu_resources`
+        for clusters of GPU and CPU workers) or, with no ``distributed`` client, in this
+        process (``NUMBA_ENABLE_CUDASIM=1`` counts); ``"cpu"``: the CPU kernel.  Scores,
+        ends and alignments are identical on every device.
     alphabet : {"auto", "protein", "dna"}, default "auto"
         Alphabet of the query and database files; "auto" detects each from its first
         records, and queries and database must then agree.
     map_unknown : bool, default False
         Read letters outside the alphabet as ``X``/``N`` instead of failing.
-    progress : bool, default False
-        Show a progress bar (cells) on stderr.
     return_stats : bool, default False
-        Also return a :class:`SearchStats`.
+        Also return a lazy :class:`SearchStats` (a Dask scalar); compute it with the hits
+        (``dask.compute(hits, stats)``) so that the search runs once.
 
     Returns
     -------
-    pandas.DataFrame
-        The hits table (schema ``swdask.parquet_schemas.HITS``), queries in input order,
-        hits by rank.  ``evalue`` and ``bitscore`` are null in this version.
-    SearchStats
-        Only with ``return_stats=True``.
+    dask.dataframe.DataFrame
+        The hits table (columns and dtypes of ``swdask.parquet_schemas.HITS``), one
+        partition per ``TRACEBACK_QUERIES`` (64) queries: queries in input order, hits by
+        rank, a RangeIndex in each partition.  ``evalue`` and ``bitscore`` follow NCBI
+        BLAST+ (:mod:`swdask.statistics`) in local mode and are null otherwise.
+    dask.dataframe.Scalar
+        Only with ``return_stats=True``: computes to a :class:`SearchStats`.
 
     Raises
     ------
     ValueError
-        Bad ``mode``, ``device``, ``max_hits`` or ``workers``, or the queries, database and
-        scoring are of different alphabets.
+        Bad ``mode``, ``device``, ``max_hits``, ``min_score`` or ``evalue``; the
+        queries, database and scoring are of different alphabets; or two queries share
+        a ``seq_id``.
     DeviceError
-        ``device="gpu"`` without a GPU, or with a mode other than local.
+        ``device="gpu"`` with a mode other than local, or without a GPU in this process
+        (no client) or on any worker of the current client.
     EmptyInputError, InvalidSequenceError, SequenceFormatError, InputNotFoundError
         Bad input files (see :func:`swdask.ingest`).
+    SchemaError
+        When computed: a store partition lacks a column or has one of another type (the
+        message names the file and the column).
+
+    Warns
+    -----
+    UserWarning
+        Local mode with a scoring that BLAST publishes no statistics for: ``evalue`` and
+        ``bitscore`` stay null.
+
+    See Also
+    --------
+    search_in_process : the same search in this process, without Dask.
+    swdask.cluster : a Dask client for a GPU or CPU cluster, or a running scheduler.
+
+    Notes
+    -----
+    The score pass computes every cell of every pair (Smith-Waterman or
+    Needleman-Wunsch with affine gaps, a gap of k costing ``gap_open + k * gap_extend``),
+    but a score task returns only its partition's candidates: per query, the ``max_hits``
+    best subjects scoring at least ``min_score`` (schema ``SCORES``).  Because
+    ``(score desc, subject_id asc)`` is a total order, each query's overall best are
+    among its partition bests, and the merge tree keeps exactly those of
+    :func:`search_in_process`.  Traceback, the only step that stores a DP matrix, runs
+    for the final candidates only.
 
     Examples
     --------
     >>> from importlib.resources import files
     >>> data = files("swdask") / "data"
     >>> hits = search(data / "demo_queries.fasta", data / "demo_db.fasta.gz", max_hits=2)
-    >>> print(hits[["query", "subject", "score", "cigar", "rank"]].head(2).to_string(index=False))
-                  query               subject  score cigar  rank
-    sp|Q91G65|032R_IIV6   sp|Q91G65|032R_IIV6    532  100=     1
-    sp|Q91G65|032R_IIV6 sp|Q55DQ2|ABCGB_DICDI     49 1=1X1=1X1=1X1=2X1=1X2=1X2=4D1X1=1X1=1X1=     2
+    >>> hits.npartitions, list(hits.columns[:4])
+    (1, ['query', 'subject', 'score', 'evalue'])
+    >>> table = hits.compute()
+    >>> print(table[["query", "subject", "score", "evalue", "rank"]].head(2).to_string(index=False))
+                  query               subject  score   evalue  rank
+    sp|Q91G65|032R_IIV6   sp|Q91G65|032R_IIV6    532      0.0     1
+    sp|Q91G65|032R_IIV6 sp|Q55DQ2|ABCGB_DICDI     49 2.416093     2
     """
-    started = time.perf_counter()
+    import dask
+    import dask.dataframe as dd
+
     check_mode(mode)
-    backend = check_device(device, mode)
+    device = _check_cluster_device(device, mode)
+    _check_limits(max_hits, min_score, evalue)
+    job = _prepare(queries, database, scoring=scoring, mode=mode, max_hits=int(max_hits),
+                   min_score=min_score, evalue=evalue, device=device, alphabet=alphabet,
+                   map_unknown=map_unknown, owner="dask")
+    token = uuid.uuid4().hex
+    job_node = dask.delayed(job, name=f"swdask-search-{token}")
+    store = SequenceStore.open(job.store_path)
+    scores = store.to_dask(columns=list(_SUBJECT_COLUMNS)).map_partitions(
+        _score_partition, job_node, meta=_SCORES_META, token=f"swdask_score_{device}")
+    level = scores.to_delayed()
+    merge = dask.delayed(_merge_candidates, pure=True)
+    while True:
+        level = [merge(job_node, *level[k:k + MERGE_FAN_IN])
+                 for k in range(0, len(level), MERGE_FAN_IN)]
+        if len(level) == 1:
+            break
+    candidates = level[0]
+    n_batches = job.n_batches
+    batches = dask.delayed(_split_candidates, nout=n_batches, pure=True)(job_node, candidates)
+    traceback = dask.delayed(_traceback_batch, pure=True)
+    parts = [traceback(job_node, batches[b], b) for b in range(n_batches)]
+    hits = dd.from_delayed(parts, meta=_HITS_META, prefix=f"swdask-hits-{token[:8]}")
+    if not return_stats:
+        return hits
+    stats = hits.reduction(_task_info, aggregate=_search_stats, meta=object, split_every=False,
+                           token="swdask-stats", aggregate_kwargs={
+                               "n_queries": len(job.queries), "n_subjects": job.db_sequences,
+                               "cells": int(job.queries.lengths.sum()) * job.db_residues})
+    return hits, stats
+
+
+@dataclass(frozen=True)
+class _Search:
+    """Everything the tasks of one search need: small, immutable, picklable."""
+
+    queries: SequenceBatch
+    scoring: Scoring
+    mode: str
+    max_hits: int
+    min_score: int | None
+    evalue: float | None
+    device: str  # "cpu", "gpu", or "auto": each task's worker decides
+    store_path: str
+    files: tuple
+    db_residues: int
+    db_sequences: int
+    statistics: bool  # local mode with published Karlin-Altschul parameters
+    batch_size: int  # queries per traceback task (TRACEBACK_QUERIES when the graph was built)
+    keep: object = None  # a temporary store's _TemporaryStore (a plain path once pickled)
+
+    @property
+    def n_batches(self) -> int:
+        return -(-len(self.queries) // self.batch_size)
+
+    def positions(self, query_ids) -> np.ndarray:
+        """Positions in :attr:`queries` of queries given by ``seq_id``."""
+        ids = self.queries.seq_id
+        order = np.argsort(ids, kind="stable")
+        return order[np.searchsorted(ids, np.asarray(query_ids), sorter=order)]
+
+
+class _TemporaryStore:
+    """Removes a temporary store once nothing refers to it (at exit at the latest).
+
+    A pickled copy (what a worker gets) is the path alone, so only the client's object
+    ever removes the store.
+    """
+
+    def __init__(self, path):
+        self.path = str(path)
+        self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, True)
+
+    def __reduce__(self):
+        return (str, (self.path,))
+
+
+def _check_cluster_device(device: str, mode: str) -> str:
+    """The ``device`` of a Dask search's score tasks, checked where they will run.
+
+    Without a ``distributed`` client the tasks run in this process: ``"auto"`` is decided
+    here, as :func:`check_device` does.  With one, ``"gpu"`` needs a worker that sees a
+    GPU and ``"auto"`` is left to each task's worker.
+    """
+    client = _current_client()
+    if client is None:
+        return check_device(device, mode)
+    check_device(device, mode, here=False)
+    if device == "gpu":
+        from .gpu import gpu_available
+
+        seen = client.run(gpu_available)
+        if not any(seen.values()):
+            raise DeviceError(
+                f"--device gpu: no worker of the Dask cluster at {client.scheduler.address} sees "
+                f"a CUDA GPU ({len(seen)} worker(s)); start GPU workers with 'dask cuda worker', "
+                "or use --device cpu")
+    return device
+
+
+def _current_client():
+    """The default ``distributed`` client, or None (without importing ``distributed``)."""
+    if "distributed" not in sys.modules:
+        return None
+    from distributed import default_client
+
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def _check_limits(max_hits, min_score, evalue) -> None:
     if isinstance(max_hits, bool) or not isinstance(max_hits, (int, np.integer)) or max_hits < 1:
         raise ValueError(f"max_hits must be a positive whole number, got {max_hits!r}")
     if min_score is not None and (isinstance(min_score, bool)
                                   or not isinstance(min_score, (int, np.integer))):
         raise ValueError(f"min_score must be a whole number, got {min_score!r}")
-    threads = _threads(workers)
+    if evalue is not None and (isinstance(evalue, bool) or not isinstance(evalue, numbers.Real)
+                               or not evalue > 0):
+        raise ValueError(f"evalue must be a positive number, got {evalue!r}")
+
+
+def _prepare(queries, database, *, scoring, mode, max_hits, min_score, evalue, device,
+             alphabet, map_unknown, owner) -> _Search:
+    """Open the database and the queries and check that they go together.
+
+    A FASTA database is ingested into a temporary store; with ``owner="dask"`` the
+    search's :class:`_TemporaryStore` removes it later, otherwise the caller must
+    (``store_path`` of the result; ``keep`` is then True).
+    """
+    from .statistics import annotate, karlin_altschul
+
     store = database if isinstance(database, SequenceStore) else None
     if store is None:
         db_alphabet = scoring.alphabet if scoring is not None and alphabet == "auto" else alphabet
         store = open_database(database, alphabet=db_alphabet, map_unknown=map_unknown)
+    temporary = getattr(store, "temporary", False) and store is not database
     try:
         if store.n_records == 0:
             raise EmptyInputError(f"{store.path}: empty database")
@@ -198,44 +437,345 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
                 f"the queries are {batch.alphabet.name}{how} but the database is "
                 f"{db_alphabet.name}; to read them as {db_alphabet.name}, pass "
                 f"alphabet={db_alphabet.name!r} (--alphabet {db_alphabet.name})")
+        if len(np.unique(batch.seq_id)) != len(batch):
+            raise ValueError("queries: two queries have the same seq_id")
         if min_score is None and mode == "local":
             min_score = 1
+        statistics = mode == "local" and karlin_altschul(scoring) is not None
+        if evalue is not None and not statistics:
+            if mode != "local":
+                raise ValueError(f"evalue applies to local alignments, not to mode {mode!r}")
+            raise ValueError(f"evalue: BLAST publishes no statistics for {scoring.name} with gap "
+                             f"costs {scoring.gap_open}/{scoring.gap_extend}, so hits have no "
+                             "E-values to filter on")
+        if mode == "local" and not statistics:
+            annotate(_HITS_META, scoring, db_residues=store.n_residues,
+                     db_sequences=store.n_records)  # warns once: E-values stay null
+    except BaseException:
+        if temporary:
+            shutil.rmtree(store.path, ignore_errors=True)
+        raise
+    if not temporary:
+        keep = None
+    elif owner == "dask":
+        keep = _TemporaryStore(store.path)
+    else:
+        keep = True
+    return _Search(queries=batch, scoring=scoring, mode=mode, max_hits=max_hits,
+                   min_score=min_score, evalue=evalue, device=device,
+                   store_path=str(store.path), files=tuple(str(f) for f in store.files),
+                   db_residues=store.n_residues, db_sequences=store.n_records,
+                   statistics=statistics, batch_size=TRACEBACK_QUERIES, keep=keep)
+
+
+def _score_partition(frame, job: _Search, partition_info=None) -> pd.DataFrame:
+    """Score table of one store partition: each query's best candidates (schema SCORES)."""
+    started = time.time()
+    number = partition_info["number"]
+    where = f"{job.files[number]} (store partition {number})"
+    seq_id, offsets, residues = _subject_arrays(frame, where)
+    backend = _task_backend(job.device, job.mode)
+    batch = job.queries
+    n_queries, n_subjects = len(batch), len(seq_id)
+    lengths = np.diff(offsets).astype(np.int32)
+    rows_per_chunk = max(1, SCORE_TABLE_BYTES // (12 * max(n_subjects, 1)))
+    columns = {name: [] for name in SCORES.names}
+    kernel_seconds = 0.0
+    for q0 in range(0, n_queries if n_subjects else 0, rows_per_chunk):
+        q1 = min(n_queries, q0 + rows_per_chunk)
+        q_off = batch.offsets[q0:q1 + 1] - batch.offsets[q0]
+        q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
+        with _KERNEL_LOCK:
+            candidates, seconds = _score_pass(backend, q_res, q_off, residues, offsets,
+                                              job.scoring, job.mode, job.max_hits, job.min_score)
+        kernel_seconds += seconds
+        for row, found in enumerate(candidates):
+            keep, scores, q_end, s_end = _best_of(found, seq_id, job.max_hits)
+            columns["query_id"].append(np.full(keep.size, batch.seq_id[q0 + row], np.int64))
+            columns["subject_id"].append(seq_id[keep])
+            columns["score"].append(scores)
+            columns["query_end"].append(q_end)
+            columns["subject_end"].append(s_end)
+            columns["subject_length"].append(lengths[keep])
+            columns["partition"].append(np.full(keep.size, number, np.int32))
+    table = pd.DataFrame({
+        field.name: np.concatenate([np.empty(0, _SCORES_META[field.name].dtype)] + parts)
+        .astype(_SCORES_META[field.name].dtype, copy=False)
+        for field, parts in zip(SCORES, columns.values())})
+    table.attrs["swdask"] = {
+        "kernel_seconds": kernel_seconds,
+        "cells": int(batch.lengths.sum()) * int(offsets[-1]),
+        "started": started, "finished": time.time(),
+        "devices": [backend], "workers": [_worker_name()]}
+    return table
+
+
+def _subject_arrays(frame, where):
+    """``seq_id, offsets, residues`` of a partition frame, its columns checked."""
+    present = [name for name in _SUBJECT_COLUMNS if name in frame.columns]
+    table = check_table(pa.Table.from_pandas(frame[present], preserve_index=False), _SUBJECTS,
+                        where=where)  # names a missing column or one of another type
+    return (table.column("seq_id").to_numpy(),) + _list_arrays(table.column("residues"))
+
+
+def _list_arrays(column):
+    """``offsets`` (int64, from 0) and ``values`` (uint8) of a ``list<uint8>`` column."""
+    column = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    offsets = column.offsets.to_numpy().astype(np.int64)
+    if offsets.size == 0:  # an empty array may have no offsets buffer
+        offsets = np.zeros(1, dtype=np.int64)
+    values = column.values.to_numpy(zero_copy_only=True)[offsets[0]:offsets[-1]]
+    return offsets - offsets[0], values
+
+
+def _task_backend(device: str, mode: str) -> str:
+    """The backend a score task uses where it runs (``device`` as :func:`search` got it)."""
+    if device == "cpu":
+        return "cpu"
+    try:
+        return check_device(device, mode)
+    except DeviceError as exc:
+        raise DeviceError(f"{_worker_name()}: {exc}") from None
+
+
+def _worker_name() -> str:
+    if "distributed" in sys.modules:
+        from distributed import get_worker
+
+        try:
+            return get_worker().address
+        except ValueError:
+            pass
+    return f"process {os.getpid()}"
+
+
+def _best_of(found, seq_id, max_hits):
+    """A query's ``max_hits`` best candidates of a partition: by score, ties by seq_id."""
+    keep, scores, q_end, s_end = found
+    if keep.size > max_hits:
+        order = np.lexsort((seq_id[keep], -scores.astype(np.int64)))[:max_hits]
+        keep, scores, q_end, s_end = keep[order], scores[order], q_end[order], s_end[order]
+    return keep, scores, q_end, s_end
+
+
+def _merge_candidates(job: _Search, *tables) -> pd.DataFrame:
+    """Each query's ``max_hits`` best of several score tables, sorted by query position,
+    score (descending) and subject_id: the order of the hits table."""
+    info = _merge_info([t.attrs.get("swdask") for t in tables])
+    kept = [t for t in tables if len(t)] or list(tables[:1])
+    frames = []
+    for t in kept:
+        t = t.copy(deep=False)
+        t.attrs = {}
+        frames.append(t)
+    table = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    position = job.positions(table["query_id"].to_numpy())
+    order = np.lexsort((table["subject_id"].to_numpy(),
+                        -table["score"].to_numpy().astype(np.int64), position))
+    sorted_position = position[order]
+    n = len(order)
+    first = np.ones(n, bool)
+    first[1:] = sorted_position[1:] != sorted_position[:-1]
+    start = np.maximum.accumulate(np.where(first, np.arange(n), 0)) if n else np.zeros(0, int)
+    result = table.iloc[order[np.arange(n) - start < job.max_hits]].reset_index(drop=True)
+    result.attrs["swdask"] = info
+    return result
+
+
+def _merge_info(infos):
+    infos = [i for i in infos if i]
+    return {
+        "kernel_seconds": sum(i["kernel_seconds"] for i in infos),
+        "cells": sum(i["cells"] for i in infos),
+        "started": min(i["started"] for i in infos),
+        "finished": max(i["finished"] for i in infos),
+        "devices": sorted(set().union(*(i["devices"] for i in infos))),
+        "workers": sorted(set().union(*(i["workers"] for i in infos))),
+    }
+
+
+def _split_candidates(job: _Search, candidates: pd.DataFrame):
+    """The merged candidates cut into the query batches of the traceback tasks."""
+    position = job.positions(candidates["query_id"].to_numpy())
+    bounds = np.searchsorted(position, np.arange(0, job.n_batches + 1) * job.batch_size)
+    parts = []
+    for b in range(job.n_batches):
+        part = candidates.iloc[bounds[b]:bounds[b + 1]].reset_index(drop=True)
+        part.attrs = {"swdask": candidates.attrs["swdask"]}
+        parts.append(part)
+    return tuple(parts)
+
+
+def _traceback_batch(job: _Search, candidates: pd.DataFrame, batch: int) -> pd.DataFrame:
+    """Hits of one batch of queries: the candidates' residues read from the store, their
+    alignments, E-values and ranks (schema HITS)."""
+    started, tick = time.time(), time.perf_counter()
+    scored = candidates.attrs["swdask"]
+    queries = job.queries
+    if job.evalue is not None and len(candidates):
+        position = job.positions(candidates["query_id"].to_numpy())
+        evalues = _statistics(pd.DataFrame({
+            "score": candidates["score"].to_numpy(),
+            "query_length": queries.lengths[position],
+            "subject_length": candidates["subject_length"].to_numpy()}), job)["evalue"]
+        candidates = candidates[(evalues <= job.evalue).to_numpy(dtype=bool)]
+    subjects = _read_subjects(job, candidates)
+    position = job.positions(candidates["query_id"].to_numpy())
+    rows = []
+    rank = 0
+    for k, row in enumerate(candidates.itertuples(index=False)):
+        rank = rank + 1 if k and position[k] == position[k - 1] else 1
+        qi = int(position[k])
+        name, codes = subjects[row.subject_id]
+        rows.append(_hit_row(queries.names[qi], int(queries.seq_id[qi]), queries.codes(qi), name,
+                             int(row.subject_id), codes, int(row.score), int(row.query_end),
+                             int(row.subject_end), rank, job.scoring, job.mode))
+    hits = _hits_frame(rows)
+    if job.statistics:
+        hits = _statistics(hits, job)
+    hits.attrs["swdask"] = {"scored": scored, "traceback_seconds": time.perf_counter() - tick,
+                            "started": started, "finished": time.time(), "n_hits": len(hits)}
+    return hits
+
+
+def _read_subjects(job: _Search, candidates: pd.DataFrame) -> dict:
+    """``{seq_id: (name, codes)}`` of the candidates' subjects, read from their partitions.
+
+    One filtered read per partition file: only the row groups whose length range holds a
+    candidate are decoded (the store is sorted by length), then the rows are matched by
+    ``seq_id``.
+    """
+    subjects = {}
+    for number, group in candidates.groupby("partition", sort=True):
+        path = job.files[int(number)]
+        ids = np.unique(group["subject_id"].to_numpy())
+        lengths = group["subject_length"].to_numpy()
+        filters = [("length", ">=", int(lengths.min())), ("length", "<=", int(lengths.max())),
+                   ("seq_id", "in", ids.tolist())]
+        try:
+            table = pq.read_table(path, columns=list(_FETCHED.names), filters=filters)
+        except (OSError, pa.ArrowException) as exc:
+            raise StoreError(f"{path}: cannot read partition {number}: {exc}") from None
+        table = check_table(table, _FETCHED, where=path)
+        offsets, residues = _list_arrays(table.column("residues"))
+        for k, (seq_id, name) in enumerate(zip(table.column("seq_id").to_pylist(),
+                                               table.column("name").to_pylist())):
+            subjects[seq_id] = (name, residues[offsets[k]:offsets[k + 1]])
+        if len(subjects) < len(ids) or any(int(i) not in subjects for i in ids):
+            raise StoreError(f"{path}: a subject of the score pass is missing; did the store "
+                             "change during the search?")
+    return subjects
+
+
+def _task_info(hits: pd.DataFrame) -> pd.Series:
+    """What a traceback task and the score tasks before it did (reduction chunk)."""
+    info = hits.attrs.get("swdask")  # Dask also calls this on an empty frame, for meta
+    return pd.Series([info] if info else [], dtype=object)
+
+
+def _search_stats(infos, *, n_queries: int, n_subjects: int, cells: int) -> SearchStats:
+    """The :class:`SearchStats` of a Dask search from its tasks' infos (reduction aggregate)."""
+    traced = [info for info in np.asarray(infos, dtype=object).ravel() if info]
+    scored = traced[0]["scored"]
+    if scored["cells"] != cells:  # every partition was scored exactly once
+        raise AssertionError(f"search stats: {scored['cells']} cells scored, expected {cells}")
+    return SearchStats(
+        n_queries=n_queries, n_subjects=n_subjects, cells=cells,
+        score_seconds=scored["kernel_seconds"],
+        traceback_seconds=sum(t["traceback_seconds"] for t in traced),
+        total_seconds=max([scored["finished"]] + [t["finished"] for t in traced]) - scored["started"],
+        n_hits=sum(t["n_hits"] for t in traced), workers=len(scored["workers"]),
+        device="+".join(scored["devices"]))
+
+
+# --------------------------------------------------------------------------------------
+# the single-process engine (the reference)
+# --------------------------------------------------------------------------------------
+
+
+def search_in_process(queries, database, *, scoring: Scoring | None = None,
+                      mode: str = "local", max_hits: int = 50, min_score: int | None = None,
+                      evalue: float | None = None, device: str = "auto",
+                      threads: int | None = None, alphabet="auto", map_unknown: bool = False,
+                      progress: bool = False, return_stats: bool = False):
+    """Search queries against a database in this process, without Dask.
+
+    The same search as :func:`search` (same arguments, same hits), run partition after
+    partition in this process with Numba's threads (or one GPU), returning a pandas
+    DataFrame.  It is the reference the Dask flow is tested against and what the CPU
+    benchmark (``workflows/benchmarks/cpu_search.py``) times.
+
+    Parameters
+    ----------
+    queries, database, scoring, mode, max_hits, min_score, evalue, alphabet, map_unknown
+        As :func:`search`.  A FASTA database's temporary store is removed on return.
+    device : {"auto", "cpu", "gpu"}, default "auto"
+        As :func:`check_device`: ``"auto"`` takes a GPU when Numba sees one (local mode).
+    threads : int, optional
+        Numba threads of the CPU score kernel (default: all cores).
+    progress : bool, default False
+        Show a progress bar (cells) on stderr.
+    return_stats : bool, default False
+        Also return a :class:`SearchStats`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The hits table (schema ``swdask.parquet_schemas.HITS``), queries in input order,
+        hits by rank.
+    SearchStats
+        Only with ``return_stats=True``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`search`, and a bad ``threads``.
+    DeviceError
+        ``device="gpu"`` without a GPU, or with a mode other than local.
+    EmptyInputError, InvalidSequenceError, SequenceFormatError, InputNotFoundError
+        Bad input files (see :func:`swdask.ingest`).
+
+    Examples
+    --------
+    >>> from importlib.resources import files
+    >>> data = files("swdask") / "data"
+    >>> hits = search_in_process(data / "demo_queries.fasta", data / "demo_db.fasta.gz",
+    ...                          max_hits=2)
+    >>> print(hits[["query", "subject", "score", "cigar", "rank"]].head(2).to_string(index=False))
+                  query               subject  score cigar  rank
+    sp|Q91G65|032R_IIV6   sp|Q91G65|032R_IIV6    532  100=     1
+    sp|Q91G65|032R_IIV6 sp|Q55DQ2|ABCGB_DICDI     49 1=1X1=1X1=1X1=2X1=1X2=1X2=4D1X1=1X1=1X1=     2
+    """
+    started = time.perf_counter()
+    check_mode(mode)
+    backend = check_device(device, mode)
+    _check_limits(max_hits, min_score, evalue)
+    threads = _threads(threads)
+    job = _prepare(queries, database, scoring=scoring, mode=mode, max_hits=int(max_hits),
+                   min_score=min_score, evalue=evalue, device=backend, alphabet=alphabet,
+                   map_unknown=map_unknown, owner="caller")
+    try:
         previous = numba.get_num_threads()
         numba.set_num_threads(threads)
         try:
-            table, stats = _run(batch, store, scoring, mode, int(max_hits), min_score, progress,
-                                backend)
+            frame, stats = _run(job, progress, backend)
         finally:
             numba.set_num_threads(previous)
     finally:
-        if getattr(store, "temporary", False):
-            shutil.rmtree(store.path, ignore_errors=True)
+        if job.keep:
+            shutil.rmtree(job.store_path, ignore_errors=True)
     stats = SearchStats(**stats, total_seconds=time.perf_counter() - started, workers=threads,
                         device=backend)
-    frame = table.to_pandas(types_mapper=_types_mapper)
     return (frame, stats) if return_stats else frame
 
 
-def _types_mapper(arrow_type):
-    # Nullable float columns stay float64 with NaN would hide nulls; keep pandas' masks.
-    if arrow_type == pa.float64():
-        return pd.Float64Dtype()
-    if arrow_type == pa.int32():
-        return pd.Int32Dtype()
-    if arrow_type == pa.int64():
-        return pd.Int64Dtype()
-    if arrow_type == pa.string():
-        return pd.StringDtype()
-    return None
-
-
-def _threads(workers) -> int:
+def _threads(threads) -> int:
     available = numba.config.NUMBA_NUM_THREADS
-    if workers is None:
+    if threads is None:
         return available
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
-        raise ValueError(f"workers must be a positive whole number, got {workers!r}")
-    return min(int(workers), available)
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise ValueError(f"threads must be a positive whole number, got {threads!r}")
+    return min(int(threads), available)
 
 
 class _TopHits:
@@ -259,8 +799,8 @@ class _TopHits:
         return self._best(self.parts[qi])
 
 
-def _score_pass(backend, q_res, q_off, part, scoring, mode, max_hits, min_score):
-    """Candidate hits of some queries in one partition, and the kernel seconds.
+def _score_pass(backend, q_res, q_off, s_res, s_off, scoring, mode, max_hits, min_score):
+    """Candidate hits of some queries against some subjects, and the kernel seconds.
 
     One ``(columns, scores, query_ends, subject_ends)`` per query: at least every
     subject that can be among the query's ``max_hits`` best scoring ``min_score`` or more
@@ -269,10 +809,10 @@ def _score_pass(backend, q_res, q_off, part, scoring, mode, max_hits, min_score)
     if backend == "gpu":
         from .gpu import top_hits_gpu
 
-        return top_hits_gpu(q_res, q_off, part.residues, part.offsets, scoring.matrix,
+        return top_hits_gpu(q_res, q_off, s_res, s_off, scoring.matrix,
                             scoring.gap_open, scoring.gap_extend, max_hits, min_score)
     tick = time.perf_counter()
-    scores, q_end, s_end = score_all(q_res, q_off, part.residues, part.offsets, scoring.matrix,
+    scores, q_end, s_end = score_all(q_res, q_off, s_res, s_off, scoring.matrix,
                                      scoring.gap_open, scoring.gap_extend, mode)
     seconds = time.perf_counter() - tick
     candidates = []
@@ -283,7 +823,9 @@ def _score_pass(backend, q_res, q_off, part, scoring, mode, max_hits, min_score)
     return candidates, seconds
 
 
-def _run(batch, store, scoring, mode, max_hits, min_score, progress, backend="cpu"):
+def _run(job: _Search, progress, backend="cpu"):
+    batch, max_hits = job.queries, job.max_hits
+    store = SequenceStore.open(job.store_path)
     n_queries = len(batch)
     top = _TopHits(n_queries, max_hits)
     cells = 0
@@ -297,18 +839,15 @@ def _run(batch, store, scoring, mode, max_hits, min_score, progress, backend="cp
             q1 = min(n_queries, q0 + rows_per_chunk)
             q_off = batch.offsets[q0:q1 + 1] - batch.offsets[q0]
             q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
-            candidates, seconds = _score_pass(backend, q_res, q_off, part, scoring, mode,
-                                              max_hits, min_score)
+            candidates, seconds = _score_pass(backend, q_res, q_off, part.residues, part.offsets,
+                                              job.scoring, job.mode, max_hits, job.min_score)
             score_seconds += seconds
             work = int(batch.lengths[q0:q1].sum()) * part.n_residues
             cells += work
             if bar is not None:
                 bar.update(work)
-            for row, (keep, scores, q_end, s_end) in enumerate(candidates):
-                if keep.size > max_hits:
-                    # Top max_hits by score, ties by seq_id.
-                    order = np.lexsort((part.seq_id[keep], -scores.astype(np.int64)))[:max_hits]
-                    keep, scores, q_end, s_end = keep[order], scores[order], q_end[order], s_end[order]
+            for row, found in enumerate(candidates):
+                keep, scores, q_end, s_end = _best_of(found, part.seq_id, max_hits)
                 top.add(q0 + row, scores, part.seq_id[keep], q_end, s_end,
                         [part.codes(int(c)).copy() for c in keep])
                 for c in keep:
@@ -321,27 +860,19 @@ def _run(batch, store, scoring, mode, max_hits, min_score, progress, backend="cp
     for qi in range(n_queries):
         query = batch.codes(qi)
         for rank, (score, seq_id, qe, se, subject) in enumerate(top.result(qi), start=1):
-            aln = alignment_from_codes(query, subject, scoring, mode, end=(qe, se))
-            if aln.score != score:  # the score and traceback kernels must agree to the bit
-                raise AssertionError(f"kernel mismatch for {batch.names[qi]} / {names[seq_id]}: "
-                                     f"score pass {score}, traceback {aln.score}")
-            rows.append((batch.names[qi], names[seq_id], score, aln.identity, aln.align_length,
-                         aln.mismatches, aln.gap_opens, aln.query_start, aln.query_end,
-                         aln.subject_start, aln.subject_end, aln.cigar, len(query), len(subject),
-                         int(batch.seq_id[qi]), seq_id, rank))
+            rows.append(_hit_row(batch.names[qi], int(batch.seq_id[qi]), query, names[seq_id],
+                                 seq_id, subject, score, qe, se, rank, job.scoring, job.mode))
+    frame = _hits_frame(rows)
+    if job.statistics:
+        frame = _statistics(frame, job)
+    if job.evalue is not None:
+        frame = frame[(frame["evalue"] <= job.evalue).to_numpy(dtype=bool)].reset_index(drop=True)
+        frame["rank"] = (frame.groupby("query_id", sort=False).cumcount() + 1).astype("Int32")
     traceback_seconds = time.perf_counter() - tick
-    columns = ["query", "subject", "score", "identity", "align_length", "mismatches",
-               "gap_opens", "query_start", "query_end", "subject_start", "subject_end", "cigar",
-               "query_length", "subject_length", "query_id", "subject_id", "rank"]
-    data = {name: [r[k] for r in rows] for k, name in enumerate(columns)}
-    data["evalue"] = pa.nulls(len(rows), pa.float64())
-    data["bitscore"] = pa.nulls(len(rows), pa.float64())
-    table = pa.table({f.name: pa.array(data[f.name], type=f.type) for f in HITS}, schema=HITS)
-    table = check_table(table, HITS, where="hits")
     stats = dict(n_queries=n_queries, n_subjects=store.n_records, cells=cells,
                  score_seconds=score_seconds, traceback_seconds=traceback_seconds,
-                 n_hits=len(rows))
-    return table, stats
+                 n_hits=len(frame))
+    return frame, stats
 
 
 def _progress(enabled, total):
@@ -351,3 +882,55 @@ def _progress(enabled, total):
 
     return tqdm(total=total, unit="cell", unit_scale=True, desc="search", file=sys.stderr,
                 leave=False)
+
+
+# --------------------------------------------------------------------------------------
+# hits: shared by both engines
+# --------------------------------------------------------------------------------------
+
+
+def _hit_row(query_name, query_id, query, subject_name, subject_id, subject, score, q_end, s_end,
+             rank, scoring, mode) -> tuple:
+    """One row of the hits table (:data:`_HIT_COLUMNS`): the traceback of a scored pair."""
+    aln = alignment_from_codes(query, subject, scoring, mode, end=(q_end, s_end))
+    if aln.score != score:  # the score and traceback kernels must agree to the bit
+        raise AssertionError(f"kernel mismatch for {query_name} / {subject_name}: "
+                             f"score pass {score}, traceback {aln.score}")
+    return (query_name, subject_name, score, aln.identity, aln.align_length, aln.mismatches,
+            aln.gap_opens, aln.query_start, aln.query_end, aln.subject_start, aln.subject_end,
+            aln.cigar, len(query), len(subject), query_id, subject_id, rank)
+
+
+def _hits_frame(rows) -> pd.DataFrame:
+    """The hits table of some rows, as a pandas DataFrame of HITS's dtypes."""
+    data = {name: [r[k] for r in rows] for k, name in enumerate(_HIT_COLUMNS)}
+    data["evalue"] = pa.nulls(len(rows), pa.float64())
+    data["bitscore"] = pa.nulls(len(rows), pa.float64())
+    table = pa.table({f.name: pa.array(data[f.name], type=f.type) for f in HITS}, schema=HITS)
+    return check_table(table, HITS, where="hits").to_pandas(types_mapper=_types_mapper)
+
+
+def _statistics(frame: pd.DataFrame, job: _Search) -> pd.DataFrame:
+    """``frame`` with BLAST's ``bitscore`` and ``evalue`` over the whole database."""
+    from .statistics import annotate
+
+    return annotate(frame, job.scoring, db_residues=job.db_residues, db_sequences=job.db_sequences)
+
+
+def _types_mapper(arrow_type):
+    # Nullable float columns stay float64 with NaN would hide nulls; keep pandas' masks.
+    if arrow_type == pa.float64():
+        return pd.Float64Dtype()
+    if arrow_type == pa.int32():
+        return pd.Int32Dtype()
+    if arrow_type == pa.int64():
+        return pd.Int64Dtype()
+    if arrow_type == pa.string():
+        return pd.StringDtype()
+    return None
+
+
+#: ``meta`` of the Dask graphs, built from the schemas: a score table keeps NumPy dtypes,
+#: the hits table pandas' nullable ones.
+_SCORES_META = SCORES.empty_table().to_pandas()
+_HITS_META = HITS.empty_table().to_pandas(types_mapper=_types_mapper)

@@ -42,7 +42,7 @@ from .errors import (
     StoreError,
 )
 from .fastx import check_readable, iter_records, sniff_alphabet
-from .parquet_schemas import SEQUENCES, SEQUENCES_VERSION, check_table
+from .parquet_schemas import SEQUENCES, SEQUENCES_VERSION, check_schema, check_table
 
 __all__ = [
     "SequenceBatch",
@@ -546,8 +546,20 @@ def _to_pandas(table: pa.Table):
 
 
 def _read_part_frame(path, filters=None, columns=None):
-    """One part file as a pandas DataFrame (the task of :meth:`SequenceStore.to_dask`)."""
-    return _to_pandas(pq.read_table(path, columns=columns, filters=filters, schema=SEQUENCES))
+    """One part file as a pandas DataFrame (the task of :meth:`SequenceStore.to_dask`).
+
+    The file's own schema is checked first, so that a damaged or foreign file raises a
+    :class:`SchemaError` naming the file and the column instead of being cast or padded
+    with nulls.
+    """
+    wanted = SEQUENCES if columns is None else pa.schema([SEQUENCES.field(c) for c in columns])
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise StoreError(f"{path}: cannot read partition: {exc}") from None
+    check_schema(schema, wanted, where=str(path))
+    table = pq.read_table(path, columns=columns, filters=filters, schema=SEQUENCES)
+    return _to_pandas(check_table(table, wanted, where=str(path)))
 
 
 def _read_metadata(path: Path) -> dict:

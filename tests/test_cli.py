@@ -114,7 +114,9 @@ def test_search_parquet_schema_and_shape(default_hits):
         assert ranks == list(range(1, len(ranks) + 1))
         assert 1 <= len(ranks) <= 50
     assert min(table["score"]) >= 1  # local default: min score 1
-    assert set(table["evalue"]) == {None} and set(table["bitscore"]) == {None}
+    # BLOSUM62 11/1 has published Karlin-Altschul parameters: every hit has both
+    assert None not in table["evalue"] and None not in table["bitscore"]
+    assert all(e >= 0 for e in table["evalue"]) and all(b > 0 for b in table["bitscore"])
 
 
 def test_search_reports_on_stderr(store, tmp_path, capsys):
@@ -158,11 +160,78 @@ def test_blast6_matches_parquet(store, default_hits, tmp_path, capsys):
             row["query"], row["subject"], f"{100 * row['identity']:.3f}",
             str(row["align_length"]), str(row["mismatches"]), str(row["gap_opens"]),
             str(row["query_start"] + 1), str(row["query_end"]),
-            str(row["subject_start"] + 1), str(row["subject_end"]), "NA", "NA",
+            str(row["subject_start"] + 1), str(row["subject_end"]),
+            format(row["evalue"], ".2e" if row["evalue"] >= 1e-180 else "g"),
+            format(row["bitscore"], ".1f"),
         ]
     self_line = next(line for line in lines if line.startswith("sp|Q197D0|030L_IIV3\t"))
     assert self_line.split("\t")[1:10] == ["sp|Q197D0|030L_IIV3", "100.000", "144", "0", "0",
                                            "1", "144", "1", "144"]
+
+
+def test_blast6_columns(store, default_hits, tmp_path, capsys):
+    out = tmp_path / "hits.tsv"
+    status, _, err = run(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "blast6",
+                         "--columns", "std qlen slen cigar", "--quiet")
+    assert status == 0, err
+    rows = pq.read_table(default_hits).to_pylist()
+    lines = out.read_text().splitlines()
+    assert len(lines) == len(rows)
+    for line, row in zip(lines, rows):
+        fields = line.split("\t")
+        assert len(fields) == 15, line
+        assert fields[:2] == [row["query"], row["subject"]]
+        assert fields[6:10] == [str(row["query_start"] + 1), str(row["query_end"]),
+                                str(row["subject_start"] + 1), str(row["subject_end"])]
+        assert fields[12:] == [str(row["query_length"]), str(row["subject_length"]), row["cigar"]]
+
+
+def test_sam_output(store, default_hits, tmp_path, capsys):
+    from swdask.output import write_hits
+
+    out = tmp_path / "hits.sam"
+    argv = ["search", str(QUERIES), str(store), "-o", str(out), "--outfmt", "sam", "--quiet"]
+    status, _, err = run(capsys, *argv)
+    assert status == 0, err
+    text = out.read_text()
+    lines = text.splitlines()
+    assert lines[0] == "@HD\tVN:1.6\tSO:unsorted"
+    command = " ".join(["swdask", *argv])  # no argument here needs quoting
+    assert f"@PG\tID:swdask\tPN:swdask\tVN:{swdask.__version__}\tCL:{command}" in lines
+    # The same bytes as the Python writer on the Parquet result of the same search.
+    again = write_hits(pq.read_table(default_hits), tmp_path / "again.sam", outfmt="sam",
+                       command_line=command)
+    assert again.read_text() == text
+    records = [line.split("\t") for line in lines if not line.startswith("@")]
+    rows = pq.read_table(default_hits).to_pylist()
+    assert len(records) == len(rows)
+    for fields, row in zip(records, rows):
+        assert fields[:5] == [row["query"], "0" if row["rank"] == 1 else "256", row["subject"],
+                              str(row["subject_start"] + 1), "255"]
+
+
+def test_output_format_errors(store, tmp_path, capsys, monkeypatch):
+    import sys
+
+    def no_search(*args, **kwargs):  # errors must come before the work
+        raise AssertionError("search ran")
+
+    monkeypatch.setattr(sys.modules["swdask.search"], "search", no_search)
+    out = tmp_path / "hits.tsv"
+    status, stdout, err = run(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "blast6",
+                              "--columns", "std positive")
+    assert (status, stdout) == (2, "")
+    assert err == ("swdask: error: unknown BLAST column 'positive'; choose from: std, qseqid, "
+                   "sseqid, pident, length, mismatch, gapopen, qstart, qend, sstart, send, "
+                   "evalue, bitscore, score, nident, gaps, qlen, slen, cigar\n")
+    status, stdout, err = run(capsys, "search", QUERIES, store, "-o", out, "--columns", "std")
+    assert (status, stdout) == (2, "")
+    assert err == ("swdask: error: columns apply to the blast6 output format only, not to "
+                   "'parquet'\n")
+    status, _, err = run(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "bam")
+    assert status == 2
+    assert err.count("\n") == 1 and "invalid choice: 'bam'" in err and "'sam'" in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_fasta_database_gives_the_store_result(default_hits, tmp_path, capsys, monkeypatch):

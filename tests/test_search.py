@@ -1,5 +1,7 @@
-"""Tests of swdask.search (the Python API): the hits table, ranking, scores checked
-against the reference kernel, input forms, partitions, workers and statistics."""
+"""Tests of swdask.search_in_process (the single-process engine, the reference of the Dask
+search): the hits table, ranking, scores checked against the reference kernel, input
+forms, partitions, threads and statistics.  tests/test_dask_search.py checks that
+swdask.search gives the same hits."""
 from __future__ import annotations
 
 import gzip
@@ -74,7 +76,7 @@ def store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def result(store):
-    return swdask.search(QUERIES, store, return_stats=True)
+    return swdask.search_in_process(QUERIES, store, return_stats=True)
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +107,8 @@ def test_frame_matches_hits_schema(hits):
     # pandas' string dtype converts to large_string: the same column, the wider offsets.
     widen = {pa.string(): pa.large_string()}
     assert [(f.name, f.type) for f in plain] == [(f.name, widen.get(f.type, f.type)) for f in HITS]
-    assert hits["evalue"].isna().all() and hits["bitscore"].isna().all()
-    assert not hits.drop(columns=["evalue", "bitscore"]).isna().any().any()
+    assert not hits.isna().any().any()  # BLOSUM62 11/1, local: BLAST's statistics apply
+    assert (hits["evalue"] >= 0).all() and (hits["bitscore"] > 0).all()
 
 
 def test_hits_are_ranked(hits):
@@ -182,7 +184,7 @@ def test_top_hits_equal_brute_force(tmp_path, mode, scoring):
     subset = [records[k] for k in chosen]
     database = write_fasta(tmp_path / "subset.fasta", subset)
     max_hits = 10
-    found = swdask.search(picked_queries, database, scoring=scoring, mode=mode, max_hits=max_hits)
+    found = swdask.search_in_process(picked_queries, database, scoring=scoring, mode=mode, max_hits=max_hits)
     alphabet = scoring.alphabet
     matrix = scoring.matrix.tolist()
     for name, seq in picked_queries.items():
@@ -212,7 +214,7 @@ def test_ties_are_broken_by_subject_id(tmp_path):
     database = write_fasta(tmp_path / "ties.fasta", records)
     store = swdask.ingest(database, tmp_path / "ties.store", partition_residues=30)
     assert len(store.partitions) > 10
-    found = swdask.search({"q": target}, store, max_hits=3)
+    found = swdask.search_in_process({"q": target}, store, max_hits=3)
     assert found["subject"].tolist() == ["copy2", "copy7", "copy12"]
     assert found["subject_id"].tolist() == [2, 7, 12]
     assert found["score"].nunique() == 1
@@ -223,10 +225,10 @@ def test_ties_are_broken_by_subject_id(tmp_path):
 
 def test_queries_as_dict_and_list(store, tmp_path):
     picked = read_fasta(QUERIES)[:4]
-    from_file = swdask.search(write_fasta(tmp_path / "q.fasta", picked), store, max_hits=5)
-    from_dict = swdask.search(dict(picked), store, max_hits=5)
+    from_file = swdask.search_in_process(write_fasta(tmp_path / "q.fasta", picked), store, max_hits=5)
+    from_dict = swdask.search_in_process(dict(picked), store, max_hits=5)
     pd.testing.assert_frame_equal(from_dict, from_file)
-    from_list = swdask.search([seq for _, seq in picked], store, max_hits=5)
+    from_list = swdask.search_in_process([seq for _, seq in picked], store, max_hits=5)
     renamed = {f"query_{k + 1}": name for k, (name, _) in enumerate(picked)}
     assert set(from_list["query"]) == set(renamed)
     from_list["query"] = from_list["query"].map(renamed).astype(from_file["query"].dtype)
@@ -234,14 +236,14 @@ def test_queries_as_dict_and_list(store, tmp_path):
 
 
 def test_store_and_fasta_database_agree(hits, store):
-    pd.testing.assert_frame_equal(swdask.search(QUERIES, SPROT_DB), hits)
+    pd.testing.assert_frame_equal(swdask.search_in_process(QUERIES, SPROT_DB), hits)
     opened = swdask.SequenceStore.open(store.path)
-    pd.testing.assert_frame_equal(swdask.search(QUERIES, opened), hits)
+    pd.testing.assert_frame_equal(swdask.search_in_process(QUERIES, opened), hits)
 
 
-def test_workers_do_not_change_the_result(store):
-    one = swdask.search(QUERIES, store, workers=1, max_hits=20)
-    two = swdask.search(QUERIES, store, workers=2, max_hits=20)
+def test_threads_do_not_change_the_result(store):
+    one = swdask.search_in_process(QUERIES, store, threads=1, max_hits=20)
+    two = swdask.search_in_process(QUERIES, store, threads=2, max_hits=20)
     pd.testing.assert_frame_equal(one, two)
 
 
@@ -249,11 +251,11 @@ def test_many_partitions_give_the_one_partition_result(hits, store, tmp_path):
     assert len(store.partitions) == 1
     many = swdask.ingest(SPROT_DB, tmp_path / "many.store", partition_residues=4_000)
     assert len(many.partitions) > 20
-    pd.testing.assert_frame_equal(swdask.search(QUERIES, many), hits)
+    pd.testing.assert_frame_equal(swdask.search_in_process(QUERIES, many), hits)
 
 
 def test_global_mode_has_no_score_floor(store):
-    found = swdask.search({"q": "MKVLAWQERT"}, store, mode="global", max_hits=400)
+    found = swdask.search_in_process({"q": "MKVLAWQERT"}, store, mode="global", max_hits=400)
     assert len(found) == 400  # every subject, however negative
     assert (found["query_start"] == 0).all() and (found["query_end"] == 10).all()
     assert (found["subject_end"] == found["subject_length"]).all()
@@ -261,8 +263,25 @@ def test_global_mode_has_no_score_floor(store):
 
 
 def test_min_score_filters(hits, store):
-    found = swdask.search(QUERIES, store, min_score=70)
+    found = swdask.search_in_process(QUERIES, store, min_score=70)
     pd.testing.assert_frame_equal(found, hits[hits["score"] >= 70].reset_index(drop=True))
+
+
+def test_evalue_filters_and_ranks_what_it_keeps(hits, store):
+    found = swdask.search_in_process(QUERIES, store, evalue=1.0)
+    kept = hits[hits["evalue"] <= 1.0].reset_index(drop=True)
+    assert 0 < len(kept) < len(hits)
+    ranks = kept.groupby("query_id", sort=False).cumcount() + 1
+    assert (found["rank"].to_numpy() == ranks.to_numpy()).all()
+    pd.testing.assert_frame_equal(found.drop(columns="rank"), kept.drop(columns="rank"))
+
+
+def test_no_evalues_outside_local_mode(store):
+    found = swdask.search_in_process({"q": "MKVLAWQERT"}, store, mode="semiglobal", max_hits=3)
+    assert found["evalue"].isna().all() and found["bitscore"].isna().all()
+    with pytest.raises(ValueError, match="^evalue applies to local alignments, not to mode "
+                       "'semiglobal'$"):
+        swdask.search_in_process({"q": "MKVLAWQERT"}, store, mode="semiglobal", evalue=1e-3)
 
 
 # -- statistics ---------------------------------------------------------------------------
@@ -283,5 +302,5 @@ def test_stats(result):
 
 
 def test_without_stats_returns_the_frame_only(store):
-    found = swdask.search({"q": "MKVLAWQERT"}, store, max_hits=2)
+    found = swdask.search_in_process({"q": "MKVLAWQERT"}, store, max_hits=2)
     assert isinstance(found, pd.DataFrame)

@@ -23,9 +23,10 @@ swdask kernel
     the database, already in memory (``open_database(...).read_all()``), on
     ``numba.set_num_threads(threads)`` threads.  Only the call is timed.
 swdask end-to-end
-    :func:`swdask.search.search` ``(queries, store, max_hits=50, workers=threads,
-    return_stats=True)``: reads the store's Parquet partitions, scores, keeps the top 50
-    per query and traces back those hits.  Its own ``total_seconds`` is timed.
+    :func:`swdask.search_in_process` ``(queries, store, max_hits=50, threads=threads,
+    return_stats=True)`` (the single-process engine, no Dask): reads the store's Parquet
+    partitions, scores, keeps the top 50 per query and traces back those hits.  Its own
+    ``total_seconds`` is timed.
 parasail
     ``parasail.sw_striped_profile_sat`` with the same scoring (``Scoring().to_parasail()``,
     gaps ``Scoring().parasail_gaps``: parasail counts the first gap residue in its open
@@ -77,7 +78,7 @@ import numpy as np
 from swdask.errors import SwdaskError
 from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
-from swdask.search import search
+from swdask.search import search_in_process
 from swdask.store import load_sequences, open_database
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
@@ -272,8 +273,8 @@ def measure(qset, queries, db, store, scoring, args, pool, chunk_plan):
         return time.perf_counter() - tick, scores
 
     def end_to_end():
-        _, stats = search(batch, store, scoring=scoring, max_hits=args.max_hits,
-                          workers=args.threads, return_stats=True)
+        _, stats = search_in_process(batch, store, scoring=scoring, max_hits=args.max_hits,
+                                     threads=args.threads, return_stats=True)
         if stats.cells != cells:
             raise AssertionError(f"search counted {stats.cells} cells, expected {cells}")
         return stats.total_seconds, stats

@@ -1,0 +1,312 @@
+"""Dask clusters for searches: GPUs, CPUs, or a scheduler that is already running.
+
+:func:`cluster` returns a ``distributed.Client`` (and makes it Dask's default, so that
+``swdask.search(...).compute()`` runs on it):
+
+- with GPUs, a dask-cuda ``LocalCUDACluster``: one worker per GPU, each pinned to its GPU
+  and given the resource ``GPU=1``;
+- without, a ``distributed.LocalCluster`` of worker processes, each with its share of the
+  cores for the Numba kernels;
+- given ``scheduler=ADDRESS``, a client of that scheduler: a multi-node cluster of stock
+  ``dask scheduler``, ``dask cuda worker`` and ``dask worker`` processes
+  (``workflows/multinode.md``).
+
+Workers that have a GPU advertise it as the resource ``GPU=1`` (``dask cuda worker
+--resources GPU=1`` on a multi-node cluster).  Where GPU and CPU workers are mixed, the
+score tasks of a ``device="gpu"`` search must go to GPU workers: Dask ignores
+``dask.annotate`` while a DataFrame graph is built, so they are routed when the graph is
+submitted, with ``client.compute(hits, resources=gpu_resources)`` (what :func:`compute`
+and the command line do).
+
+dask-cuda is imported only when a GPU cluster is started (it comes with ``swdask[gpu]``).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+
+from .errors import DeviceError
+
+__all__ = ["cluster", "compute", "gpu_resources", "session"]
+
+DEVICES = ("auto", "cpu", "gpu")
+#: The port of Dask's dashboard when it is free.
+DASHBOARD_PORT = 8787
+#: The resource that GPU workers advertise and GPU score tasks ask for.
+GPU_RESOURCE = {"GPU": 1}
+
+
+def cluster(n_workers: int | None = None, *, scheduler: str | None = None, device: str = "auto",
+            threads_per_worker: int | None = None, dashboard_address: str | None = None,
+            **kwargs):
+    """A Dask client for searches: a new GPU or CPU cluster here, or a running scheduler.
+
+    Parameters
+    ----------
+    n_workers : int, optional
+        Workers of a new local cluster.  Default: one per visible GPU for a GPU cluster;
+        for a CPU cluster, Dask's split of the cores into processes
+        (``distributed.deploy.utils.nprocesses_nthreads``: 2 workers on 2 cores, 4 on 16).
+    scheduler : str, optional
+        The address of a running scheduler (``tcp://host:8786``) or its scheduler file:
+        connect to it instead of starting a cluster.  ``n_workers``,
+        ``threads_per_worker``, ``dashboard_address`` and ``kwargs`` do not apply then.
+    device : {"auto", "cpu", "gpu"}, default "auto"
+        ``"auto"``: a ``LocalCUDACluster`` when Numba sees a GPU, else a ``LocalCluster``.
+        ``"gpu"``: a ``LocalCUDACluster``, or, under Numba's CUDA simulator
+        (``NUMBA_ENABLE_CUDASIM=1``, no GPU), a ``LocalCluster`` whose workers advertise
+        ``GPU=1`` and run the CUDA kernels in the simulator (for tests).  ``"cpu"``: a
+        ``LocalCluster`` even where there are GPUs.
+    threads_per_worker : int, optional
+        Dask threads per worker (default 1).  Score tasks of one worker take turns on
+        its kernel threads (or its GPU), so more threads overlap reading with scoring.
+    dashboard_address : str, optional
+        Where the dashboard listens; default ``":8787"``, or any free port when 8787 is
+        taken.  ``client.dashboard_link`` gives its address.
+    **kwargs
+        Passed to ``LocalCUDACluster`` or ``LocalCluster`` (``memory_limit``, ...).
+
+    Returns
+    -------
+    distributed.Client
+        Dask's default scheduler from now on.  For a cluster that this function started,
+        ``client.cluster`` is it: ``client.close(); client.cluster.close()`` stops it
+        (``client.shutdown()`` too, less quietly); for a scheduler given by address
+        ``client.close()`` leaves it running.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``device``, a bad ``n_workers`` or ``threads_per_worker``, options
+        of a new cluster given with ``scheduler``, or more workers than GPUs.
+    DeviceError
+        ``device="gpu"`` without a GPU (and without the simulator), or GPUs without
+        dask-cuda (``pip install 'swdask[gpu]'``).
+
+    Notes
+    -----
+    The Numba kernels of a CPU worker use ``NUMBA_NUM_THREADS`` threads: the cores
+    divided by the workers, unless the environment sets it.  GPU workers get
+    ``GPU=1`` (see :func:`gpu_resources`).
+
+    Examples
+    --------
+    >>> client = cluster(1, device="cpu", dashboard_address=":0")
+    >>> type(client.cluster).__name__, len(client.scheduler_info()["workers"])
+    ('LocalCluster', 1)
+    >>> client.dashboard_link  # doctest: +ELLIPSIS
+    'http://127.0.0.1:.../status'
+    >>> client.close(); client.cluster.close()
+    """
+    from distributed import Client
+
+    kind, options = _plan(n_workers, scheduler, device, threads_per_worker, dashboard_address,
+                          gpus=_visible_gpus(), simulator=_simulator())
+    if kind == "connect":
+        if kwargs:
+            raise ValueError(f"{', '.join(sorted(kwargs))}: options of a new cluster, not of a "
+                             f"scheduler given by address")
+        target = options["address"]
+        if os.path.isfile(target):
+            return Client(scheduler_file=target)
+        return Client(target)
+    if kind == "cuda":
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError:
+            raise DeviceError("a GPU cluster needs dask-cuda: pip install 'swdask[gpu]' (or use "
+                              "device='cpu')") from None
+        return Client(LocalCUDACluster(**options, **kwargs))
+    from distributed import LocalCluster
+
+    return Client(LocalCluster(**options, **kwargs))
+
+
+def _plan(n_workers, scheduler, device, threads_per_worker, dashboard_address, *, gpus: int,
+          simulator: bool) -> tuple[str, dict]:
+    """Which cluster :func:`cluster` starts: ``("connect" | "cuda" | "local", options)``.
+
+    Examples
+    --------
+    >>> _plan(None, None, "auto", None, ":0", gpus=2, simulator=False)
+    ('cuda', {'n_workers': 2, 'threads_per_worker': 1, 'dashboard_address': ':0', 'resources': {'GPU': 1}})
+    >>> _plan(None, "tcp://10.0.0.1:8786", "gpu", None, None, gpus=0, simulator=False)
+    ('connect', {'address': 'tcp://10.0.0.1:8786'})
+    """
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; choose one of: {', '.join(DEVICES)}")
+    for name, value in (("n_workers", n_workers), ("threads_per_worker", threads_per_worker)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+    if scheduler is not None:
+        given = [name for name, value in (("n_workers", n_workers),
+                                          ("threads_per_worker", threads_per_worker),
+                                          ("dashboard_address", dashboard_address))
+                 if value is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)}: options of a new cluster, not of a scheduler "
+                             f"given by address")
+        return "connect", {"address": str(scheduler)}
+    threads = threads_per_worker or 1
+    dashboard = dashboard_address if dashboard_address is not None else _free_dashboard()
+    if device != "cpu" and gpus:
+        if n_workers is not None and n_workers > gpus:
+            raise ValueError(f"n_workers={n_workers}, but {gpus} GPU(s) are visible: a GPU "
+                             "cluster runs one worker per GPU")
+        return "cuda", {"n_workers": n_workers or gpus, "threads_per_worker": threads,
+                        "dashboard_address": dashboard, "resources": dict(GPU_RESOURCE)}
+    if device == "gpu" and not simulator:
+        raise DeviceError("device='gpu': no CUDA GPU is visible to Numba; start the cluster on "
+                          "a machine with an NVIDIA GPU (and swdask[gpu]), or use device='cpu'")
+    from distributed.deploy.utils import nprocesses_nthreads
+
+    cores = os.cpu_count() or 1
+    workers = n_workers or nprocesses_nthreads(cores)[0]
+    options = {"n_workers": workers, "threads_per_worker": threads, "processes": True,
+               "dashboard_address": dashboard}
+    if "NUMBA_NUM_THREADS" not in os.environ:
+        options["env"] = {"NUMBA_NUM_THREADS": str(max(1, cores // workers))}
+    if device == "gpu":  # the simulator stands in for a GPU on every worker
+        options["resources"] = dict(GPU_RESOURCE)
+    return "local", options
+
+
+def _visible_gpus() -> int:
+    """Real CUDA GPUs that Numba sees here (0 under the simulator)."""
+    if _simulator():
+        return 0
+    try:
+        from numba import cuda
+
+        return len(cuda.gpus) if cuda.is_available() else 0
+    except Exception:  # a broken driver or toolkit install means: no GPU
+        return 0
+
+
+def _simulator() -> bool:
+    from .gpu import simulator_enabled
+
+    return simulator_enabled()
+
+
+def _free_dashboard() -> str:
+    """``":8787"`` when nothing listens there, else ``":0"`` (any free port)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("", DASHBOARD_PORT))
+        except OSError:
+            return ":0"
+    return f":{DASHBOARD_PORT}"
+
+
+def gpu_resources(key) -> dict:
+    """The resources a task of a search graph needs: ``{"GPU": 1}`` for the score tasks
+    of a ``device="gpu"`` search, none for the others.
+
+    Give it to ``client.compute(..., resources=gpu_resources)`` on a cluster of GPU and
+    CPU workers: the scheduler calls it for every task, so the score tasks (which read
+    their partition and run the CUDA kernel) go to workers with the resource ``GPU``
+    and the merge and traceback tasks go anywhere.
+
+    Parameters
+    ----------
+    key : str or tuple
+        A task key.
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> gpu_resources(("swdask-to_string_dtype-swdask_score_gpu-0123abcd", 3))
+    {'GPU': 1}
+    >>> gpu_resources("_traceback_batch-0123abcd")
+    {}
+    """
+    name = key[0] if isinstance(key, tuple) else key
+    return dict(GPU_RESOURCE) if "swdask_score_gpu" in str(name) else {}
+
+
+def _has_gpu_workers(client) -> bool:
+    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    return any(w.get("resources", {}).get("GPU", 0) > 0 for w in workers)
+
+
+def compute(*collections, client=None, progress: bool = False):
+    """Compute Dask collections of a search, as the command line does.
+
+    On ``client`` (a ``distributed.Client``) GPU score tasks are routed to the workers
+    with a ``GPU`` resource, if there are any (:func:`gpu_resources`), and ``progress``
+    shows Dask's progress bar on stderr (a widget in Jupyter).  Without a client the
+    collections run on Dask's default scheduler (threads in this process, or the
+    default client), ``progress`` showing ``dask.diagnostics.ProgressBar`` on stderr.
+
+    Parameters
+    ----------
+    *collections
+        Dask collections, e.g. the hits and stats of ``search(..., return_stats=True)``.
+    client : distributed.Client, optional
+    progress : bool, default False
+
+    Returns
+    -------
+    tuple
+        The computed collections, in order.
+
+    Examples
+    --------
+    >>> from importlib.resources import files
+    >>> from swdask import search
+    >>> data = files("swdask") / "data"
+    >>> hits, stats = search(data / "demo_queries.fasta", data / "demo_db.fasta.gz", max_hits=1,
+    ...                      return_stats=True)
+    >>> table, stats = compute(hits, stats)
+    >>> len(table), stats.n_hits, stats.cells
+    (5, 5, 1321782470)
+    """
+    import dask
+
+    if client is None:
+        if not progress:
+            return dask.compute(*collections)
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar(out=sys.stderr):
+            return dask.compute(*collections)
+    resources = gpu_resources if _has_gpu_workers(client) else None
+    futures = client.compute(list(collections), resources=resources)
+    if progress:
+        from distributed import progress as show_progress
+
+        with contextlib.redirect_stdout(sys.stderr):
+            show_progress(futures)
+    return tuple(client.gather(futures))
+
+
+@contextlib.contextmanager
+def session(n_workers: int | None = None, *, scheduler: str | None = None,
+            device: str = "auto", announce=None):
+    """The Dask client of one command-line run, closed at the end.
+
+    No ``n_workers`` and no ``scheduler``: None (Dask's threads in this process).
+    Otherwise a client from :func:`cluster`; its dashboard link is passed to
+    ``announce`` (e.g. ``print``) at the start, and at the end a cluster started here is
+    shut down and a scheduler given by address is left running.
+    """
+    if n_workers is None and scheduler is None:
+        yield None
+        return
+    client = cluster(n_workers, scheduler=scheduler, device=device)
+    try:
+        if announce is not None:
+            announce(f"dask dashboard: {client.dashboard_link}")
+        yield client
+    finally:
+        started = client.cluster if scheduler is None else None
+        client.close()
+        if started is not None:
+            started.close()  # workers first, then the scheduler: no lost heartbeats
