@@ -32,6 +32,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
 def _add_scoring(parser):
     group = parser.add_argument_group("scoring (a gap of k residues costs OPEN + k * EXTEND)")
     group.add_argument("--matrix", help="BLOSUM45/50/62/80/90, PAM30/70/250, NUC.4.4, or an "
@@ -132,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hits kept per query (default 50)")
     p.add_argument("--min-score", type=_whole, metavar="S",
                    help="report only hits scoring at least S (default 1 for local mode)")
+    p.add_argument("--evalue", type=_positive_number, metavar="E",
+                   help="report only hits with an E-value of at most E (local mode; BLAST's "
+                   "Karlin-Altschul statistics for the scoring and the database size)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
                    help="auto (default: a GPU when one is visible, local mode), cpu, or gpu")
     _add_cluster_options(p)
@@ -220,7 +233,8 @@ def _cmd_search(args):
     with session(args.workers, scheduler=args.scheduler, device=args.device,
                  announce=None if args.quiet else _to_stderr) as client:
         hits, stats = search(args.queries, args.database, scoring=scoring, mode=args.mode,
-                             max_hits=args.max_hits, min_score=args.min_score, device=args.device,
+                             max_hits=args.max_hits, min_score=args.min_score, evalue=args.evalue,
+                             device=args.device,
                              alphabet=args.alphabet, map_unknown=args.map_unknown,
                              return_stats=True)
         hits, stats = compute(hits, stats, client=client, progress=_progress_wanted(args))

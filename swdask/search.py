@@ -621,16 +621,16 @@ def _traceback_batch(job: _Search, candidates: pd.DataFrame, batch: int) -> pd.D
         candidates = candidates[(evalues <= job.evalue).to_numpy(dtype=bool)]
     subjects = _read_subjects(job, candidates)
     position = job.positions(candidates["query_id"].to_numpy())
-    rows = []
+    work = []
     rank = 0
     for k, row in enumerate(candidates.itertuples(index=False)):
         rank = rank + 1 if k and position[k] == position[k - 1] else 1
         qi = int(position[k])
         name, codes = subjects[row.subject_id]
-        rows.append(_hit_row(queries.names[qi], int(queries.seq_id[qi]), queries.codes(qi), name,
-                             int(row.subject_id), codes, int(row.score), int(row.query_end),
-                             int(row.subject_end), rank, job.scoring, job.mode))
-    hits = _hits_frame(rows)
+        work.append((queries.names[qi], int(queries.seq_id[qi]), queries.codes(qi), name,
+                     int(row.subject_id), codes, int(row.score), int(row.query_end),
+                     int(row.subject_end), rank))
+    hits = _hits_frame(_trace(work, job.scoring, job.mode))
     if job.statistics:
         hits = _statistics(hits, job)
     hits.attrs["swdask"] = {"scored": scored, "traceback_seconds": time.perf_counter() - tick,
@@ -856,13 +856,13 @@ def _run(job: _Search, progress, backend="cpu"):
         bar.close()
 
     tick = time.perf_counter()
-    rows = []
+    work = []
     for qi in range(n_queries):
         query = batch.codes(qi)
         for rank, (score, seq_id, qe, se, subject) in enumerate(top.result(qi), start=1):
-            rows.append(_hit_row(batch.names[qi], int(batch.seq_id[qi]), query, names[seq_id],
-                                 seq_id, subject, score, qe, se, rank, job.scoring, job.mode))
-    frame = _hits_frame(rows)
+            work.append((batch.names[qi], int(batch.seq_id[qi]), query, names[seq_id], seq_id,
+                         subject, score, qe, se, rank))
+    frame = _hits_frame(_trace(work, job.scoring, job.mode))
     if job.statistics:
         frame = _statistics(frame, job)
     if job.evalue is not None:
@@ -887,6 +887,30 @@ def _progress(enabled, total):
 # --------------------------------------------------------------------------------------
 # hits: shared by both engines
 # --------------------------------------------------------------------------------------
+
+
+def _trace(work, scoring, mode) -> list:
+    """Rows of the hits table for ``work``, a list of :func:`_hit_row` arguments.
+
+    The traceback kernel releases the GIL, so the pairs are spread over Numba's thread
+    count (the worker's share of the cores): a GPU worker's one Dask thread still traces
+    back on every core.  The largest pairs go first; rows come back in ``work`` order.
+    """
+    threads = min(numba.get_num_threads(), len(work))
+    if threads <= 1:
+        return [_hit_row(*item, scoring, mode) for item in work]
+    from concurrent.futures import ThreadPoolExecutor
+
+    order = sorted(range(len(work)), key=lambda k: -(work[k][7] * work[k][8]))  # end cells
+    rows = [None] * len(work)
+
+    def trace(k):
+        rows[k] = _hit_row(*work[k], scoring, mode)
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="swdask-traceback") as pool:
+        for _ in pool.map(trace, order):
+            pass
+    return rows
 
 
 def _hit_row(query_name, query_id, query, subject_name, subject_id, subject, score, q_end, s_end,

@@ -119,6 +119,24 @@ def test_search_parquet_schema_and_shape(default_hits):
     assert all(e >= 0 for e in table["evalue"]) and all(b > 0 for b in table["bitscore"])
 
 
+def test_search_evalue_keeps_a_prefix_of_each_query(store, default_hits, tmp_path, capsys):
+    """--evalue drops the hits above the cut-off and re-ranks: what is left is, per query,
+    the default search's hits with an E-value of at most 1e-3, in the same order."""
+    out = tmp_path / "hits.parquet"
+    status, _, err = run(capsys, "search", QUERIES, store, "-o", out, "--evalue", "1e-3", "--quiet")
+    assert status == 0, err
+    kept = pq.read_table(out).to_pandas()
+    everything = pq.read_table(default_hits).to_pandas()
+    expected = everything[everything["evalue"] <= 1e-3].copy()
+    expected["rank"] = expected.groupby("query_id").cumcount() + 1
+    assert 0 < len(kept) < len(everything)
+    assert kept.drop(columns="rank").equals(expected.drop(columns="rank").reset_index(drop=True))
+    assert kept["rank"].tolist() == expected["rank"].tolist()
+    status, _, err = run(capsys, "search", QUERIES, store, "-o", tmp_path / "x.parquet",
+                         "--evalue", "0")
+    assert status == 2 and "--evalue: must be a positive number, got '0'" in err
+
+
 def test_search_reports_on_stderr(store, tmp_path, capsys):
     out = tmp_path / "hits.parquet"
     status, stdout, err = run(capsys, "search", QUERIES, store, "-o", out, "--max-hits", 2)

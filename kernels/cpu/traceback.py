@@ -70,7 +70,7 @@ _CIGAR_EQ, _CIGAR_X, _CIGAR_I, _CIGAR_D = 0, 1, 2, 3
 _CIGAR_LETTERS = np.frombuffer(b"=XID", dtype=np.uint8).copy()
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # tracebacks of a worker's threads run at once
 def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_i, end_j):
     """Align one pair with affine gaps and trace the path back, as the reference does.
 
@@ -279,7 +279,7 @@ def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_
     return np.int64(score), i, ei, j, ej, ops
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def summarize_path(query, subject, query_start, subject_start, ops, unknown_code):
     """CIGAR and counts of a path.
 
