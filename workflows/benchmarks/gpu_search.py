@@ -52,8 +52,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-hits", type=int, default=100)
     parser.add_argument("--variants", default="16")
-    parser.add_argument("--order", choices=("ascending", "descending"), default="ascending",
-                        help="launch order of the subjects by length (the store's is "
+    parser.add_argument("--order", choices=("ascending", "descending"), default="descending",
+                        help="launch order of the subjects by length (descending, the default, is "
                         "ascending; descending starts the longest first)")
     parser.add_argument("--check", type=int, default=3000, help="subjects checked on the CPU")
     parser.add_argument("--json", help="also write the results as JSON")
