@@ -119,6 +119,7 @@ def main(argv=None) -> int:
 
     scoring = swdask.Scoring()
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="swdask-bench-"))
+    scratch.mkdir(parents=True, exist_ok=True)
     base = load_sequences(args.db)
     copies = max(1, int(np.ceil(args.min_residues / base.residues.size)))
     tick = time.perf_counter()
