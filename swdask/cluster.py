@@ -36,6 +36,9 @@ DEVICES = ("auto", "cpu", "gpu")
 DASHBOARD_PORT = 8787
 #: The resource that GPU workers advertise and GPU score tasks ask for.
 GPU_RESOURCE = {"GPU": 1}
+#: Dask threads of a GPU worker: one feeds the GPU while the other reads the next partition
+#: (measured on an H100: see README, Benchmarks).
+GPU_WORKER_THREADS = 2
 
 
 def cluster(n_workers: int | None = None, *, scheduler: str | None = None, device: str = "auto",
@@ -60,8 +63,9 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
         ``GPU=1`` and run the CUDA kernels in the simulator (for tests).  ``"cpu"``: a
         ``LocalCluster`` even where there are GPUs.
     threads_per_worker : int, optional
-        Dask threads per worker (default 1).  Score tasks of one worker take turns on
-        its kernel threads (or its GPU), so more threads overlap reading with scoring.
+        Dask threads per worker: default 2 on a GPU worker, 1 on a CPU worker.  Tasks of
+        one worker take turns on its GPU (or its kernel threads), so a second thread reads
+        and decodes the next partition while the GPU scores the current one.
     dashboard_address : str, optional
         Where the dashboard listens; default ``":8787"``, or any free port when 8787 is
         taken.  ``client.dashboard_link`` gives its address.
@@ -131,7 +135,7 @@ def _plan(n_workers, scheduler, device, threads_per_worker, dashboard_address, *
     Examples
     --------
     >>> _plan(None, None, "auto", None, ":0", gpus=2, simulator=False)
-    ('cuda', {'n_workers': 2, 'threads_per_worker': 1, 'dashboard_address': ':0', 'resources': {'GPU': 1}})
+    ('cuda', {'n_workers': 2, 'threads_per_worker': 2, 'dashboard_address': ':0', 'resources': {'GPU': 1}})
     >>> _plan(None, "tcp://10.0.0.1:8786", "gpu", None, None, gpus=0, simulator=False)
     ('connect', {'address': 'tcp://10.0.0.1:8786'})
     """
@@ -150,9 +154,9 @@ def _plan(n_workers, scheduler, device, threads_per_worker, dashboard_address, *
             raise ValueError(f"{', '.join(given)}: options of a new cluster, not of a scheduler "
                              f"given by address")
         return "connect", {"address": str(scheduler)}
-    threads = threads_per_worker or 1
     dashboard = dashboard_address if dashboard_address is not None else _free_dashboard()
     if device != "cpu" and gpus:
+        threads = threads_per_worker or GPU_WORKER_THREADS
         if n_workers is not None and n_workers > gpus:
             raise ValueError(f"n_workers={n_workers}, but {gpus} GPU(s) are visible: a GPU "
                              "cluster runs one worker per GPU")
@@ -163,6 +167,7 @@ def _plan(n_workers, scheduler, device, threads_per_worker, dashboard_address, *
                           "a machine with an NVIDIA GPU (and swdask[gpu]), or use device='cpu'")
     from distributed.deploy.utils import nprocesses_nthreads
 
+    threads = threads_per_worker or 1
     cores = os.cpu_count() or 1
     workers = n_workers or nprocesses_nthreads(cores)[0]
     options = {"n_workers": workers, "threads_per_worker": threads, "processes": True,

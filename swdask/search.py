@@ -630,7 +630,7 @@ def _traceback_batch(job: _Search, candidates: pd.DataFrame, batch: int) -> pd.D
         work.append((queries.names[qi], int(queries.seq_id[qi]), queries.codes(qi), name,
                      int(row.subject_id), codes, int(row.score), int(row.query_end),
                      int(row.subject_end), rank))
-    hits = _hits_frame(_trace(work, job.scoring, job.mode))
+    hits = _hits_frame(_trace(work, job.scoring, job.mode, _trace_backend(job.device, job.mode)))
     if job.statistics:
         hits = _statistics(hits, job)
     hits.attrs["swdask"] = {"scored": scored, "traceback_seconds": time.perf_counter() - tick,
@@ -862,7 +862,7 @@ def _run(job: _Search, progress, backend="cpu"):
         for rank, (score, seq_id, qe, se, subject) in enumerate(top.result(qi), start=1):
             work.append((batch.names[qi], int(batch.seq_id[qi]), query, names[seq_id], seq_id,
                          subject, score, qe, se, rank))
-    frame = _hits_frame(_trace(work, job.scoring, job.mode))
+    frame = _hits_frame(_trace(work, job.scoring, job.mode, backend))
     if job.statistics:
         frame = _statistics(frame, job)
     if job.evalue is not None:
@@ -889,13 +889,32 @@ def _progress(enabled, total):
 # --------------------------------------------------------------------------------------
 
 
-def _trace(work, scoring, mode) -> list:
+def _trace_backend(device: str, mode: str) -> str:
+    """Where a traceback task traces its hits: the GPU when the search may use one and this
+    worker has one (local mode), else the CPU.  Unlike a score task it never fails for
+    want of a GPU: both tracebacks give the same alignments."""
+    if device == "cpu" or mode != "local":
+        return "cpu"
+    try:
+        return check_device(device, mode)
+    except DeviceError:
+        return "cpu"
+
+
+def _trace(work, scoring, mode, backend="cpu") -> list:
     """Rows of the hits table for ``work``, a list of :func:`_hit_row` arguments.
 
-    The traceback kernel releases the GIL, so the pairs are spread over Numba's thread
-    count (the worker's share of the cores): a GPU worker's one Dask thread still traces
-    back on every core.  The largest pairs go first; rows come back in ``work`` order.
+    On the GPU (``backend="gpu"``, local mode) all pairs go to
+    :func:`swdask.kernels.cuda.traceback.trace_local` at once.  On the CPU the traceback
+    kernel releases the GIL, so the pairs are spread over Numba's thread count (the
+    worker's share of the cores).  The largest pairs go first; rows come back in ``work``
+    order.
     """
+    if backend == "gpu" and mode == "local" and work:
+        from .kernels.cuda import traceback as gpu_traceback
+
+        if gpu_traceback.fits(scoring.matrix):
+            return _trace_gpu(work, scoring, gpu_traceback)
     threads = min(numba.get_num_threads(), len(work))
     if threads <= 1:
         return [_hit_row(*item, scoring, mode) for item in work]
@@ -910,6 +929,31 @@ def _trace(work, scoring, mode) -> list:
     with ThreadPoolExecutor(threads, thread_name_prefix="swdask-traceback") as pool:
         for _ in pool.map(trace, order):
             pass
+    return rows
+
+
+def _trace_gpu(work, scoring, gpu_traceback) -> list:
+    """:func:`_trace` on the GPU: paths from the device, described on the host."""
+    from .kernels.cpu.traceback import cigar_string, summarize_path
+
+    with _KERNEL_LOCK:
+        scores, starts, paths = gpu_traceback.trace_local(
+            [item[2] for item in work], [item[5] for item in work],
+            np.array([(item[7], item[8]) for item in work], dtype=np.int64).reshape(-1, 2),
+            scoring.matrix, scoring.gap_open, scoring.gap_extend)
+    rows = []
+    for k, (query_name, query_id, query, subject_name, subject_id, subject, score, q_end, s_end,
+            rank) in enumerate(work):
+        if scores[k] != score:  # the score and traceback kernels must agree to the bit
+            raise AssertionError(f"kernel mismatch for {query_name} / {subject_name}: "
+                                 f"score pass {score}, GPU traceback {scores[k]}")
+        q_start, s_start = (int(x) for x in starts[k])
+        cigar, matches, mismatches, gap_opens, length = summarize_path(
+            query, subject, q_start, s_start, paths[k], scoring.alphabet.unknown_code)
+        rows.append((query_name, subject_name, score, matches / length if length else 0.0,
+                     int(length), int(mismatches), int(gap_opens), q_start, int(q_end), s_start,
+                     int(s_end), cigar_string(cigar), len(query), len(subject), query_id,
+                     subject_id, rank))
     return rows
 
 

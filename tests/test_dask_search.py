@@ -226,7 +226,7 @@ def test_cluster_with_gpus_is_a_local_cuda_cluster(monkeypatch):
     monkeypatch.setattr(cluster_module, "_visible_gpus", lambda: 2)
     client = swdask.cluster(dashboard_address=":0")
     try:
-        assert got == {"n_workers": 2, "threads_per_worker": 1, "dashboard_address": ":0",
+        assert got == {"n_workers": 2, "threads_per_worker": 2, "dashboard_address": ":0",
                        "resources": {"GPU": 1}}
     finally:
         client.close()

@@ -1,0 +1,370 @@
+"""Traceback of local alignments on the GPU: 4 bits of decisions a cell, paths walked on
+the device.
+
+The score kernels give each hit its score and end cell; this module recovers the path.
+It follows :func:`swdask.kernels.cpu.traceback.traceback_pair` to the bit (the same
+recurrences over the same prefix rectangle ``end_i x end_j``, the same decision bits
+with the same tie preferences, the same walk), so a GPU search reports the alignments a
+CPU search reports.  Local mode only, as the GPU score kernels.
+
+Layout
+------
+One warp (one block of 32 threads) per pair.  Lane ``t`` holds query rows
+``[(p*32 + t)*8, (p*32 + t + 1)*8)`` of pass ``p`` in registers (H and E of each row) and
+the lanes sweep the subject as a wavefront, handing H and F of their last row to the next
+lane by warp shuffle, as :mod:`~swdask.kernels.cuda.inter_task` does; a query longer than
+256 rows takes several passes through a boundary row (H and F per column) in global
+memory.  The query profile of each pass sits in shared memory (int16).
+
+For every cell the kernel writes the decision nibble of the CPU kernel (bits 0-1: source
+of H, 0 diagonal, 1 E, 2 F, 3 local stop; bit 2: E extends; bit 3: F extends).  The eight
+nibbles of a lane's rows at one column make one 32-bit word, stored at
+``directions[base + strip * cols + j]`` (strip = row // 8): a lane writes consecutive
+words as it sweeps, so the writes of a warp merge in L2.  A pair costs half a byte per
+cell of its rectangle: 8 GB hold the rectangles of 16 x 10^9 cells, and
+:func:`trace_local` batches pairs under a memory budget.
+
+A second kernel, one thread per pair, walks the nibbles from the end cell with the CPU
+kernel's state machine and writes the operations in reverse; the host reverses them and
+describes the path (:func:`~swdask.kernels.cpu.traceback.summarize_path`).
+
+In Numba's CUDA simulator (which has no warp shuffles) the lanes exchange values
+through shared memory and block barriers; everything else is the same code.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import config, cuda, int16, int32, uint32
+
+from ..cpu.reference import OP_DEL, OP_INS, OP_MATCH
+from ..cpu.traceback import _E_EXTENDS, _F_EXTENDS, _NEG, _SRC_DIAG, _SRC_E, _SRC_F, _SRC_STOP
+
+#: Query rows per lane: the eight decision nibbles of a lane's rows make one 32-bit word.
+ROWS = 8
+#: Lanes per pair (a warp): rows of one pass = ``LANES * ROWS``.
+LANES = 32
+PASS_ROWS = ROWS * LANES
+#: Largest alphabet whose pass profile fits the kernel's shared array.
+MAX_CODES = 32
+#: Device memory for the decision words of one launch (several launches when the pairs
+#: need more).  8 GiB: the top 100 hits of 16 long queries fit in one or two launches.
+DIRECTION_BYTES = 8 * 2**30
+#: Profile entries must fit int16 (shared memory); PAD_SCORE lies far below real cells.
+PAD_SCORE = -(1 << 14)
+
+_SIMULATED = bool(config.ENABLE_CUDASIM)
+
+
+if _SIMULATED:
+    @cuda.jit(device=True)
+    def _from_previous_lane(value, scratch, slot, lane):
+        # The simulator has no warp shuffles: exchange through shared memory.
+        scratch[slot, lane] = value
+        cuda.syncthreads()
+        got = scratch[slot, lane - 1] if lane > 0 else value
+        cuda.syncthreads()
+        return got
+else:
+    @cuda.jit(device=True)
+    def _from_previous_lane(value, scratch, slot, lane):
+        return cuda.shfl_up_sync(0xFFFFFFFF, value, 1)
+
+
+@cuda.jit
+def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i, ends_j,
+                    dir_base, bound_base, n_codes, gap_oe, gap_e, directions, boundary):
+    """Decision nibbles of the prefix rectangle of every pair (one block per pair).
+
+    ``profiles[profile_base[p] + code * profile_rows[p] + row]`` is the int32 score of
+    query row ``row`` against ``code``; ``s_res[s_start[p]:]`` the subject's codes;
+    ``ends_i/ends_j`` the end cell (rows and columns of the rectangle); decision words at
+    ``directions[dir_base[p]:]``, boundary rows at ``boundary[bound_base[p]:]``.
+    """
+    pair = cuda.blockIdx.x
+    lane = cuda.threadIdx.x
+    scratch = cuda.shared.array((2, LANES), int32)
+    sprof = cuda.shared.array((MAX_CODES, PASS_ROWS), int16)
+    h = cuda.local.array(ROWS, int32)
+    e = cuda.local.array(ROWS, int32)
+    rows = ends_i[pair]
+    cols = ends_j[pair]
+    strips = (rows + ROWS - 1) // ROWS
+    passes = (rows + PASS_ROWS - 1) // PASS_ROWS
+    if cols == 0:
+        passes = 0
+    start = s_start[pair]
+    pbase = profile_base[pair]
+    prows = profile_rows[pair]
+    dbase = dir_base[pair]
+    bbase = bound_base[pair]
+    zero = int32(0)
+    neg = int32(_NEG)
+    gap_oe = int32(gap_oe)
+    gap_e = int32(gap_e)
+    for p in range(passes):
+        # The block stages this pass's rows of the profile once.
+        cuda.syncthreads()
+        for idx in range(lane, n_codes * PASS_ROWS, LANES):
+            code = idx // PASS_ROWS
+            row = idx - code * PASS_ROWS
+            sprof[code, row] = int16(profiles[pbase + code * prows + p * PASS_ROWS + row])
+        cuda.syncthreads()
+        strip = p * LANES + lane
+        for k in range(ROWS):
+            h[k] = zero
+            e[k] = neg
+        out_h = zero
+        out_f = neg
+        diag_in = zero
+        for step in range(cols + LANES - 1):
+            j = step - lane
+            in_h = _from_previous_lane(out_h, scratch, 0, lane)
+            in_f = _from_previous_lane(out_f, scratch, 1, lane)
+            if lane == 0:
+                if p > 0 and j < cols:
+                    in_h = boundary[bbase + 2 * j]
+                    in_f = boundary[bbase + 2 * j + 1]
+                else:
+                    in_h = zero
+                    in_f = neg
+            if j >= 0 and j < cols:
+                code = s_res[start + j]
+                diag = diag_in
+                diag_in = in_h
+                up = in_h
+                f = in_f
+                word = uint32(0)
+                for k in range(ROWS):
+                    left = h[k]
+                    e_val = max(int32(e[k] - gap_e), int32(left - gap_oe))
+                    f_val = max(int32(f - gap_e), int32(up - gap_oe))
+                    via_diag = int32(diag + int32(sprof[code, lane * ROWS + k]))
+                    value = max(max(via_diag, zero), max(e_val, f_val))
+                    src = _SRC_F
+                    if value == e_val:
+                        src = _SRC_E
+                    if value == via_diag:
+                        src = _SRC_DIAG
+                    if value == 0:
+                        src = _SRC_STOP
+                    if e_val != int32(left - gap_oe):
+                        src |= _E_EXTENDS
+                    if f_val != int32(up - gap_oe):
+                        src |= _F_EXTENDS
+                    word |= uint32(src) << uint32(4 * k)
+                    diag = left
+                    h[k] = value
+                    e[k] = e_val
+                    up = value
+                    f = f_val
+                out_h = up
+                out_f = f
+                if lane == LANES - 1 and p + 1 < passes:
+                    boundary[bbase + 2 * j] = up
+                    boundary[bbase + 2 * j + 1] = f
+                if strip < strips:
+                    directions[dbase + strip * cols + j] = word
+
+
+@cuda.jit(device=True)
+def _nibble(directions, base, cols, i, j):
+    # Decision of DP cell (i, j), 1-based: strip (i-1)//8, nibble (i-1)%8, column j-1.
+    word = directions[base + ((i - 1) // ROWS) * cols + j - 1]
+    return (word >> uint32(4 * ((i - 1) % ROWS))) & uint32(15)
+
+
+@cuda.jit
+def _walk_kernel(directions, dir_base, ends_i, ends_j, ops_base, ops, out_len, out_i, out_j):
+    """The path of every pair from its end cell (one thread per pair), operations in
+    reverse order at ``ops[ops_base[p]:]``; the start cell in ``out_i/out_j``."""
+    pair = cuda.grid(1)
+    if pair >= ends_i.shape[0]:
+        return
+    cols = ends_j[pair]
+    base = dir_base[pair]
+    obase = ops_base[pair]
+    i = ends_i[pair]
+    j = cols
+    k = 0
+    state = 0  # 0: H, 1: E, 2: F
+    while True:
+        if state == 0:
+            if i == 0 or j == 0:
+                break
+            src = _nibble(directions, base, cols, i, j) & uint32(3)
+            if src == _SRC_STOP:
+                break
+            if src == _SRC_DIAG:
+                ops[obase + k] = OP_MATCH
+                k += 1
+                i -= 1
+                j -= 1
+            elif src == _SRC_E:
+                state = 1
+            else:
+                state = 2
+        elif state == 1:
+            ops[obase + k] = OP_DEL
+            k += 1
+            state = 1 if _nibble(directions, base, cols, i, j) & uint32(_E_EXTENDS) else 0
+            j -= 1
+        else:
+            ops[obase + k] = OP_INS
+            k += 1
+            state = 2 if _nibble(directions, base, cols, i, j) & uint32(_F_EXTENDS) else 0
+            i -= 1
+    out_len[pair] = k
+    out_i[pair] = i
+    out_j[pair] = j
+
+
+def fits(matrix) -> bool:
+    """Whether the GPU traceback takes this matrix: at most :data:`MAX_CODES` codes and
+    entries that fit the int16 shared profile."""
+    matrix = np.asarray(matrix)
+    return matrix.shape[0] <= MAX_CODES and int(np.abs(matrix).max(initial=0)) < -PAD_SCORE
+
+
+def direction_bytes(end_i: int, end_j: int) -> int:
+    """Device bytes of one pair's decision words."""
+    return 4 * ((end_i + ROWS - 1) // ROWS) * end_j
+
+
+def trace_local(queries, subjects, ends, matrix, gap_open: int, gap_extend: int, *,
+                budget: int = DIRECTION_BYTES):
+    """Paths of local alignments whose end cells are known, computed on the GPU.
+
+    Parameters
+    ----------
+    queries, subjects : sequence of numpy.ndarray of uint8
+        Residue codes of pair ``k``'s query and subject (the same array may serve several
+        pairs).
+    ends : numpy.ndarray of int, shape (n, 2)
+        ``(query_end, subject_end)`` of each pair's end cell, as a score kernel found it
+        (exclusive ends; ``(0, 0)`` for a pair of score 0).
+    matrix : numpy.ndarray of int
+        Substitution scores by code (see :func:`fits`).
+    gap_open, gap_extend : int
+        A gap of k residues costs ``gap_open + k * gap_extend``.
+    budget : int, default DIRECTION_BYTES
+        Device bytes of decision words per launch; pairs are launched in batches under it
+        (a pair larger than the budget gets a launch of its own).
+
+    Returns
+    -------
+    scores : numpy.ndarray of int64
+        H of each end cell (the score kernels' score, recomputed).
+    starts : numpy.ndarray of int64, shape (n, 2)
+        ``(query_start, subject_start)`` of each path.
+    ops : list of numpy.ndarray of uint8
+        Each path's operations (``OP_MATCH``/``OP_INS``/``OP_DEL``) in forward order.
+
+    Notes
+    -----
+    The score of the end cell is read from the recomputed rectangle by a third, tiny
+    step: the walk's start and the operations determine it, so it is recomputed on the
+    host from the path (:func:`~swdask.kernels.cpu.traceback.rescore`) and returned for
+    the caller to check against the score pass.
+    """
+    from ..cpu.traceback import rescore
+
+    ends = np.asarray(ends, dtype=np.int64).reshape(-1, 2)
+    n = len(ends)
+    matrix = np.ascontiguousarray(matrix, dtype=np.int32)
+    n_codes = matrix.shape[0]
+    if not fits(matrix):
+        raise ValueError(f"the GPU traceback takes at most {MAX_CODES} codes and "
+                         f"entries within +-{-PAD_SCORE - 1}")
+    starts = np.zeros((n, 2), np.int64)
+    paths = [np.zeros(0, np.uint8)] * n
+    scores = np.zeros(n, np.int64)
+    order = np.argsort(-(ends[:, 0] * ends[:, 1]), kind="stable")
+    sizes = np.array([direction_bytes(int(a), int(b)) for a, b in ends], dtype=np.int64)
+    batch = []
+    used = 0
+    for k in order:
+        if batch and used + sizes[k] > budget:
+            _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_extend,
+                    starts, paths)
+            batch, used = [], 0
+        batch.append(int(k))
+        used += int(sizes[k])
+    if batch:
+        _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_extend, starts,
+                paths)
+    for k in range(n):
+        q = np.ascontiguousarray(queries[k], dtype=np.uint8)
+        s = np.ascontiguousarray(subjects[k], dtype=np.uint8)
+        scores[k] = rescore(q, s, starts[k, 0], starts[k, 1], paths[k], matrix, gap_open,
+                            gap_extend)
+    return scores, starts, paths
+
+
+def _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_extend, starts,
+            paths):
+    """One forward launch and one walk launch over the pairs ``batch``."""
+    count = len(batch)
+    e_i = ends[batch, 0].astype(np.int32)
+    e_j = ends[batch, 1].astype(np.int32)
+    # Profiles: one per distinct query array (pairs of one query share it).
+    profile_of = {}
+    profile_parts, profile_base, profile_rows = [], np.zeros(count, np.int64), np.zeros(count, np.int32)
+    at = 0
+    for slot, k in enumerate(batch):
+        query = queries[k]
+        key = id(query)
+        if key not in profile_of:
+            q = np.ascontiguousarray(query, dtype=np.uint8)
+            padded = max(PASS_ROWS, math.ceil(len(q) / PASS_ROWS) * PASS_ROWS)
+            profile = np.full((n_codes, padded), PAD_SCORE, np.int32)
+            profile[:, :len(q)] = matrix[:, q]
+            profile_of[key] = (at, padded)
+            profile_parts.append(profile.ravel())
+            at += profile.size
+        profile_base[slot], profile_rows[slot] = profile_of[key]
+    subject_parts, s_start = [], np.zeros(count, np.int64)
+    at = 0
+    for slot, k in enumerate(batch):
+        s = np.ascontiguousarray(subjects[k], dtype=np.uint8)[:int(e_j[slot])]
+        s_start[slot] = at
+        subject_parts.append(s)
+        at += len(s)
+    dir_words = np.array([((int(a) + ROWS - 1) // ROWS) * int(b) for a, b in zip(e_i, e_j)],
+                         np.int64)
+    dir_base = np.concatenate([[0], np.cumsum(dir_words)[:-1]]).astype(np.int64)
+    bound_len = np.where((e_i > PASS_ROWS) & (e_j > 0), 2 * e_j.astype(np.int64), 0)
+    bound_base = np.concatenate([[0], np.cumsum(bound_len)[:-1]]).astype(np.int64)
+    ops_len = (e_i.astype(np.int64) + e_j)
+    ops_base = np.concatenate([[0], np.cumsum(ops_len)[:-1]]).astype(np.int64)
+
+    stream = cuda.stream()
+    d_prof = cuda.to_device(np.concatenate(profile_parts), stream=stream)
+    d_res = cuda.to_device(np.concatenate(subject_parts + [np.zeros(1, np.uint8)]), stream=stream)
+    d_dirs = cuda.device_array(max(1, int(dir_words.sum())), np.uint32, stream=stream)
+    d_bound = cuda.device_array(max(1, int(bound_len.sum())), np.int32, stream=stream)
+    d_ops = cuda.device_array(max(1, int(ops_len.sum())), np.uint8, stream=stream)
+    args = [cuda.to_device(a, stream=stream) for a in (profile_base, profile_rows)]
+    d_s_start, d_ei, d_ej, d_dir_base, d_bound_base, d_ops_base = (
+        cuda.to_device(a, stream=stream)
+        for a in (s_start, e_i, e_j, dir_base, bound_base, ops_base))
+    _forward_kernel[count, LANES, stream](
+        d_prof, args[0], args[1], d_res, d_s_start, d_ei, d_ej, d_dir_base, d_bound_base,
+        np.int32(n_codes), np.int32(gap_open + gap_extend), np.int32(gap_extend), d_dirs,
+        d_bound)
+    out_len = cuda.device_array(count, np.int32, stream=stream)
+    out_i = cuda.device_array(count, np.int32, stream=stream)
+    out_j = cuda.device_array(count, np.int32, stream=stream)
+    threads = 32 if _SIMULATED else 128
+    _walk_kernel[max(1, math.ceil(count / threads)), threads, stream](
+        d_dirs, d_dir_base, d_ei, d_ej, d_ops_base, d_ops, out_len, out_i, out_j)
+    lengths = out_len.copy_to_host(stream=stream)
+    first_i = out_i.copy_to_host(stream=stream)
+    first_j = out_j.copy_to_host(stream=stream)
+    all_ops = d_ops.copy_to_host(stream=stream)
+    stream.synchronize()
+    for slot, k in enumerate(batch):
+        starts[k] = first_i[slot], first_j[slot]
+        base = ops_base[slot]
+        paths[k] = all_ops[base:base + lengths[slot]][::-1].copy()
