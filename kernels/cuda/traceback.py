@@ -34,6 +34,8 @@ through shared memory and block barriers; everything else is the same code.
 from __future__ import annotations
 
 import math
+import time
+import warnings
 
 import numpy as np
 from numba import config, cuda, int16, int32, uint32
@@ -74,13 +76,15 @@ else:
 
 @cuda.jit
 def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i, ends_j,
-                    dir_base, bound_base, n_codes, gap_oe, gap_e, directions, boundary):
+                    dir_base, bound_base, n_codes, gap_oe, gap_e, directions, boundary,
+                    end_score):
     """Decision nibbles of the prefix rectangle of every pair (one block per pair).
 
     ``profiles[profile_base[p] + code * profile_rows[p] + row]`` is the int32 score of
     query row ``row`` against ``code``; ``s_res[s_start[p]:]`` the subject's codes;
     ``ends_i/ends_j`` the end cell (rows and columns of the rectangle); decision words at
-    ``directions[dir_base[p]:]``, boundary rows at ``boundary[bound_base[p]:]``.
+    ``directions[dir_base[p]:]``, boundary rows at ``boundary[bound_base[p]:]``; H of the
+    end cell in ``end_score[p]`` (left as it is for an empty rectangle).
     """
     pair = cuda.blockIdx.x
     lane = cuda.threadIdx.x
@@ -99,6 +103,8 @@ def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i
     prows = profile_rows[pair]
     dbase = dir_base[pair]
     bbase = bound_base[pair]
+    last_strip = (rows - 1) // ROWS
+    last_k = (rows - 1) % ROWS
     zero = int32(0)
     neg = int32(_NEG)
     gap_oe = int32(gap_oe)
@@ -136,6 +142,8 @@ def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i
                 up = in_h
                 f = in_f
                 word = uint32(0)
+                at_end = j == cols - 1 and strip == last_strip
+                picked = zero
                 for k in range(ROWS):
                     left = h[k]
                     e_val = max(int32(e[k] - gap_e), int32(left - gap_oe))
@@ -154,6 +162,8 @@ def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i
                     if f_val != int32(up - gap_oe):
                         src |= _F_EXTENDS
                     word |= uint32(src) << uint32(4 * k)
+                    if at_end and k == last_k:
+                        picked = value
                     diag = left
                     h[k] = value
                     e[k] = e_val
@@ -166,6 +176,8 @@ def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i
                     boundary[bbase + 2 * j + 1] = f
                 if strip < strips:
                     directions[dbase + strip * cols + j] = word
+                if at_end:
+                    end_score[pair] = picked
 
 
 @cuda.jit(device=True)
@@ -220,6 +232,30 @@ def _walk_kernel(directions, dir_base, ends_i, ends_j, ops_base, ops, out_len, o
     out_j[pair] = j
 
 
+class _Marks:
+    """Times between marks on a stream: CUDA events on a GPU, the host clock in the
+    simulator (which has no event timing)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.events = []
+
+    def mark(self):
+        if _SIMULATED:
+            self.events.append(time.perf_counter())
+        else:
+            event = cuda.event()
+            event.record(self.stream)
+            self.events.append(event)
+
+    def seconds(self) -> list:
+        """Seconds between consecutive marks (call after the stream synchronized)."""
+        pairs = zip(self.events, self.events[1:])
+        if _SIMULATED:
+            return [b - a for a, b in pairs]
+        return [a.elapsed_time(b) / 1e3 for a, b in pairs]
+
+
 def fits(matrix) -> bool:
     """Whether the GPU traceback takes this matrix: at most :data:`MAX_CODES` codes and
     entries that fit the int16 shared profile."""
@@ -233,7 +269,7 @@ def direction_bytes(end_i: int, end_j: int) -> int:
 
 
 def trace_local(queries, subjects, ends, matrix, gap_open: int, gap_extend: int, *,
-                budget: int = DIRECTION_BYTES):
+                budget: int = DIRECTION_BYTES, stats: dict | None = None):
     """Paths of local alignments whose end cells are known, computed on the GPU.
 
     Parameters
@@ -251,25 +287,26 @@ def trace_local(queries, subjects, ends, matrix, gap_open: int, gap_extend: int,
     budget : int, default DIRECTION_BYTES
         Device bytes of decision words per launch; pairs are launched in batches under it
         (a pair larger than the budget gets a launch of its own).
+    stats : dict, optional
+        Filled with ``cells`` (of the rectangles), ``launches``, ``forward_seconds`` and
+        ``walk_seconds`` (CUDA events) and ``seconds`` (wall time of the call).
 
     Returns
     -------
     scores : numpy.ndarray of int64
-        H of each end cell (the score kernels' score, recomputed).
+        H of each end cell, recomputed on the device: the caller checks it against the
+        score kernels' score.
     starts : numpy.ndarray of int64, shape (n, 2)
         ``(query_start, subject_start)`` of each path.
     ops : list of numpy.ndarray of uint8
         Each path's operations (``OP_MATCH``/``OP_INS``/``OP_DEL``) in forward order.
 
-    Notes
-    -----
-    The score of the end cell is read from the recomputed rectangle by a third, tiny
-    step: the walk's start and the operations determine it, so it is recomputed on the
-    host from the path (:func:`~swdask.kernels.cpu.traceback.rescore`) and returned for
-    the caller to check against the score pass.
+    Raises
+    ------
+    ValueError
+        A matrix the kernel cannot hold (see :func:`fits`).
     """
-    from ..cpu.traceback import rescore
-
+    started = time.perf_counter()
     ends = np.asarray(ends, dtype=np.int64).reshape(-1, 2)
     n = len(ends)
     matrix = np.ascontiguousarray(matrix, dtype=np.int32)
@@ -280,6 +317,8 @@ def trace_local(queries, subjects, ends, matrix, gap_open: int, gap_extend: int,
     starts = np.zeros((n, 2), np.int64)
     paths = [np.zeros(0, np.uint8)] * n
     scores = np.zeros(n, np.int64)
+    timing = {"cells": int((ends[:, 0] * ends[:, 1]).sum()), "launches": 0,
+              "forward_seconds": 0.0, "walk_seconds": 0.0}
     order = np.argsort(-(ends[:, 0] * ends[:, 1]), kind="stable")
     sizes = np.array([direction_bytes(int(a), int(b)) for a, b in ends], dtype=np.int64)
     batch = []
@@ -287,23 +326,20 @@ def trace_local(queries, subjects, ends, matrix, gap_open: int, gap_extend: int,
     for k in order:
         if batch and used + sizes[k] > budget:
             _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_extend,
-                    starts, paths)
+                    scores, starts, paths, timing)
             batch, used = [], 0
         batch.append(int(k))
         used += int(sizes[k])
     if batch:
-        _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_extend, starts,
-                paths)
-    for k in range(n):
-        q = np.ascontiguousarray(queries[k], dtype=np.uint8)
-        s = np.ascontiguousarray(subjects[k], dtype=np.uint8)
-        scores[k] = rescore(q, s, starts[k, 0], starts[k, 1], paths[k], matrix, gap_open,
-                            gap_extend)
+        _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_extend, scores,
+                starts, paths, timing)
+    if stats is not None:
+        stats.update(timing, seconds=time.perf_counter() - started)
     return scores, starts, paths
 
 
-def _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_extend, starts,
-            paths):
+def _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_extend, scores,
+            starts, paths, timing):
     """One forward launch and one walk launch over the pairs ``batch``."""
     count = len(batch)
     e_i = ends[batch, 0].astype(np.int32)
@@ -313,10 +349,9 @@ def _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_exten
     profile_parts, profile_base, profile_rows = [], np.zeros(count, np.int64), np.zeros(count, np.int32)
     at = 0
     for slot, k in enumerate(batch):
-        query = queries[k]
-        key = id(query)
+        q = np.ascontiguousarray(queries[k], dtype=np.uint8)
+        key = q.tobytes()
         if key not in profile_of:
-            q = np.ascontiguousarray(query, dtype=np.uint8)
             padded = max(PASS_ROWS, math.ceil(len(q) / PASS_ROWS) * PASS_ROWS)
             profile = np.full((n_codes, padded), PAD_SCORE, np.int32)
             profile[:, :len(q)] = matrix[:, q]
@@ -349,22 +384,35 @@ def _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_exten
     d_s_start, d_ei, d_ej, d_dir_base, d_bound_base, d_ops_base = (
         cuda.to_device(a, stream=stream)
         for a in (s_start, e_i, e_j, dir_base, bound_base, ops_base))
-    _forward_kernel[count, LANES, stream](
-        d_prof, args[0], args[1], d_res, d_s_start, d_ei, d_ej, d_dir_base, d_bound_base,
-        np.int32(n_codes), np.int32(gap_open + gap_extend), np.int32(gap_extend), d_dirs,
-        d_bound)
-    out_len = cuda.device_array(count, np.int32, stream=stream)
-    out_i = cuda.device_array(count, np.int32, stream=stream)
-    out_j = cuda.device_array(count, np.int32, stream=stream)
+    d_score = cuda.to_device(np.zeros(count, np.int32), stream=stream)
+    marks = _Marks(stream)
     threads = 32 if _SIMULATED else 128
-    _walk_kernel[max(1, math.ceil(count / threads)), threads, stream](
-        d_dirs, d_dir_base, d_ei, d_ej, d_ops_base, d_ops, out_len, out_i, out_j)
+    with warnings.catch_warnings():  # few pairs make a small grid: nothing to warn about
+        warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
+        marks.mark()
+        _forward_kernel[count, LANES, stream](
+            d_prof, args[0], args[1], d_res, d_s_start, d_ei, d_ej, d_dir_base, d_bound_base,
+            np.int32(n_codes), np.int32(gap_open + gap_extend), np.int32(gap_extend), d_dirs,
+            d_bound, d_score)
+        marks.mark()
+        out_len = cuda.device_array(count, np.int32, stream=stream)
+        out_i = cuda.device_array(count, np.int32, stream=stream)
+        out_j = cuda.device_array(count, np.int32, stream=stream)
+        _walk_kernel[max(1, math.ceil(count / threads)), threads, stream](
+            d_dirs, d_dir_base, d_ei, d_ej, d_ops_base, d_ops, out_len, out_i, out_j)
+        marks.mark()
+    end_scores = d_score.copy_to_host(stream=stream)
     lengths = out_len.copy_to_host(stream=stream)
     first_i = out_i.copy_to_host(stream=stream)
     first_j = out_j.copy_to_host(stream=stream)
     all_ops = d_ops.copy_to_host(stream=stream)
     stream.synchronize()
+    timing["launches"] += 1
+    forward, walk = marks.seconds()
+    timing["forward_seconds"] += forward
+    timing["walk_seconds"] += walk
     for slot, k in enumerate(batch):
+        scores[k] = end_scores[slot]
         starts[k] = first_i[slot], first_j[slot]
         base = ops_base[slot]
         paths[k] = all_ops[base:base + lengths[slot]][::-1].copy()
