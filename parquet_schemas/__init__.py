@@ -13,7 +13,7 @@ from swdask.errors import SchemaError
 
 SEQUENCES_VERSION = 1
 HITS_VERSION = 1
-SCORES_VERSION = 1
+SCORES_VERSION = 2
 
 #: A sequence store's rows: one per input record, sorted by ``length`` then ``seq_id``.
 SEQUENCES = pa.schema(
@@ -65,6 +65,7 @@ SCORES = pa.schema(
         pa.field("subject_end", pa.int32(), nullable=False),  # exclusive (0-based half-open)
         pa.field("subject_length", pa.int32(), nullable=False),
         pa.field("partition", pa.int32(), nullable=False),  # store partition holding the subject
+        pa.field("row", pa.int64(), nullable=False),  # the subject's row in that partition's file
     ],
     metadata={"swdask.schema": "scores", "swdask.schema_version": str(SCORES_VERSION)},
 )

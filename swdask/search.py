@@ -498,6 +498,7 @@ def _score_partition(frame, job: _Search, partition_info=None) -> pd.DataFrame:
             columns["subject_end"].append(s_end)
             columns["subject_length"].append(lengths[keep])
             columns["partition"].append(np.full(keep.size, number, np.int32))
+            columns["row"].append(keep.astype(np.int64))
     table = pd.DataFrame({
         field.name: np.concatenate([np.empty(0, _SCORES_META[field.name].dtype)] + parts)
         .astype(_SCORES_META[field.name].dtype, copy=False)
@@ -641,30 +642,41 @@ def _traceback_batch(job: _Search, candidates: pd.DataFrame, batch: int) -> pd.D
 def _read_subjects(job: _Search, candidates: pd.DataFrame) -> dict:
     """``{seq_id: (name, codes)}`` of the candidates' subjects, read from their partitions.
 
-    One filtered read per partition file: only the row groups whose length range holds a
-    candidate are decoded (the store is sorted by length), then the rows are matched by
-    ``seq_id``.
+    The score table gives each candidate's row in its partition file, so only the row
+    groups holding a candidate are decoded (about 2 M residues each), and the rows are
+    taken by position; their ``seq_id`` must be the score pass's.
     """
     subjects = {}
     for number, group in candidates.groupby("partition", sort=True):
         path = job.files[int(number)]
-        ids = np.unique(group["subject_id"].to_numpy())
-        lengths = group["subject_length"].to_numpy()
-        filters = [("length", ">=", int(lengths.min())), ("length", "<=", int(lengths.max())),
-                   ("seq_id", "in", ids.tolist())]
+        wanted = group.drop_duplicates("row").sort_values("row")
+        rows = wanted["row"].to_numpy()
         try:
-            table = pq.read_table(path, columns=list(_FETCHED.names), filters=filters)
+            reader = pq.ParquetFile(path)
+            sizes = [reader.metadata.row_group(g).num_rows for g in range(reader.num_row_groups)]
+            bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+            if rows[-1] >= bounds[-1]:
+                raise _changed(path)
+            of_row = np.searchsorted(bounds, rows, side="right") - 1
+            groups = np.unique(of_row)
+            table = reader.read_row_groups(groups.tolist(), columns=list(_FETCHED.names))
         except (OSError, pa.ArrowException) as exc:
             raise StoreError(f"{path}: cannot read partition {number}: {exc}") from None
         table = check_table(table, _FETCHED, where=path)
+        read_before = np.concatenate([[0], np.cumsum(bounds[groups + 1] - bounds[groups])[:-1]])
+        table = table.take(read_before[np.searchsorted(groups, of_row)] + rows - bounds[of_row])
+        if not np.array_equal(table.column("seq_id").to_numpy(), wanted["subject_id"].to_numpy()):
+            raise _changed(path)
         offsets, residues = _list_arrays(table.column("residues"))
-        for k, (seq_id, name) in enumerate(zip(table.column("seq_id").to_pylist(),
+        for k, (seq_id, name) in enumerate(zip(wanted["subject_id"].tolist(),
                                                table.column("name").to_pylist())):
             subjects[seq_id] = (name, residues[offsets[k]:offsets[k + 1]])
-        if len(subjects) < len(ids) or any(int(i) not in subjects for i in ids):
-            raise StoreError(f"{path}: a subject of the score pass is missing; did the store "
-                             "change during the search?")
     return subjects
+
+
+def _changed(path) -> StoreError:
+    return StoreError(f"{path}: a subject of the score pass is missing; did the store change "
+                      "during the search?")
 
 
 def _task_info(hits: pd.DataFrame) -> pd.Series:

@@ -100,6 +100,30 @@ def kernel_only(store, queries: dict, scoring, max_hits: int, repeats: int):
     return runs, cells32 / repeats
 
 
+def phases(records, t0: float, t1: float) -> str:
+    """Where the wall time of one search went, from Dask's task stream: when the first
+    task started, how long the score tasks (read + kernels) kept the worker busy and over
+    which span, the traceback tasks, and the time from the last task to the result."""
+    spans = {}
+    for record in records:
+        key = str(record["key"])
+        kind = ("score" if "swdask_score" in key else "traceback" if "_traceback_batch" in key
+                else "merge" if "_merge_candidates" in key else "other")
+        for part in record["startstops"]:
+            if part["action"] == "compute":
+                spans.setdefault(kind, []).append((part["start"], part["stop"]))
+    first = min(start for runs in spans.values() for start, _ in runs)
+    last = max(stop for runs in spans.values() for _, stop in runs)
+    out = [f"to first task {first - t0:.3f} s"]
+    for kind in ("score", "merge", "traceback", "other"):
+        if kind in spans:
+            runs = spans[kind]
+            out.append(f"{kind} {len(runs)} task(s) busy {sum(b - a for a, b in runs):.3f} s "
+                       f"from {min(a for a, _ in runs) - t0:.3f} to {max(b for _, b in runs) - t0:.3f} s")
+    out.append(f"last task to result {t1 - last:.3f} s")
+    return "; ".join(out)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default=ROOT / "tests" / "data" / "sprot12071.fasta.gz")
@@ -161,11 +185,15 @@ def main(argv=None) -> int:
         reference = None
         walls, runs = [], []
         for attempt in range(args.repeats + 1):  # the first one is the warm-up
-            tick = time.perf_counter()
-            hits, stats = compute(*swdask.search(queries, store, scoring=scoring, device="gpu",
-                                                 max_hits=args.max_hits, return_stats=True),
-                                  client=client)
-            wall = time.perf_counter() - tick
+            from distributed import get_task_stream
+
+            with get_task_stream(client) as stream:
+                t0, tick = time.time(), time.perf_counter()
+                hits, stats = compute(*swdask.search(queries, store, scoring=scoring,
+                                                     device="gpu", max_hits=args.max_hits,
+                                                     return_stats=True), client=client)
+                wall = time.perf_counter() - tick
+                t1 = time.time()
             if reference is None:
                 reference = hits
             elif not hits.equals(reference):
@@ -179,7 +207,8 @@ def main(argv=None) -> int:
                                  device=stats.device))
             print(f"{'warm-up' if not attempt else f'run {attempt}'}: wall {wall:.3f} s, "
                   f"score tasks {stats.score_seconds:.3f} s, traceback {stats.traceback_seconds:.3f} s, "
-                  f"{stats.n_hits:,} hits on {stats.device}", flush=True)
+                  f"{stats.n_hits:,} hits on {stats.device}\n  {phases(stream.data, t0, t1)}",
+                  flush=True)
     finally:
         client.close()
         client.cluster.close()
