@@ -11,7 +11,7 @@ Two engines run the same three steps and give the same hits table:
   without Dask, and returns a pandas DataFrame.  It is the reference that the Dask flow
   is checked against, and what the CPU benchmark times.
 
-The Dask graph of :func:`search`, for each block of queries (see below)::
+The Dask graph of :func:`search`::
 
     SequenceStore.to_dask()                one partition per Parquet file (length-sorted)
       .map_partitions(score, meta=SCORES)  score table: each query's best candidates of the
@@ -19,20 +19,13 @@ The Dask graph of :func:`search`, for each block of queries (see below)::
       -> merge tree (MERGE_FAN_IN)         each query's max_hits best over all partitions
       -> split by query batch              TRACEBACK_QUERIES queries each
       -> traceback tasks                   read the candidates' residues from the store
-                                           (their row groups only: the join), align (on the
-                                           GPU where the worker has one), E-values, rank
+                                           (a filtered Parquet read: the join), align,
+                                           E-values, rank
       -> dd.from_delayed(meta=HITS)        the hits table, one partition per query batch
 
 Only the score tasks touch the whole database, one partition at a time; everything after
 them holds at most ``max_hits`` candidates per query, so memory is bounded by a partition
 per running task whatever the database's size.
-
-A search of more than :data:`QUERY_BLOCK_CELLS` cells is cut into blocks of consecutive
-queries, each its own graph as above: every query needs every partition before its
-traceback can start, so with one graph the tracebacks wait for the whole score pass; with
-blocks, a block's tracebacks run while the next block's score tasks keep the GPU busy.
-The store is read once per block; a block is large enough (about two seconds of an H100)
-that the reading hides behind the kernels of a GPU worker's other thread.
 """
 from __future__ import annotations
 
@@ -44,7 +37,7 @@ import threading
 import time
 import uuid
 import weakref
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -69,10 +62,6 @@ SCORE_TABLE_BYTES = 256 * 2**20
 MERGE_FAN_IN = 8
 #: Queries per traceback task (and per partition of the hits DataFrame).
 TRACEBACK_QUERIES = 64
-#: Cells (query residues x database residues) of a block of queries with its own score
-#: pass and tracebacks (see the module docstring).  4 x 10^12 cells: about 2 s of an H100,
-#: over ten times what reading a 100 M-residue store costs a worker's second thread.
-QUERY_BLOCK_CELLS = 4 * 10**12
 
 #: One score kernel at a time in a process: each uses all of Numba's threads (or the GPU).
 _KERNEL_LOCK = threading.Lock()
@@ -301,25 +290,22 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
                    min_score=min_score, evalue=evalue, device=device, alphabet=alphabet,
                    map_unknown=map_unknown, owner="dask")
     token = uuid.uuid4().hex
+    job_node = dask.delayed(job, name=f"swdask-search-{token}")
     store = SequenceStore.open(job.store_path)
+    scores = store.to_dask(columns=list(_SUBJECT_COLUMNS)).map_partitions(
+        _score_partition, job_node, meta=_SCORES_META, token=f"swdask_score_{device}")
+    level = scores.to_delayed()
     merge = dask.delayed(_merge_candidates, pure=True)
+    while True:
+        level = [merge(job_node, *level[k:k + MERGE_FAN_IN])
+                 for k in range(0, len(level), MERGE_FAN_IN)]
+        if len(level) == 1:
+            break
+    candidates = level[0]
+    n_batches = job.n_batches
+    batches = dask.delayed(_split_candidates, nout=n_batches, pure=True)(job_node, candidates)
     traceback = dask.delayed(_traceback_batch, pure=True)
-    parts = []
-    for number, (q0, q1) in enumerate(_query_blocks(job.queries.lengths, job.db_residues)):
-        block = job if q0 == 0 and q1 == len(job.queries) else replace(
-            job, queries=job.queries.take(np.arange(q0, q1)), block=number)
-        job_node = dask.delayed(block, name=f"swdask-search-{token}-{number}")
-        scores = store.to_dask(columns=list(_SUBJECT_COLUMNS)).map_partitions(
-            _score_partition, job_node, meta=_SCORES_META, token=f"swdask_score_{device}")
-        level = scores.to_delayed()
-        while True:
-            level = [merge(job_node, *level[k:k + MERGE_FAN_IN])
-                     for k in range(0, len(level), MERGE_FAN_IN)]
-            if len(level) == 1:
-                break
-        batches = dask.delayed(_split_candidates, nout=block.n_batches, pure=True)(job_node,
-                                                                                   level[0])
-        parts += [traceback(job_node, batches[b], b) for b in range(block.n_batches)]
+    parts = [traceback(job_node, batches[b], b) for b in range(n_batches)]
     hits = dd.from_delayed(parts, meta=_HITS_META, prefix=f"swdask-hits-{token[:8]}")
     if not return_stats:
         return hits
@@ -328,28 +314,6 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
                                "n_queries": len(job.queries), "n_subjects": job.db_sequences,
                                "cells": int(job.queries.lengths.sum()) * job.db_residues})
     return hits, stats
-
-
-def _query_blocks(lengths, db_residues: int) -> list:
-    """``(start, stop)`` of the blocks of consecutive queries of a search: as many as
-    whole :data:`QUERY_BLOCK_CELLS` fit in its cells (at least one), of about equal cells.
-
-    Examples
-    --------
-    >>> _query_blocks(np.array([1000] * 8), 10**9)  # 8 x 10^12 cells: two blocks
-    [(0, 4), (4, 8)]
-    >>> _query_blocks(np.array([300, 200]), 10**6)
-    [(0, 2)]
-    """
-    cells = np.cumsum(np.asarray(lengths, dtype=np.int64)) * int(db_residues)
-    if not len(cells):
-        return [(0, 0)]
-    total = int(cells[-1])
-    count = max(1, min(len(cells), total // QUERY_BLOCK_CELLS))
-    cuts = [0] + [int(np.searchsorted(cells, total * k / count, side="left")) + 1
-                  for k in range(1, count)] + [len(cells)]
-    cuts = sorted(set(min(max(c, 0), len(cells)) for c in cuts))
-    return list(zip(cuts[:-1], cuts[1:]))
 
 
 @dataclass(frozen=True)
@@ -370,7 +334,6 @@ class _Search:
     statistics: bool  # local mode with published Karlin-Altschul parameters
     batch_size: int  # queries per traceback task (TRACEBACK_QUERIES when the graph was built)
     keep: object = None  # a temporary store's _TemporaryStore (a plain path once pickled)
-    block: int = 0  # which block of queries of the search (see QUERY_BLOCK_CELLS)
 
     @property
     def n_batches(self) -> int:
@@ -541,7 +504,7 @@ def _score_partition(frame, job: _Search, partition_info=None) -> pd.DataFrame:
         .astype(_SCORES_META[field.name].dtype, copy=False)
         for field, parts in zip(SCORES, columns.values())})
     table.attrs["swdask"] = {
-        "block": job.block, "kernel_seconds": kernel_seconds,
+        "kernel_seconds": kernel_seconds,
         "cells": int(batch.lengths.sum()) * int(offsets[-1]),
         "started": started, "finished": time.time(),
         "devices": [backend], "workers": [_worker_name()]}
@@ -623,7 +586,6 @@ def _merge_candidates(job: _Search, *tables) -> pd.DataFrame:
 def _merge_info(infos):
     infos = [i for i in infos if i]
     return {
-        "block": infos[0]["block"],
         "kernel_seconds": sum(i["kernel_seconds"] for i in infos),
         "cells": sum(i["cells"] for i in infos),
         "started": min(i["started"] for i in infos),
@@ -726,9 +688,8 @@ def _task_info(hits: pd.DataFrame) -> pd.Series:
 def _search_stats(infos, *, n_queries: int, n_subjects: int, cells: int) -> SearchStats:
     """The :class:`SearchStats` of a Dask search from its tasks' infos (reduction aggregate)."""
     traced = [info for info in np.asarray(infos, dtype=object).ravel() if info]
-    blocks = {t["scored"]["block"]: t["scored"] for t in traced}  # each block's score pass
-    scored = _merge_info(list(blocks.values()))
-    if scored["cells"] != cells:  # every partition was scored exactly once for every query
+    scored = traced[0]["scored"]
+    if scored["cells"] != cells:  # every partition was scored exactly once
         raise AssertionError(f"search stats: {scored['cells']} cells scored, expected {cells}")
     return SearchStats(
         n_queries=n_queries, n_subjects=n_subjects, cells=cells,

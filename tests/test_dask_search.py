@@ -104,23 +104,6 @@ def test_threads_give_the_in_process_hits_and_stats(store, reference, small_batc
     assert stats.kernel_gcups > 0 and stats.gcups > 0
 
 
-def test_blocks_of_queries_give_the_in_process_hits_and_stats(store, reference, small_batches,
-                                                               monkeypatch):
-    """A search cut into blocks of queries, each with its own score pass and tracebacks,
-    gives the hits and statistics of one graph; every partition is scored once for every
-    query."""
-    query_residues = int(swdask.load_sequences(QUERIES).lengths.sum())
-    monkeypatch.setattr(search_module, "QUERY_BLOCK_CELLS", query_residues * store.n_residues // 3)
-    hits, stats = swdask.search(QUERIES, store, max_hits=10, return_stats=True)
-    graph = hits.__dask_graph__()
-    score_tasks = [key for key in graph if "swdask_score" in str(key)]
-    assert len(score_tasks) == 3 * len(store.partitions)
-    table, stats = dask.compute(hits, stats)
-    same_hits(table, reference)
-    assert stats.cells == query_residues * store.n_residues
-    assert (stats.n_queries, stats.n_hits, stats.device) == (12, len(reference), "cpu")
-
-
 @pytest.mark.parametrize("options", [
     {"max_hits": 3, "min_score": 40},
     {"mode": "global", "max_hits": 4},
