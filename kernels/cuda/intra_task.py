@@ -254,13 +254,15 @@ def lanes_per_warp() -> int:
 
 
 def get_kernel(rows: int, warps: int, alphabet: int, *, lanes: int | None = None,
-               delay: int = DELAY):
+               delay: int | None = None):
     """The compiled kernel for a shape (compiled once per process and shape).
 
-    ``lanes`` defaults to :func:`lanes_per_warp`; on a GPU it must be 32.
+    ``lanes`` defaults to :func:`lanes_per_warp` (on a GPU it must be 32), ``delay`` to
+    :data:`DELAY`.
     """
     simulated = bool(config.ENABLE_CUDASIM)
     lanes = lanes or lanes_per_warp()
+    delay = delay or DELAY
     key = (rows, warps, alphabet, lanes, delay, simulated)
     if key not in _KERNELS:
         if not shared_fits(rows, warps * lanes, alphabet):

@@ -370,9 +370,8 @@ class DeviceSubjects:
         found = cuda.to_device(np.zeros(k, np.int64), stream=post)
         picked = [cuda.device_array(total, t, stream=post)
                   for t in (np.int64, np.int32, np.int32, np.int32)]
-        threads = threads_per_block()
         with _quiet():
-            _select[max(1, math.ceil(k * n / threads)), threads, post](
+            _select[_grid(k * n, post)](
                 scores, q_end, s_end, cuda.to_device(cuts, stream=post),
                 cuda.to_device(starts, stream=post), found, *picked)
         host = [p.copy_to_host(stream=post) for p in picked]
@@ -424,7 +423,8 @@ class DeviceSubjects:
         tables = [t[:height] for t in tables]
         overflows = cuda.device_array(max(height, 1), np.int32, stream=self.stream)
         with _quiet():
-            _fill[1, 64, self.stream](overflows.reshape(1, overflows.shape[0]), 0)
+            _fill[_grid(overflows.shape[0], self.stream)](
+                overflows.reshape(1, overflows.shape[0]), 0)
         # Host profiles first (CPU work while the GPU still runs the previous batch), then
         # their uploads on the copy stream, from pinned memory.
         uploads = []
@@ -464,8 +464,8 @@ class DeviceSubjects:
         if hist and n:
             hist = hist[:k]
             with _quiet():
-                _fill[max(1, math.ceil(k * HIST_BINS / 256)), 256, self.stream](hist, 0)
-                _histogram[max(1, math.ceil(k * n / 256)), 256, self.stream](tables[0][:k], hist)
+                _fill[_grid(k * HIST_BINS, self.stream)](hist, 0)
+                _histogram[_grid(k * n, self.stream)](tables[0][:k], hist)
             hist_host = _pinned_empty((k, HIST_BINS), np.int32)
             hist.copy_to_host(hist_host, stream=self.stream)
         if packed and n:
@@ -512,8 +512,8 @@ class DeviceSubjects:
                 row = staged.hist[q:q + 1]
                 n = len(self.subjects)
                 with _quiet():
-                    _fill[max(1, math.ceil(HIST_BINS / 256)), 256, self.stream](row, 0)
-                    _histogram[max(1, math.ceil(n / 256)), 256, self.stream](
+                    _fill[_grid(HIST_BINS, self.stream)](row, 0)
+                    _histogram[_grid(n, self.stream)](
                         tables[0][q:q + 1], row)
                 staged.hist_host[q] = row.copy_to_host(stream=self.stream)[0]
         self.stream.synchronize()
@@ -635,6 +635,15 @@ def _event(timing):
     return cuda.event() if config.ENABLE_CUDASIM else cuda.event(timing=timing)
 
 
+def _grid(total, stream):
+    """Launch configuration ``(blocks, threads, stream)`` of a grid-stride kernel over
+    ``total`` items: 256-thread blocks on a GPU (at most 4,096 of them), one small block
+    in the simulator, where every thread is a Python thread."""
+    if config.ENABLE_CUDASIM:
+        return 1, 32, stream
+    return max(1, min(math.ceil(total / 256), 4096)), 256, stream
+
+
 @cuda.jit
 def _fill(array, value):
     """``array[...] = value`` for a 2-D array, any grid (grid-stride loop)."""
@@ -647,9 +656,8 @@ def _fill(array, value):
 def _histogram(scores, hist):
     """``hist[q, min(score, HIST_BINS - 1)] += 1`` over a (queries, subjects) table; a
     16-bit overflow's ``-1`` counts in bin 0 (its query's row is redone after the re-run)."""
-    i = cuda.grid(1)
     n = scores.shape[1]
-    if i < scores.shape[0] * n:
+    for i in range(cuda.grid(1), scores.shape[0] * n, cuda.gridsize(1)):
         q = i // n
         cuda.atomic.add(hist, (q, max(min(scores[q, i % n], HIST_BINS - 1), 0)), 1)
 
@@ -658,9 +666,8 @@ def _histogram(scores, hist):
 def _select(scores, q_end, s_end, cuts, starts, found, columns, out_score, out_qend, out_send):
     """Append each subject scoring at least its query's cut to that query's slice
     (``starts[q]`` on); order within a slice is not kept."""
-    i = cuda.grid(1)
     n = scores.shape[1]
-    if i < scores.shape[0] * n:
+    for i in range(cuda.grid(1), scores.shape[0] * n, cuda.gridsize(1)):
         q = i // n
         c = i % n
         if scores[q, c] >= cuts[q]:
