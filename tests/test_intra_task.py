@@ -48,11 +48,13 @@ def run_kernel(query, subjects, scoring, rows, warps, lanes, delay):
     s_res, s_off = pack(subjects)
     span = rows * warps * lanes
     passes = max(1, -(-len(query) // span))
-    profile = intra_task.query_profile(query, scoring.matrix, passes * span)
+    dtype = intra_task.profile_dtype(scoring.matrix)
+    profile = intra_task.query_profile(query, scoring.matrix, passes * span, dtype)
+    assert profile.dtype == dtype
     b_off, size = intra_task.boundary_offsets([len(s) for s in subjects])
     outs = [np.full(len(subjects), -7, np.int32) for _ in range(3)]
     kernel = intra_task.get_kernel(rows, warps, scoring.matrix.shape[0], lanes=lanes,
-                                   delay=delay)
+                                   delay=delay, dtype=dtype)
     kernel[len(subjects), warps * lanes](
         profile, passes, s_res, s_off, np.arange(len(subjects), dtype=np.int64), b_off,
         np.int32(scoring.gap_open + scoring.gap_extend), np.int32(scoring.gap_extend),
@@ -97,15 +99,30 @@ def test_kernel_ties_across_warps_and_passes():
         np.testing.assert_array_equal(g, w, err_msg=f"dna ties: {name}")
 
 
+@pytest.mark.parametrize("match,dtype", [(300, "int16"), (40000, "int32")])
+def test_kernel_wide_profiles(match, dtype):
+    """Matrix entries past int8 (and int16) take a wider shared profile, still exact."""
+    scoring = Scoring(alphabet="dna", match=match, mismatch=-match, gap_open=5, gap_extend=2)
+    assert intra_task.profile_dtype(scoring.matrix).name == dtype
+    rng = np.random.default_rng(match)
+    query = rng.integers(0, 4, 14).astype(np.uint8)
+    subjects = [rng.integers(0, 4, 9).astype(np.uint8), query[3:].copy(), query.copy()]
+    got, want = run_kernel(query, subjects, scoring, 2, 2, 2, 2)
+    for name, g, w in zip(("score", "query_end", "subject_end"), got, want):
+        np.testing.assert_array_equal(g, w, err_msg=f"{dtype}: {name}")
+
+
 def test_choose_shape_fills_shared_memory_and_holds_the_query():
     assert intra_task.choose_shape(0, 24) == (8, 1)
     assert intra_task.choose_shape(256, 24) == (8, 1)
     assert intra_task.choose_shape(257, 24) == (8, 2)
     for m in (1, 300, 900, 5000, 40000):
         for alphabet in (5, 24):
-            rows, warps = intra_task.choose_shape(m, alphabet)
-            assert intra_task.shared_fits(rows, 32 * warps, alphabet)
-            assert 1 <= warps <= intra_task.MAX_WARPS
+            for itemsize in (1, 2, 4):
+                rows, warps = intra_task.choose_shape(m, alphabet, itemsize=itemsize)
+                assert intra_task.shared_fits(rows, 32 * warps, alphabet, itemsize)
+                assert 1 <= warps <= intra_task.MAX_WARPS
+                assert warps == 1 or m > 32 * rows * (warps - 1)  # no idle warp
     with pytest.raises(ValueError, match="warp shuffles need 32 lanes"):
         intra_task.kernel_source(2, 2, 8, 4, shuffles=True, alphabet=24)
 
@@ -151,7 +168,8 @@ def test_launcher_multi_warp_blocks_with_passes(db, monkeypatch):
     """The launcher's own shapes: three 8-lane warps of 2 rows (48 rows a pass), queries of
     one and two passes, against subjects that are all long (nothing for the inter-task
     kernels)."""
-    monkeypatch.setattr(intra_task, "choose_shape", lambda m, alphabet, lanes=32: (2, 3))
+    monkeypatch.setattr(intra_task, "choose_shape",
+                        lambda m, alphabet, lanes=32, itemsize=1: (2, 3))
     rng = np.random.default_rng(8)
     queries = windows(db, rng, [50, 47])
     subjects = windows(db, rng, [12, 19])

@@ -28,8 +28,10 @@ A query longer than ``32*W*R`` rows takes several passes; the block's last threa
 its row (H and F per subject column) to a global boundary buffer that the block's first
 thread reads in the next pass; two halves alternate by pass parity, so a pass never
 reads a row that it is overwriting.  The pass's slice of the query profile sits in shared
-memory as int16 (no pad-code row: every block stops at its own subject's end, so it
-never reads a pad column).  Subject residues are read straight from the concatenated
+memory in the narrowest integers holding the matrix (int8 for every standard matrix,
+which doubles the rows a block can hold next to int16; int16 or int32 for larger
+entries), with no pad-code row: every block stops at its own subject's end, so it never
+reads a pad column.  Subject residues are read straight from the concatenated
 residues: the lanes of a warp read consecutive bytes, one transaction per warp and step.
 
 Ends follow the rule of every swdask kernel (highest score, then smallest subject end,
@@ -79,7 +81,7 @@ ROWS = 8
 #: Steps between block barriers, which is also the extra lag of each warp behind the
 #: one before it (the ring between two warps holds ``2 * DELAY`` columns).
 DELAY = 16
-#: Static shared memory the int16 profile of a pass may take (the ring, the reduction
+#: Static shared memory the profile of a pass may take (the ring, the reduction
 #: scratch and the simulator's exchange take the rest of the 48 KiB).
 PROFILE_BYTES = 40 * 1024
 #: Lanes per "warp" in the simulator (no shuffles there): small warps let the CI tests
@@ -90,7 +92,7 @@ _KERNELS = {}
 
 
 def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
-                  alphabet: int) -> str:
+                  alphabet: int, dtype: str = "int8") -> str:
     """Source of the block-per-pair kernel.
 
     Parameters
@@ -108,6 +110,9 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         barrier per step (the simulator, which has no shuffles).
     alphabet : int
         Codes of the profile (rows of ``sprof``).
+    dtype : str, default "int8"
+        Type of the shared profile (``int8``, ``int16`` or ``int32``, see
+        :func:`profile_dtype`).
     """
     if shuffles and lanes != 32:
         raise ValueError("warp shuffles need 32 lanes per warp")
@@ -125,7 +130,7 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         "    pair = cuda.blockIdx.x",
         f"    lane = tx % {lanes}",
         f"    warp = tx // {lanes}",
-        f"    sprof = cuda.shared.array(({alphabet}, {span}), int16)",
+        f"    sprof = cuda.shared.array({alphabet * span}, {dtype})",
         f"    ring = cuda.shared.array({max(1, warps - 1) * ring * 2}, int32)",
         f"    red = cuda.shared.array((3, {threads}), int32)",
         f"    xch = cuda.shared.array((2, {threads}), int32)" if not shuffles else "    pass",
@@ -137,7 +142,7 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         "    half = boundary.shape[0] // 2",
         "    base = 2 * b_off[pair]",
         f"    lag = tx + warp * {delay - 1}",
-        f"    tbase = tx * {rows}",
+        f"    tbase = uint32(tx * {rows})",
         f"    n_steps = n + {ramp}",
         "    zero = int32(0)",
         "    gap_oe = int32(gap_oe)",
@@ -149,7 +154,7 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         f"        row0 = (p * {threads} + tx) * {rows}",
         "        cuda.syncthreads()",
         f"        for idx in range(tx, n_codes * {span}, {threads}):",
-        f"            sprof[idx // {span}, idx % {span}] = profile[idx // {span}, p * {span} + idx % {span}]",
+        f"            sprof[idx] = profile[idx // {span}, p * {span} + idx % {span}]",
         "        cuda.syncthreads()",
         "        rd = ((p + 1) % 2) * half + base",
         "        wr = (p % 2) * half + base",
@@ -187,7 +192,8 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         "                    in_h = ring[slot]",
         "                    in_f = ring[slot + 1]",
         "            if j >= 0 and j < n:",
-        "                code = s_res[start + j]",
+        "                code = s_res[uint64(start + j)]",
+        f"                at = uint32(code) * uint32({span}) + tbase",
         "                diag = diag_in",
         "                diag_in = in_h",
         "                up = in_h",
@@ -197,7 +203,7 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
     for k in r:
         # Every sum is cast back to int32: Numba types int32 + int32 as int64.
         lines += [
-            f"                s = int32(sprof[code, lane * {rows} + warp * {lanes * rows} + {k}])",
+            f"                s = int32(sprof[at + U{k}])",
             f"                e{k} = max(int32(e{k} - gap_e), int32(h{k} - gap_oe))",
             "                f = max(int32(f - gap_e), int32(up - gap_oe))",
             f"                h = max(max(int32(diag + s), zero), max(e{k}, f))",
@@ -254,69 +260,103 @@ def lanes_per_warp() -> int:
 
 
 def get_kernel(rows: int, warps: int, alphabet: int, *, lanes: int | None = None,
-               delay: int | None = None):
-    """The compiled kernel for a shape (compiled once per process and shape).
+               delay: int | None = None, dtype=np.int8):
+    """The compiled kernel for a shape and profile type (compiled once per process).
 
     ``lanes`` defaults to :func:`lanes_per_warp` (on a GPU it must be 32), ``delay`` to
-    :data:`DELAY`.
+    :data:`DELAY`; ``dtype`` is the profile's (:func:`profile_dtype`).
     """
     simulated = bool(config.ENABLE_CUDASIM)
     lanes = lanes or lanes_per_warp()
     delay = delay or DELAY
-    key = (rows, warps, alphabet, lanes, delay, simulated)
+    dtype = np.dtype(dtype)
+    key = (rows, warps, alphabet, lanes, delay, dtype.name, simulated)
     if key not in _KERNELS:
-        if not shared_fits(rows, warps * lanes, alphabet):
+        if not shared_fits(rows, warps * lanes, alphabet, dtype.itemsize):
             raise ValueError(f"{rows} rows x {warps * lanes} threads x {alphabet} codes exceed "
                              f"{PROFILE_BYTES} bytes of shared memory")
         source = kernel_source(rows, warps, lanes, delay, shuffles=not simulated,
-                               alphabet=alphabet)
-        namespace = {"cuda": cuda, "int32": np.int32, "int16": np.int16}
-        exec(compile(source, f"<swdask intra-task kernel R={rows} W={warps} L={lanes} D={delay}>",
-                     "exec"), namespace)
+                               alphabet=alphabet, dtype=dtype.name)
+        namespace = {"cuda": cuda, "int32": np.int32, "int16": np.int16, "int8": np.int8,
+                     "uint32": np.uint32, "uint64": np.uint64}
+        # Unsigned profile indices: Numba adds a negative-index wrap-around (a compare and
+        # a select) to every signed index, which cost the 16-bit kernel 30%.
+        namespace.update({f"U{k}": np.uint32(k) for k in range(rows)})
+        exec(compile(source, f"<swdask intra-task kernel R={rows} W={warps} L={lanes} "
+                             f"D={delay} {dtype.name}>", "exec"), namespace)
         _KERNELS[key] = cuda.jit(namespace["kernel"])
     return _KERNELS[key]
 
 
-def shared_fits(rows: int, threads: int, alphabet: int) -> bool:
-    """Whether a pass's int16 profile fits :data:`PROFILE_BYTES`."""
-    return alphabet * rows * threads * 2 <= PROFILE_BYTES
+def shared_fits(rows: int, threads: int, alphabet: int, itemsize: int = 1) -> bool:
+    """Whether a pass's profile (``itemsize`` bytes an entry) fits :data:`PROFILE_BYTES`."""
+    return alphabet * rows * threads * itemsize <= PROFILE_BYTES
 
 
-def choose_shape(m: int, alphabet: int, lanes: int = 32) -> tuple[int, int]:
+def choose_shape(m: int, alphabet: int, lanes: int = 32, itemsize: int = 1) -> tuple[int, int]:
     """``(rows, warps)`` for a query of ``m`` residues: :data:`ROWS` rows per thread and
-    the fewest warps (at most :data:`MAX_WARPS`, and within :data:`PROFILE_BYTES`) whose
-    rows hold the query, so short queries leave no idle warps and long ones take as few
-    passes as the block allows.
+    the fewest warps (at most :data:`MAX_WARPS`, and within :data:`PROFILE_BYTES` for
+    profile entries of ``itemsize`` bytes) whose rows hold the query, so short queries
+    leave no idle warps and long ones take as few passes as the block allows.
 
     Examples
     --------
     >>> choose_shape(375, 24)
     (8, 2)
-    >>> choose_shape(5000, 24)  # three warps of 8-row lanes fill the shared profile
+    >>> choose_shape(5000, 24)  # six warps of 8-row lanes fill the shared int8 profile
+    (8, 6)
+    >>> choose_shape(5000, 24, itemsize=2)
     (8, 3)
     >>> choose_shape(5000, 5)
     (8, 8)
     """
     rows = ROWS
     warps = max(1, min(MAX_WARPS, math.ceil(max(m, 1) / (lanes * rows))))
-    while warps > 1 and not shared_fits(rows, warps * lanes, alphabet):
+    while warps > 1 and not shared_fits(rows, warps * lanes, alphabet, itemsize):
         warps -= 1
-    while rows > 1 and not shared_fits(rows, warps * lanes, alphabet):
+    while rows > 1 and not shared_fits(rows, warps * lanes, alphabet, itemsize):
         rows -= 1
     return rows, warps
 
 
-def query_profile(query, matrix, rows_total: int):
-    """int16 profile ``[code, row]`` of the query, rows past it :data:`PAD_SCORE`
-    (no pad-code row: a block never reads past its subject).
+#: Score of rows past the query, per profile type: any negative score keeps every cell
+#: of those rows below (or, with free gaps, tied at a later row or column with) the real
+#: cell it came from, so scores and ends are unchanged.
+PAD = {"int8": -128, "int16": PAD_SCORE, "int32": NEG}
+
+
+def profile_dtype(matrix) -> np.dtype:
+    """The narrowest of int8, int16 and int32 holding every entry of ``matrix``.
+
+    Examples
+    --------
+    >>> profile_dtype(np.array([[11, -4], [-4, 5]])).name
+    'int8'
+    >>> profile_dtype(np.array([[8000, -8000], [-8000, 8000]])).name
+    'int16'
+    """
+    matrix = np.asarray(matrix)
+    low, high = int(matrix.min(initial=0)), int(matrix.max(initial=0))
+    for dtype in (np.int8, np.int16):
+        info = np.iinfo(dtype)
+        if info.min < low and high <= info.max:
+            return np.dtype(dtype)
+    return np.dtype(np.int32)
+
+
+def query_profile(query, matrix, rows_total: int, dtype=None):
+    """Profile ``[code, row]`` of the query in ``dtype`` (default
+    :func:`profile_dtype`), rows past it :data:`PAD` (no pad-code row: a block never
+    reads past its subject).
 
     Examples
     --------
     >>> query_profile(np.array([1, 0], np.uint8), np.array([[2, -1], [-1, 3]]), 3).tolist()
-    [[-1, 2, -16384], [3, -1, -16384]]
+    [[-1, 2, -128], [3, -1, -128]]
     """
     matrix = np.asarray(matrix)
-    profile = np.full((matrix.shape[0], max(rows_total, 1)), PAD_SCORE, dtype=np.int16)
+    dtype = np.dtype(dtype or profile_dtype(matrix))
+    profile = np.full((matrix.shape[0], max(rows_total, 1)), PAD[dtype.name], dtype=dtype)
     profile[:, :len(query)] = matrix[:, np.asarray(query, np.intp)]
     return profile
 

@@ -248,13 +248,14 @@ class DeviceSubjects:
         profile when already uploaded."""
         alphabet = matrix.shape[0]
         lanes = intra_task.lanes_per_warp()
-        rows, warps = intra_task.choose_shape(len(query), alphabet, lanes)
+        dtype = intra_task.profile_dtype(matrix)
+        rows, warps = intra_task.choose_shape(len(query), alphabet, lanes, dtype.itemsize)
         span = rows * warps * lanes
         passes = max(1, math.ceil(len(query) / span))
         if profile is None:
-            profile = cuda.to_device(intra_task.query_profile(query, matrix, passes * span),
-                                     stream=stream)
-        kernel = intra_task.get_kernel(rows, warps, alphabet, lanes=lanes)
+            profile = cuda.to_device(
+                intra_task.query_profile(query, matrix, passes * span, dtype), stream=stream)
+        kernel = intra_task.get_kernel(rows, warps, alphabet, lanes=lanes, dtype=dtype)
         with _quiet():
             kernel[self.n_intra, warps * lanes, stream](
                 profile, passes, self._res, self._off, self._long_order, self._long_boff,
@@ -265,13 +266,15 @@ class DeviceSubjects:
         """Host profiles of ``queries`` for the intra-task kernel, as one pinned buffer and
         the (offset, shape) of each."""
         lanes = intra_task.lanes_per_warp()
+        dtype = intra_task.profile_dtype(matrix)
         profiles = []
         for query in queries:
-            rows, warps = intra_task.choose_shape(len(query), matrix.shape[0], lanes)
+            rows, warps = intra_task.choose_shape(len(query), matrix.shape[0], lanes,
+                                                  dtype.itemsize)
             span = rows * warps * lanes
-            profiles.append(intra_task.query_profile(query, matrix,
-                                                     max(1, math.ceil(len(query) / span)) * span))
-        flat = _pinned(np.concatenate([p.ravel() for p in profiles]), np.int16)
+            profiles.append(intra_task.query_profile(
+                query, matrix, max(1, math.ceil(len(query) / span)) * span, dtype))
+        flat = _pinned(np.concatenate([p.ravel() for p in profiles]), dtype)
         at = np.concatenate([[0], np.cumsum([p.size for p in profiles])])
         return flat, [(int(a), p.shape) for a, p in zip(at, profiles)]
 
