@@ -171,6 +171,9 @@ class DeviceSubjects:
         self._short = (self._all if self.n_intra == 0 else
                        _Ordered(short, self.lengths[short], self.subjects[short], self.stream))
         self._boundary = cuda.device_array(2, np.int32, stream=self.stream)
+        #: Page-locked host buffers by (table set, use), reused: allocating or freeing
+        #: page-locked memory can stall the device, which the pipeline must not.
+        self._pool = {}
         if self.n_intra:
             b_off, size = intra_task.boundary_offsets(self.lengths[:self.n_intra])
             self._long_order = cuda.to_device(self.subjects[:self.n_intra], stream=self.stream)
@@ -262,7 +265,18 @@ class DeviceSubjects:
                 np.int32(gap_open + gap_extend), np.int32(gap_extend), self._long_boundary,
                 *outs)
 
-    def _intra_profiles(self, queries, matrix):
+    def _host(self, slot, name, shape, dtype):
+        """A page-locked host array of ``shape`` from the pool (grown when too small)."""
+        dtype = np.dtype(dtype)
+        size = int(np.prod(shape)) * dtype.itemsize
+        buffer = self._pool.get((slot, name))
+        if buffer is None or buffer.size < size:
+            buffer = _pinned_empty(max(size, 2 * (0 if buffer is None else buffer.size), 64),
+                                   np.uint8)
+            self._pool[(slot, name)] = buffer
+        return buffer[:size].view(dtype).reshape(shape)
+
+    def _intra_profiles(self, queries, matrix, slot):
         """Host profiles of ``queries`` for the intra-task kernel, as one pinned buffer and
         the (offset, shape) of each."""
         lanes = intra_task.lanes_per_warp()
@@ -274,9 +288,11 @@ class DeviceSubjects:
             span = rows * warps * lanes
             profiles.append(intra_task.query_profile(
                 query, matrix, max(1, math.ceil(len(query) / span)) * span, dtype))
-        flat = _pinned(np.concatenate([p.ravel() for p in profiles]), dtype)
+        flat = np.concatenate([p.ravel() for p in profiles])
+        pinned = self._host(slot, "intra", flat.shape, dtype)
+        pinned[...] = flat
         at = np.concatenate([[0], np.cumsum([p.size for p in profiles])])
-        return flat, [(int(a), p.shape) for a, p in zip(at, profiles)]
+        return pinned, [(int(a), p.shape) for a, p in zip(at, profiles)]
 
     def _boundary_for(self, size):
         # Launches on one stream run in order, so one buffer serves them all.
@@ -348,12 +364,16 @@ class DeviceSubjects:
                 candidates[row] = (np.zeros(0, np.int64), empty, empty, empty)
             return candidates, stats
         pending = None
-        for staged in self._stages(queries, matrix, gap_open, gap_extend, packed, hist=True):
-            if pending is not None:  # while the GPU scores the batch just staged
+        # Numba frees device memory in batches, and freeing synchronizes the device:
+        # deferred to the end of the call, it cannot stall the pipeline.
+        with cuda.defer_cleanup():
+            for staged in self._stages(queries, matrix, gap_open, gap_extend, packed,
+                                       hist=True):
+                if pending is not None:  # while the GPU scores the batch just staged
+                    stats += self._select_batch(pending, max_hits, floor, candidates)
+                pending = staged
+            if pending is not None:
                 stats += self._select_batch(pending, max_hits, floor, candidates)
-            pending = staged
-        if pending is not None:
-            stats += self._select_batch(pending, max_hits, floor, candidates)
         return candidates, stats
 
     def _select_batch(self, staged, max_hits, floor, candidates):
@@ -416,9 +436,9 @@ class DeviceSubjects:
         for b, b0 in enumerate(range(0, len(order), per_batch)):
             rows = order[b0:b0 + per_batch]
             yield self._stage(rows, [queries[r] for r in rows], matrix, gap_open, gap_extend,
-                              packed, sets[b % len(sets)], hists[b % len(sets)])
+                              packed, sets[b % len(sets)], hists[b % len(sets)], b % len(sets))
 
-    def _stage(self, rows, queries, matrix, gap_open, gap_extend, packed, tables, hist):
+    def _stage(self, rows, queries, matrix, gap_open, gap_extend, packed, tables, hist, slot):
         k = len(queries)
         n = len(self.subjects)
         ki = self.n_intra
@@ -432,10 +452,10 @@ class DeviceSubjects:
         # their uploads on the copy stream, from pinned memory.
         uploads = []
         if packed and len(self._short.lengths):
-            shapes, flat16 = self._pair_profiles(queries, matrix)
+            shapes, flat16 = self._pair_profiles(queries, matrix, slot)
             uploads.append(flat16)
         if ki:
-            flat_i, where_i = self._intra_profiles(queries, matrix)
+            flat_i, where_i = self._intra_profiles(queries, matrix, slot)
             uploads.append(flat_i)
         device = [cuda.to_device(u, stream=self._copy) for u in uploads]
         uploaded = _event(timing=False)
@@ -469,10 +489,10 @@ class DeviceSubjects:
             with _quiet():
                 _fill[_grid(k * HIST_BINS, self.stream)](hist, 0)
                 _histogram[_grid(k * n, self.stream)](tables[0][:k], hist)
-            hist_host = _pinned_empty((k, HIST_BINS), np.int32)
+            hist_host = self._host(slot, "hist", (k, HIST_BINS), np.int32)
             hist.copy_to_host(hist_host, stream=self.stream)
         if packed and n:
-            flags = _pinned_empty(overflows.shape, np.int32)
+            flags = self._host(slot, "flags", overflows.shape, np.int32)
             overflows.copy_to_host(flags, stream=self.stream)
         ready = _event(timing=False)
         ready.record(self.stream)
@@ -523,7 +543,7 @@ class DeviceSubjects:
         return KernelStats(seconds, stats.cells, cells_32bit, rescored, stats.pairs_inter,
                            stats.pairs_intra, stats.cells_intra)
 
-    def _pair_profiles(self, queries, matrix):
+    def _pair_profiles(self, queries, matrix, slot):
         """Shapes and one pinned buffer of the packed profiles of consecutive query pairs."""
         alphabet = matrix.shape[0]
         shapes, profiles = [], []
@@ -534,7 +554,10 @@ class DeviceSubjects:
             passes = max(1, math.ceil(max(len(qa), len(qb)) / (rows * group)))
             profiles.append(inter_task_dpx.pair_profile(qa, qb, matrix, passes * rows * group))
             shapes.append((rows, group, passes, profiles[-1].shape))
-        return shapes, _pinned(np.concatenate([p.ravel() for p in profiles]), np.int32)
+        flat = np.concatenate([p.ravel() for p in profiles])
+        pinned = self._host(slot, "pairs", flat.shape, np.int32)
+        pinned[...] = flat
+        return shapes, pinned
 
     def _launch16(self, shapes, flat, matrix, gap_open, gap_extend, tables, overflows):
         """Launch the 16-bit kernel on consecutive query pairs against the inter-task
