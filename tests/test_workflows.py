@@ -41,4 +41,4 @@ def test_intra_threshold_benchmark_smoke(tmp_path):
     assert {r["kind"] for r in report["bands"]} == {"real", "concatenated"}
     assert all(r["cpu_check"] for r in report["bands"])
     routed = {r["routing"]: r["pairs_intra"] for r in report["realistic"]}
-    assert routed == {"no routing": 0, "routing at 50": 3}
+    assert routed == {"no routing": 0, "routing at 50": 3, "routing at 50, one batch": 3}

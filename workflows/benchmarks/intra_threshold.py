@@ -23,7 +23,8 @@ Workload
   residues, concatenated real records, titin-like), 16 queries of ~375 residues: kernel
   and end-to-end time (host clock around ``top_many``: uploads, kernels, histograms,
   selection, copies) with no routing, with the current ``INTRA_THRESHOLD`` and with the
-  measured crossover.  End-to-end / kernel shows what the pipelined batches hide.
+  measured crossover, in batches of ``BATCH_QUERIES``, and once more with all queries in
+  one batch (nothing to pipeline).  Kernel / end-to-end shows what the pipeline hides.
 
 Every routing's scores and ends are checked against the CPU kernel on a sample of
 subjects (``--check``, the shortest of each band) and the run fails on a difference.
@@ -243,11 +244,15 @@ def main(argv=None):
     s_res, s_off = pack(base + extra)
     qs = query_windows(db, 375 if not args.quick else 12, args.realistic_queries, rng)
     cells = sum(len(q) for q in qs) * int(s_res.size)
-    thresholds = [("no routing", NEVER), ("INTRA_THRESHOLD", intra_task.INTRA_THRESHOLD)]
+    current = intra_task.INTRA_THRESHOLD if not args.quick else 50
+    thresholds = [("no routing", NEVER, None), ("INTRA_THRESHOLD", current, None)]
     if suggested:
-        thresholds.append(("measured crossover", suggested))
+        thresholds.append(("measured crossover", suggested, None))
+    # The same routing with every query in one batch: nothing to overlap with.
+    thresholds.append(("INTRA_THRESHOLD, one batch", current, len(qs)))
     if args.quick:
-        thresholds = [("no routing", NEVER), ("routing at 50", 50)]
+        thresholds[1] = ("routing at 50", 50, None)
+        thresholds[-1] = ("routing at 50, one batch", 50, len(qs))
     print(f"\nRealistic case: {len(base):,} Swiss-Prot records + {len(extra)} long subjects "
           f"({', '.join(str(len(e)) for e in extra)} residues), {len(qs)} queries of "
           f"{len(qs[0])} residues, top 100 each\n")
@@ -255,10 +260,16 @@ def main(argv=None):
           "end-to-end GCUPS | kernel / end-to-end |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     realistic = []
-    for label, t in thresholds:
+    for label, t, batch in thresholds:
         device = DeviceSubjects(s_res, s_off, intra_threshold=t)
-        kernel, total, stats = timed(device, qs, matrix, args.repeats, packed=True)
+        saved = launcher.BATCH_QUERIES
+        launcher.BATCH_QUERIES = batch or saved
+        try:
+            kernel, total, stats = timed(device, qs, matrix, args.repeats, packed=True)
+        finally:
+            launcher.BATCH_QUERIES = saved
         row = dict(routing=label, threshold=t if t != NEVER else None,
+                   batch_queries=batch or saved,
                    pairs_intra=stats.pairs_intra, pairs_inter=stats.pairs_inter, cells=cells,
                    kernel_seconds=kernel, end_to_end_seconds=total,
                    kernel_gcups=cells / kernel / 1e9, end_to_end_gcups=cells / total / 1e9,
