@@ -37,17 +37,19 @@ def require_gpu() -> None:
 
 
 def score_all_gpu(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, subjects=None, *,
-                  packed=None):
+                  packed=None, intra_threshold=None):
     """:func:`swdask.kernels.cpu.score.score_all` for local alignment, on the GPU.
 
     The subjects go to the device once; the queries are scored in batches (two per
-    launch by the 16-bit kernel where it applies, see
+    launch by the 16-bit kernel where it applies, subjects of at least
+    ``intra_threshold`` residues by the block-per-pair kernel; default
+    :data:`swdask.kernels.cuda.intra_task.INTRA_THRESHOLD`; see
     :mod:`swdask.kernels.cuda.launcher`).  Returns ``scores, query_end, subject_end``
     (int32, queries x subjects) and the :class:`~swdask.kernels.cuda.launcher.KernelStats`.
     """
     from .kernels.cuda.launcher import DeviceSubjects
 
-    device_subjects = DeviceSubjects(s_res, s_off, subjects)
+    device_subjects = DeviceSubjects(s_res, s_off, subjects, intra_threshold=intra_threshold)
     queries = [q_res[q_off[qi]:q_off[qi + 1]] for qi in range(len(q_off) - 1)]
     return device_subjects.score_many(queries, matrix, gap_open, gap_extend, packed=packed)
 

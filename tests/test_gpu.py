@@ -55,10 +55,12 @@ def test_other_matrices_bit_identical(device, scoring):
         np.testing.assert_array_equal(g, c)
 
 
+@pytest.mark.parametrize("routing", ["inter", "intra"])
 @pytest.mark.parametrize("packed", [True, False], ids=["16bit-dpx", "32bit"])
-def test_identical_40kb_dna_pair_exceeds_16_bits(device, packed):
+def test_identical_40kb_dna_pair_exceeds_16_bits(device, packed, routing):
     """An identical 40 kb pair scores 80,000: the 16-bit kernel flags it and the 32-bit
-    re-run gives the exact score; the unrelated pair stays in 16 bits."""
+    re-run gives the exact score; the unrelated pair stays in 16 bits.  With the default
+    routing both 40 kb subjects go to the (32-bit) intra-task kernel instead."""
     from swdask.gpu import score_all_gpu
 
     rng = np.random.default_rng(40)
@@ -70,12 +72,15 @@ def test_identical_40kb_dna_pair_exceeds_16_bits(device, packed):
     queries = np.concatenate([gene, other[:5000]])
     q_off = np.array([0, 40_000, 45_000])
     scores, q_end, s_end, stats = score_all_gpu(queries, q_off, s_res, s_off, scoring.matrix,
-                                                5, 2, packed=packed)
+                                                5, 2, packed=packed,
+                                                intra_threshold=1 << 62 if routing == "inter" else None)
     assert (scores[0, 1], q_end[0, 1], s_end[0, 1]) == (80_000, 40_000, 40_000)
     want = score_all(queries, q_off, s_res, s_off, scoring.matrix, 5, 2)
     for g, w in zip((scores, q_end, s_end), want):
         np.testing.assert_array_equal(g, w)
-    if packed:
+    if routing == "intra":
+        assert stats.pairs_intra == 4 and stats.rescored == 0
+    elif packed:
         assert stats.rescored == 1 and stats.cells_32bit == 40_000 * 40_000
 
 

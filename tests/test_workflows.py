@@ -34,3 +34,24 @@ def test_gpu_traceback_benchmark_smoke(tmp_path):
     assert "| GPU kernels (forward + walk), 4 pairs |" in result.stdout
     report = json.loads(out.read_text())
     assert report["device"] == "CUDA simulator" and report["pairs"] == 4 and report["cells"] > 0
+
+
+def test_intra_threshold_benchmark_smoke(tmp_path):
+    """The intra-task threshold benchmark on tiny bands (the CUDA simulator in CI)."""
+    import os
+
+    out = tmp_path / "intra.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "intra_threshold.py"),
+         "--quick", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
+    assert result.returncode == 0, result.stderr
+    assert "| query | band | subjects | kind |" in result.stdout
+    assert "MISMATCH" not in result.stdout
+    report = json.loads(out.read_text())
+    assert [r["band"] for r in report["bands"]] == [24, 40]
+    assert {r["kind"] for r in report["bands"]} == {"real", "concatenated"}
+    assert all(r["cpu_check"] for r in report["bands"])
+    routed = {r["routing"]: r["pairs_intra"] for r in report["realistic"]}
+    assert routed == {"no routing": 0, "routing at 50": 3, "routing at 50, one batch": 3}

@@ -17,9 +17,21 @@ per query, every subject that can be among its ``max_hits`` best:
 3. A score histogram per query gives the cut that keeps ``max_hits`` subjects (ties
    included); one kernel compacts the survivors, which are the only rows copied back.
 
-The host waits on the device twice per batch (histograms, survivors), not per query.
-Each instance has its own CUDA stream and uploads from pinned memory, so two threads (two
-Dask tasks on one GPU worker) overlap one partition's copies with another's kernels.
+Subjects of at least :data:`~swdask.kernels.cuda.intra_task.INTRA_THRESHOLD` residues
+go to the block-per-pair kernel (:mod:`~swdask.kernels.cuda.intra_task`, 32-bit) instead,
+launched first in the instance's order and on a second stream, so their blocks run beside
+the inter-task kernel of the same batch; their scores land in the same table
+(:attr:`KernelStats.pairs_intra` counts them).
+
+Overlap: batches are pipelined.  Batch ``b``'s profiles are uploaded from pinned memory on
+a copy stream, its score kernels and histogram run on the compute stream, and its
+histogram is copied back into a pinned buffer asynchronously; the host then finishes batch
+``b - 1`` (cuts, the selection kernel and the copy of the survivors, on a third stream)
+while the GPU computes batch ``b``.  Two sets of score tables alternate, each bounded by
+half of :data:`SCORE_TABLE_BYTES`, so device memory stays within the bound.  The host
+waits on the device once per batch for the histogram (already computed while the next
+batch runs) and once for the survivors, never per query.  Each instance has its own
+streams, so two threads (two Dask tasks on one GPU worker) also overlap.
 """
 from __future__ import annotations
 
@@ -32,12 +44,16 @@ from dataclasses import dataclass
 import numpy as np
 from numba import config, cuda
 
-from . import inter_task, inter_task_dpx
+from . import inter_task, inter_task_dpx, intra_task
 from .inter_task import has_dpx, launch_plan, threads_per_block
 
-#: Bound on the score tables (scores and both ends, int32) of one batch of queries on the
-#: device.
+#: Bound on the score tables (scores and both ends, int32) on the device; two batches are
+#: in flight (one being scored, one being selected), each within half of it.
 SCORE_TABLE_BYTES = 512 * 2**20
+#: Queries per batch at most: small batches let a call of a few dozen queries pipeline
+#: (the selection of one batch overlaps the kernels of the next) at the cost of one
+#: histogram and one selection launch per batch.
+BATCH_QUERIES = 8
 #: Score histogram bins for choosing a query's cut on the device; scores at or above the
 #: last bin share it (the cut then keeps all of them).
 HIST_BINS = 4096
@@ -51,10 +67,16 @@ class KernelStats:
     cells: int
     cells_32bit: int = 0  #: cells scored by the 32-bit kernel (its path, or re-runs)
     rescored: int = 0  #: (query, subject) pairs re-scored in 32 bits after a 16-bit overflow
+    pairs_inter: int = 0  #: (query, subject) pairs scored by the inter-task kernels
+    pairs_intra: int = 0  #: (query, subject) pairs scored by the intra-task kernel
+    cells_intra: int = 0  #: cells scored by the intra-task kernel (32-bit, counted there too)
 
     def __add__(self, other):
         return KernelStats(self.seconds + other.seconds, self.cells + other.cells,
-                           self.cells_32bit + other.cells_32bit, self.rescored + other.rescored)
+                           self.cells_32bit + other.cells_32bit, self.rescored + other.rescored,
+                           self.pairs_inter + other.pairs_inter,
+                           self.pairs_intra + other.pairs_intra,
+                           self.cells_intra + other.cells_intra)
 
 
 @contextlib.contextmanager
@@ -93,32 +115,71 @@ class DeviceSubjects:
     s_res, s_off : numpy.ndarray
         Subject residues (uint8, concatenated) and offsets (int64, n + 1).
     subjects : numpy.ndarray of int64, optional
-        Subjects to score, launched in this order; result columns follow it.  Default:
-        all of them, launched longest first (neighbours of similar length keep a warp's
-        lanes busy for the same number of steps, and the longest-first order leaves no
-        long subject running alone at the end: 4-9% faster on an H100 than the store's
-        ascending order), with result columns in subject order.
+        Subjects to score; result columns follow this order.  Default: all of them, with
+        result columns in subject order.  Launches go longest first by default (neighbours
+        of similar length keep a warp's lanes busy for the same number of steps, and the
+        longest-first order leaves no long subject running alone at the end: 4-9% faster
+        on an H100 than the store's ascending order), else in the given order, except that
+        subjects routed to the intra-task kernel always launch first.
     stream : numba.cuda.cudadrv.driver.Stream, optional
-        Default: a new stream for this instance.
+        The compute stream.  Default: a new stream for this instance.
+    intra_threshold : int, optional
+        Subjects of at least this many residues are scored by the block-per-pair kernel
+        (:mod:`~swdask.kernels.cuda.intra_task`).  Default
+        :data:`~swdask.kernels.cuda.intra_task.INTRA_THRESHOLD`.
+
+    Attributes
+    ----------
+    subjects : numpy.ndarray of int64
+        The subjects in launch order: the intra-task ones (:attr:`n_intra` of them) first.
     """
 
-    def __init__(self, s_res, s_off, subjects=None, *, stream=None):
+    def __init__(self, s_res, s_off, subjects=None, *, stream=None, intra_threshold=None):
         self.stream = stream if stream is not None else cuda.stream()
+        #: Streams of the pipeline: uploads, the intra-task kernel, the selection.
+        self._copy = cuda.stream()
+        self._aux = cuda.stream()
+        self._post = cuda.stream()
         s_off = np.ascontiguousarray(s_off, dtype=np.int64)
-        #: For the default order: result column of each launch position (else None).
+        self.intra_threshold = int(intra_task.INTRA_THRESHOLD if intra_threshold is None
+                                   else intra_threshold)
+        #: Result column of each launch position (None: the identity).
         self._columns = None
         if subjects is None:
             lengths = np.diff(s_off)
             subjects = np.argsort(-lengths, kind="stable").astype(np.int64)
             self._columns = subjects
-        self.subjects = np.ascontiguousarray(subjects, dtype=np.int64)
+        subjects = np.ascontiguousarray(subjects, dtype=np.int64)
+        lengths = s_off[subjects + 1] - s_off[subjects]
+        long = lengths >= self.intra_threshold
+        if long.any() and not long[:int(long.sum())].all():
+            # Long subjects first, so each kernel writes a contiguous range of columns.
+            moved = np.concatenate([np.flatnonzero(long), np.flatnonzero(~long)])
+            subjects = subjects[moved]
+            self._columns = moved if self._columns is None else self._columns[moved]
+        self.subjects = subjects
         self.lengths = s_off[self.subjects + 1] - s_off[self.subjects]
+        #: Subjects scored by the intra-task kernel: launch positions [0, n_intra).
+        self.n_intra = int(long.sum())
         self.residues = int(self.lengths.sum())
+        self.residues_intra = int(self.lengths[:self.n_intra].sum())
         self._res = cuda.to_device(_pinned(s_res, np.uint8), stream=self.stream)
         self._off = cuda.to_device(_pinned(s_off, np.int64), stream=self.stream)
         self._all = _Ordered(np.arange(len(self.subjects)), self.lengths, self.subjects,
                              self.stream)
+        short = np.arange(self.n_intra, len(self.subjects))
+        self._short = (self._all if self.n_intra == 0 else
+                       _Ordered(short, self.lengths[short], self.subjects[short], self.stream))
         self._boundary = cuda.device_array(2, np.int32, stream=self.stream)
+        #: Page-locked host buffers by (table set, use), reused: allocating or freeing
+        #: page-locked memory can stall the device, which the pipeline must not.
+        self._pool = {}
+        if self.n_intra:
+            b_off, size = intra_task.boundary_offsets(self.lengths[:self.n_intra])
+            self._long_order = cuda.to_device(self.subjects[:self.n_intra], stream=self.stream)
+            self._long_boff = cuda.to_device(b_off, stream=self.stream)
+            self._long_boundary = cuda.device_array(size, np.int32, stream=self.stream)
+        self.stream.synchronize()  # the other streams use these uploads
 
     def __len__(self):
         return len(self.subjects)
@@ -126,12 +187,13 @@ class DeviceSubjects:
     # -- one query, 32-bit (the reference launch, and the benchmark's variants) ----------
 
     def score(self, query, matrix, gap_open, gap_extend, **options):
-        """Local scores and end cells of one ``query`` by the 32-bit kernel.
+        """Local scores and end cells of one ``query`` by the 32-bit kernels.
 
-        Options: ``rows`` and ``group`` default to
+        Options (for the inter-task kernel): ``rows`` and ``group`` default to
         :func:`~swdask.kernels.cuda.inter_task.choose_shape`; ``shared`` stages the
         query profile in shared memory (default True); ``dpx`` uses Hopper's 32-bit
-        fused max instructions (default: on compute capability 9.0 and newer).
+        fused max instructions (default: on compute capability 9.0 and newer).  Subjects
+        of at least ``intra_threshold`` residues go to the intra-task kernel.
 
         Returns
         -------
@@ -142,10 +204,16 @@ class DeviceSubjects:
             Kernel time (CUDA events), without the copies of results.
         """
         n = len(self.subjects)
+        k = self.n_intra
+        query = np.ascontiguousarray(query, np.uint8)
+        matrix = np.asarray(matrix)
         outs = [cuda.device_array(n, np.int32, stream=self.stream) for _ in range(3)]
         timer = _Timer(self.stream)
-        self._launch32(np.ascontiguousarray(query, np.uint8), np.asarray(matrix), gap_open,
-                       gap_extend, self._all, outs, **options)
+        if k:
+            self._launch_intra(query, matrix, gap_open, gap_extend, [o[:k] for o in outs],
+                               self.stream)
+        self._launch32(query, matrix, gap_open, gap_extend, self._short,
+                       [o[k:] for o in outs], **options)
         seconds = timer.stop()
         results = [o.copy_to_host(stream=self.stream) for o in outs]
         if self._columns is not None:
@@ -176,6 +244,55 @@ class DeviceSubjects:
                     profile, passes, self._res, self._off, subset.order, warp_len, warp_base,
                     np.int64(matrix.shape[0]), np.int32(gap_open + gap_extend),
                     np.int32(gap_extend), boundary, *outs)
+
+    def _launch_intra(self, query, matrix, gap_open, gap_extend, outs, stream, profile=None):
+        """Score ``query`` against the intra-task subjects (launch positions
+        ``[0, n_intra)``) into ``outs`` on ``stream``; ``profile`` is the query's device
+        profile when already uploaded."""
+        alphabet = matrix.shape[0]
+        lanes = intra_task.lanes_per_warp()
+        dtype = intra_task.profile_dtype(matrix)
+        rows, warps = intra_task.choose_shape(len(query), alphabet, lanes, dtype.itemsize)
+        span = rows * warps * lanes
+        passes = max(1, math.ceil(len(query) / span))
+        if profile is None:
+            profile = cuda.to_device(
+                intra_task.query_profile(query, matrix, passes * span, dtype), stream=stream)
+        kernel = intra_task.get_kernel(rows, warps, alphabet, lanes=lanes, dtype=dtype)
+        with _quiet():
+            kernel[self.n_intra, warps * lanes, stream](
+                profile, passes, self._res, self._off, self._long_order, self._long_boff,
+                np.int32(gap_open + gap_extend), np.int32(gap_extend), self._long_boundary,
+                *outs)
+
+    def _host(self, slot, name, shape, dtype):
+        """A page-locked host array of ``shape`` from the pool (grown when too small)."""
+        dtype = np.dtype(dtype)
+        size = int(np.prod(shape)) * dtype.itemsize
+        buffer = self._pool.get((slot, name))
+        if buffer is None or buffer.size < size:
+            buffer = _pinned_empty(max(size, 2 * (0 if buffer is None else buffer.size), 64),
+                                   np.uint8)
+            self._pool[(slot, name)] = buffer
+        return buffer[:size].view(dtype).reshape(shape)
+
+    def _intra_profiles(self, queries, matrix, slot):
+        """Host profiles of ``queries`` for the intra-task kernel, as one pinned buffer and
+        the (offset, shape) of each."""
+        lanes = intra_task.lanes_per_warp()
+        dtype = intra_task.profile_dtype(matrix)
+        profiles = []
+        for query in queries:
+            rows, warps = intra_task.choose_shape(len(query), matrix.shape[0], lanes,
+                                                  dtype.itemsize)
+            span = rows * warps * lanes
+            profiles.append(intra_task.query_profile(
+                query, matrix, max(1, math.ceil(len(query) / span)) * span, dtype))
+        flat = np.concatenate([p.ravel() for p in profiles])
+        pinned = self._host(slot, "intra", flat.shape, dtype)
+        pinned[...] = flat
+        at = np.concatenate([[0], np.cumsum([p.size for p in profiles])])
+        return pinned, [(int(a), p.shape) for a, p in zip(at, profiles)]
 
     def _boundary_for(self, size):
         # Launches on one stream run in order, so one buffer serves them all.
@@ -217,6 +334,8 @@ class DeviceSubjects:
         (or ``min_score`` when fewer reach it); one kernel compacts the subjects scoring
         ``t`` or more.  Only the histograms and those subjects cross to the host: every
         tie at the cut comes back, so the host ranks them exactly as the CPU search does.
+        Batches are pipelined: the selection of one overlaps the kernels of the next
+        (module docstring).
 
         Parameters
         ----------
@@ -239,49 +358,65 @@ class DeviceSubjects:
         candidates = [None] * len(queries)
         stats = KernelStats(0.0, 0)
         n = len(self.subjects)
-        for rows, (scores, q_end, s_end), batch_stats in self._batches(
-                queries, matrix, gap_open, gap_extend, packed):
-            stats += batch_stats
-            k = len(rows)
-            if n == 0:
-                for row in rows:
-                    empty = np.zeros(0, np.int32)
-                    candidates[row] = (np.zeros(0, np.int64), empty, empty, empty)
-                continue
-            hist = cuda.to_device(np.zeros((k, HIST_BINS), np.int32), stream=self.stream)
-            threads = threads_per_block()
-            blocks = max(1, math.ceil(k * n / threads))
-            with _quiet():
-                _histogram[blocks, threads, self.stream](scores, hist)
-            counts = hist.copy_to_host(stream=self.stream)
-            self.stream.synchronize()
-            cuts = np.array([cut_score(c, max_hits, floor) for c in counts], np.int32)
-            # Scores past the last bin share it: count them all, the kernel checks exactly.
-            kept = np.array([c[min(t, HIST_BINS - 1):].sum() for c, t in zip(counts, cuts)],
-                            np.int64)
-            starts = np.concatenate([[0], np.cumsum(kept)]).astype(np.int64)
-            total = max(int(starts[-1]), 1)
-            found = cuda.to_device(np.zeros(k, np.int64), stream=self.stream)
-            picked = [cuda.device_array(total, t, stream=self.stream)
-                      for t in (np.int64, np.int32, np.int32, np.int32)]
-            with _quiet():
-                _select[blocks, threads, self.stream](scores, q_end, s_end,
-                                                      cuda.to_device(cuts, stream=self.stream),
-                                                      cuda.to_device(starts, stream=self.stream),
-                                                      found, *picked)
-            host = [p.copy_to_host(stream=self.stream) for p in picked]
-            self.stream.synchronize()
-            if self._columns is not None:
-                host[0] = self._columns[host[0]]
-            for j, row in enumerate(rows):
-                part = slice(starts[j], starts[j + 1])
-                candidates[row] = tuple(h[part] for h in host)
+        if n == 0:
+            for row in range(len(queries)):
+                empty = np.zeros(0, np.int32)
+                candidates[row] = (np.zeros(0, np.int64), empty, empty, empty)
+            return candidates, stats
+        pending = None
+        # Numba frees device memory in batches, and freeing synchronizes the device:
+        # deferred to the end of the call, it cannot stall the pipeline.
+        with cuda.defer_cleanup():
+            for staged in self._stages(queries, matrix, gap_open, gap_extend, packed,
+                                       hist=True):
+                if pending is not None:  # while the GPU scores the batch just staged
+                    stats += self._select_batch(pending, max_hits, floor, candidates)
+                pending = staged
+            if pending is not None:
+                stats += self._select_batch(pending, max_hits, floor, candidates)
         return candidates, stats
+
+    def _select_batch(self, staged, max_hits, floor, candidates):
+        """Finish a staged batch: wait for its scores and histograms, cut, compact the
+        survivors on the selection stream and copy them back into ``candidates``."""
+        stats = self._settle(staged)
+        rows, (scores, q_end, s_end) = staged.rows, staged.tables
+        k, n = len(rows), len(self.subjects)
+        counts = staged.hist_host
+        cuts = np.array([cut_score(c, max_hits, floor) for c in counts], np.int32)
+        # Scores past the last bin share it: count them all, the kernel checks exactly.
+        kept = np.array([c[min(t, HIST_BINS - 1):].sum() for c, t in zip(counts, cuts)],
+                        np.int64)
+        starts = np.concatenate([[0], np.cumsum(kept)]).astype(np.int64)
+        total = max(int(starts[-1]), 1)
+        post = self._post
+        found = cuda.to_device(np.zeros(k, np.int64), stream=post)
+        picked = [cuda.device_array(total, t, stream=post)
+                  for t in (np.int64, np.int32, np.int32, np.int32)]
+        with _quiet():
+            _select[_grid(k * n, post)](
+                scores, q_end, s_end, cuda.to_device(cuts, stream=post),
+                cuda.to_device(starts, stream=post), found, *picked)
+        host = [p.copy_to_host(stream=post) for p in picked]
+        post.synchronize()
+        if self._columns is not None:
+            host[0] = self._columns[host[0]]
+        for j, row in enumerate(rows):
+            part = slice(starts[j], starts[j + 1])
+            candidates[row] = tuple(h[part] for h in host)
+        return stats
 
     def _batches(self, queries, matrix, gap_open, gap_extend, packed):
         """Score the queries in batches bounded by :data:`SCORE_TABLE_BYTES`; yield each
         batch's query indices and its device score tables ``(scores, query_end,
         subject_end)`` (rows in the order of the indices) with its stats."""
+        for staged in self._stages(queries, matrix, gap_open, gap_extend, packed, hist=False):
+            stats = self._settle(staged)
+            yield staged.rows, staged.tables, stats
+
+    def _stages(self, queries, matrix, gap_open, gap_extend, packed, *, hist):
+        """Enqueue each batch's scoring (and with ``hist`` its score histograms, copied
+        back asynchronously) and yield it as a :class:`_Staged` before waiting on it."""
         matrix = np.asarray(matrix)
         queries = [np.ascontiguousarray(q, np.uint8) for q in queries]
         if packed is None:
@@ -289,56 +424,128 @@ class DeviceSubjects:
                       and inter_task_dpx.fits_16bit(matrix, gap_open, gap_extend))
         # Longest first, so paired queries have similar lengths.
         order = np.argsort([-len(q) for q in queries], kind="stable")
-        per_batch = max(2, SCORE_TABLE_BYTES // (12 * max(len(self.subjects), 1)))
+        n = len(self.subjects)
+        per_batch = max(2, min(BATCH_QUERIES, SCORE_TABLE_BYTES // (24 * max(n, 1))))
         per_batch -= per_batch % 2
-        for b0 in range(0, len(order), per_batch):
+        height = min(per_batch, len(order) + len(order) % 2)
+        # Two sets of tables: one batch is scored while the one before is selected.
+        sets = [[cuda.device_array((max(height, 1), n), np.int32, stream=self.stream)
+                 for _ in range(3)] for _ in range(2 if len(order) > per_batch else 1)]
+        hists = [cuda.device_array((max(height, 1), HIST_BINS), np.int32, stream=self.stream)
+                 for _ in sets] if hist else [None] * len(sets)
+        for b, b0 in enumerate(range(0, len(order), per_batch)):
             rows = order[b0:b0 + per_batch]
-            yield (rows, *self._score_batch([queries[r] for r in rows], matrix, gap_open,
-                                            gap_extend, packed))
+            yield self._stage(rows, [queries[r] for r in rows], matrix, gap_open, gap_extend,
+                              packed, sets[b % len(sets)], hists[b % len(sets)], b % len(sets))
 
-    def _score_batch(self, queries, matrix, gap_open, gap_extend, packed):
+    def _stage(self, rows, queries, matrix, gap_open, gap_extend, packed, tables, hist, slot):
         k = len(queries)
         n = len(self.subjects)
+        ki = self.n_intra
         height = k + (k % 2 if packed else 0)
-        tables = [cuda.device_array((height, n), np.int32, stream=self.stream) for _ in range(3)]
-        overflows = cuda.to_device(np.zeros(height, np.int32), stream=self.stream)
-        residues = self.residues
-        cells = sum(len(q) for q in queries) * residues
-        timer = _Timer(self.stream)
+        tables = [t[:height] for t in tables]
+        overflows = cuda.device_array(max(height, 1), np.int32, stream=self.stream)
+        with _quiet():
+            _fill[_grid(overflows.shape[0], self.stream)](
+                overflows.reshape(1, overflows.shape[0]), 0)
+        # Host profiles first (CPU work while the GPU still runs the previous batch), then
+        # their uploads on the copy stream, from pinned memory.
+        uploads = []
+        if packed and len(self._short.lengths):
+            shapes, flat16 = self._pair_profiles(queries, matrix, slot)
+            uploads.append(flat16)
+        if ki:
+            flat_i, where_i = self._intra_profiles(queries, matrix, slot)
+            uploads.append(flat_i)
+        device = [cuda.to_device(u, stream=self._copy) for u in uploads]
+        uploaded = _event(timing=False)
+        uploaded.record(self._copy)
+        uploaded.wait(self.stream)
+        timer = _Timer(self.stream, defer=True)
+        if ki:  # the long subjects, beside the inter-task kernel on the second stream
+            timer.start_event.wait(self._aux)
+            flat_dev = device[-1]
+            for q, query in enumerate(queries):
+                at, shape = where_i[q]
+                profile = flat_dev[at:at + shape[0] * shape[1]].reshape(shape)
+                self._launch_intra(query, matrix, gap_open, gap_extend,
+                                   [t[q, :ki] for t in tables], self._aux, profile)
         if packed:
-            self._launch16(queries, matrix, gap_open, gap_extend, tables, overflows)
-            cells_32bit = 0
+            if len(self._short.lengths):
+                self._launch16(shapes, device[0], matrix, gap_open, gap_extend,
+                               [t[:, ki:] if ki else t for t in tables], overflows)
         else:
             for q, query in enumerate(queries):
-                self._launch32(query, matrix, gap_open, gap_extend, self._all,
-                               [t[q] for t in tables])
-            cells_32bit = cells
-        seconds = timer.stop()
-        rescored = 0
+                self._launch32(query, matrix, gap_open, gap_extend, self._short,
+                               [t[q, ki:] for t in tables])
+        if ki:
+            done = _event(timing=False)
+            done.record(self._aux)
+            done.wait(self.stream)
+        timer.stop()
+        hist_host = flags = None
+        if hist and n:
+            hist = hist[:k]
+            with _quiet():
+                _fill[_grid(k * HIST_BINS, self.stream)](hist, 0)
+                _histogram[_grid(k * n, self.stream)](tables[0][:k], hist)
+            hist_host = self._host(slot, "hist", (k, HIST_BINS), np.int32)
+            hist.copy_to_host(hist_host, stream=self.stream)
         if packed and n:
-            wrapped = overflows.copy_to_host(stream=self.stream)
-            self.stream.synchronize()
-            for q in np.flatnonzero(wrapped[:k]):
-                positions = np.flatnonzero(tables[0][q].copy_to_host(stream=self.stream) < 0)
-                rescore = _Ordered(positions, self.lengths[positions], self.subjects[positions],
-                                   self.stream)
-                outs = [cuda.device_array(len(positions), np.int32, stream=self.stream)
-                        for _ in range(3)]
-                timer = _Timer(self.stream)
-                self._launch32(queries[q], matrix, gap_open, gap_extend, rescore, outs)
-                seconds += timer.stop()
-                where = cuda.to_device(positions.astype(np.int64), stream=self.stream)
-                with _quiet():
-                    _scatter[max(1, math.ceil(len(positions) / 32)), 32, self.stream](
-                        where, *outs, *(t[q] for t in tables))
-                cells_32bit += len(queries[q]) * int(rescore.lengths.sum())
-                rescored += len(positions)
-        return [t[:k] for t in tables], KernelStats(seconds, cells, cells_32bit, rescored)
+            flags = self._host(slot, "flags", overflows.shape, np.int32)
+            overflows.copy_to_host(flags, stream=self.stream)
+        ready = _event(timing=False)
+        ready.record(self.stream)
+        cells = sum(len(q) for q in queries)
+        intra_cells = cells * self.residues_intra
+        inter_32 = 0 if packed else cells * (self.residues - self.residues_intra)
+        stats = KernelStats(0.0, cells * self.residues, inter_32 + intra_cells,
+                            pairs_inter=k * (n - ki), pairs_intra=k * ki, cells_intra=intra_cells)
+        return _Staged(rows, queries, matrix, gap_open, gap_extend, [t[:k] for t in tables],
+                       hist, hist_host, flags, ready, timer, stats, [device, uploads])
 
-    def _launch16(self, queries, matrix, gap_open, gap_extend, tables, overflows):
-        """Launch the 16-bit kernel on consecutive pairs of ``queries``."""
+    def _settle(self, staged):
+        """Wait for a staged batch's scores (and histograms); re-score its 16-bit
+        overflows exactly in 32 bits (and redo those queries' histograms).  Returns the
+        batch's :class:`KernelStats`."""
+        staged.ready.synchronize()
+        seconds = staged.timer.seconds()
+        stats = staged.stats
+        if staged.flags is None or not staged.flags[:len(staged.rows)].any():
+            return KernelStats(seconds, *_counts(stats))
+        cells_32bit, rescored = stats.cells_32bit, 0
+        tables = staged.tables
+        for q in np.flatnonzero(staged.flags[:len(staged.rows)]):
+            positions = np.flatnonzero(tables[0][q].copy_to_host(stream=self.stream) < 0)
+            rescore = _Ordered(positions, self.lengths[positions], self.subjects[positions],
+                               self.stream)
+            outs = [cuda.device_array(len(positions), np.int32, stream=self.stream)
+                    for _ in range(3)]
+            timer = _Timer(self.stream)
+            self._launch32(staged.queries[q], staged.matrix, staged.gap_open,
+                           staged.gap_extend, rescore, outs)
+            seconds += timer.stop()
+            where = cuda.to_device(positions.astype(np.int64), stream=self.stream)
+            with _quiet():
+                _scatter[max(1, math.ceil(len(positions) / 32)), 32, self.stream](
+                    where, *outs, *(t[q] for t in tables))
+            cells_32bit += len(staged.queries[q]) * int(rescore.lengths.sum())
+            rescored += len(positions)
+            if staged.hist is not None:  # the row's histogram, now with exact scores
+                row = staged.hist[q:q + 1]
+                n = len(self.subjects)
+                with _quiet():
+                    _fill[_grid(HIST_BINS, self.stream)](row, 0)
+                    _histogram[_grid(n, self.stream)](
+                        tables[0][q:q + 1], row)
+                staged.hist_host[q] = row.copy_to_host(stream=self.stream)[0]
+        self.stream.synchronize()
+        return KernelStats(seconds, stats.cells, cells_32bit, rescored, stats.pairs_inter,
+                           stats.pairs_intra, stats.cells_intra)
+
+    def _pair_profiles(self, queries, matrix, slot):
+        """Shapes and one pinned buffer of the packed profiles of consecutive query pairs."""
         alphabet = matrix.shape[0]
-        threads = threads_per_block()
         shapes, profiles = [], []
         for p in range(0, len(queries), 2):
             qa = queries[p]
@@ -346,27 +553,67 @@ class DeviceSubjects:
             rows, group = inter_task_dpx.choose_shape(max(len(qa), len(qb), 1), alphabet)
             passes = max(1, math.ceil(max(len(qa), len(qb)) / (rows * group)))
             profiles.append(inter_task_dpx.pair_profile(qa, qb, matrix, passes * rows * group))
-            shapes.append((rows, group, passes))
-        # One upload for the whole batch's profiles.
-        flat = cuda.to_device(_pinned(np.concatenate([p.ravel() for p in profiles]), np.int32),
-                              stream=self.stream)
+            shapes.append((rows, group, passes, profiles[-1].shape))
+        flat = np.concatenate([p.ravel() for p in profiles])
+        pinned = self._host(slot, "pairs", flat.shape, np.int32)
+        pinned[...] = flat
+        return shapes, pinned
+
+    def _launch16(self, shapes, flat, matrix, gap_open, gap_extend, tables, overflows):
+        """Launch the 16-bit kernel on consecutive query pairs against the inter-task
+        subjects (``tables`` are their columns), profiles already on the device."""
+        alphabet = matrix.shape[0]
+        threads = threads_per_block()
         limit = np.int32(inter_task_dpx.overflow_limit(matrix))
         neg_oe = inter_task_dpx.packed_constant(-(gap_open + gap_extend))
         neg_e = inter_task_dpx.packed_constant(-gap_extend)
+        subset = self._short
         at = 0
-        for p, ((rows, group, passes), profile) in enumerate(zip(shapes, profiles)):
-            device_profile = flat[at:at + profile.size].reshape(profile.shape)
-            at += profile.size
-            warp_len, warp_base, slots, n_warps = self._all.plan(group)
+        for p, (rows, group, passes, shape) in enumerate(shapes):
+            size = shape[0] * shape[1]
+            device_profile = flat[at:at + size].reshape(shape)
+            at += size
+            warp_len, warp_base, slots, n_warps = subset.plan(group)
             boundary = self._boundary_for(2 * slots if passes > 1 else 2)
             kernel = inter_task_dpx.get_kernel(rows, group, alphabet, threads)
             pair = slice(2 * p, 2 * p + 2)
-            if len(self.subjects):
-                with _quiet():
-                    kernel[max(1, math.ceil(n_warps * 32 / threads)), threads, self.stream](
-                        device_profile, passes, self._res, self._off, self._all.order, warp_len,
-                        warp_base, np.int64(0), neg_oe, neg_e, limit, boundary,
-                        *(t[pair] for t in tables), overflows[pair])
+            with _quiet():
+                kernel[max(1, math.ceil(n_warps * 32 / threads)), threads, self.stream](
+                    device_profile, passes, self._res, self._off, subset.order, warp_len,
+                    warp_base, np.int64(0), neg_oe, neg_e, limit, boundary,
+                    *(t[pair] for t in tables), overflows[pair])
+
+
+def _counts(stats):
+    """A :class:`KernelStats`' fields after ``seconds``."""
+    return (stats.cells, stats.cells_32bit, stats.rescored, stats.pairs_inter,
+            stats.pairs_intra, stats.cells_intra)
+
+
+@dataclass
+class _Staged:
+    """A batch whose kernels are enqueued: what finishing it needs."""
+
+    rows: np.ndarray
+    queries: list
+    matrix: np.ndarray
+    gap_open: int
+    gap_extend: int
+    tables: list
+    hist: object
+    hist_host: object
+    flags: object
+    ready: object
+    timer: object
+    stats: KernelStats
+    keep: list  # uploads (device and pinned host), alive until the batch is done
+
+
+def _pinned_empty(shape, dtype):
+    """A page-locked host buffer (asynchronous copies back need one)."""
+    if config.ENABLE_CUDASIM:
+        return np.empty(shape, dtype)
+    return cuda.pinned_array(shape, dtype=dtype)
 
 
 def _pinned(array, dtype):
@@ -381,40 +628,72 @@ def _pinned(array, dtype):
 
 class _Timer:
     """Kernel time on a stream: CUDA events on a GPU, the host clock in the simulator
-    (which has no event timing)."""
+    (which has no event timing and runs kernels as they are launched).  With ``defer``,
+    :meth:`stop` only records and :meth:`seconds` waits for the end event later, so
+    timing a batch costs the pipeline no wait."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, defer=False):
         self.stream = stream
+        self.defer = defer
         self.tick = time.perf_counter()
-        if not config.ENABLE_CUDASIM:
-            self.start, self.end = cuda.event(), cuda.event()
-            self.start.record(stream)
+        self.elapsed = None
+        self.start_event = _event(timing=True)
+        self.start_event.record(stream)
+        self.end_event = None
 
-    def stop(self) -> float:
+    def stop(self):
         if config.ENABLE_CUDASIM:
-            return time.perf_counter() - self.tick
-        self.end.record(self.stream)
-        self.end.synchronize()
-        return self.start.elapsed_time(self.end) / 1e3
+            self.elapsed = time.perf_counter() - self.tick
+        else:
+            self.end_event = _event(timing=True)
+            self.end_event.record(self.stream)
+        return None if self.defer else self.seconds()
+
+    def seconds(self) -> float:
+        if config.ENABLE_CUDASIM:
+            return self.elapsed
+        self.end_event.synchronize()
+        return self.start_event.elapsed_time(self.end_event) / 1e3
+
+
+def _event(timing):
+    """A CUDA event (the simulator's takes no arguments)."""
+    return cuda.event() if config.ENABLE_CUDASIM else cuda.event(timing=timing)
+
+
+def _grid(total, stream):
+    """Launch configuration ``(blocks, threads, stream)`` of a grid-stride kernel over
+    ``total`` items: 256-thread blocks on a GPU (at most 4,096 of them), one small block
+    in the simulator, where every thread is a Python thread."""
+    if config.ENABLE_CUDASIM:
+        return 1, 32, stream
+    return max(1, min(math.ceil(total / 256), 4096)), 256, stream
+
+
+@cuda.jit
+def _fill(array, value):
+    """``array[...] = value`` for a 2-D array, any grid (grid-stride loop)."""
+    n = array.shape[1]
+    for i in range(cuda.grid(1), array.shape[0] * n, cuda.gridsize(1)):
+        array[i // n, i % n] = value
 
 
 @cuda.jit
 def _histogram(scores, hist):
-    """``hist[q, min(score, HIST_BINS - 1)] += 1`` over a (queries, subjects) table."""
-    i = cuda.grid(1)
+    """``hist[q, min(score, HIST_BINS - 1)] += 1`` over a (queries, subjects) table; a
+    16-bit overflow's ``-1`` counts in bin 0 (its query's row is redone after the re-run)."""
     n = scores.shape[1]
-    if i < scores.shape[0] * n:
+    for i in range(cuda.grid(1), scores.shape[0] * n, cuda.gridsize(1)):
         q = i // n
-        cuda.atomic.add(hist, (q, min(scores[q, i % n], HIST_BINS - 1)), 1)
+        cuda.atomic.add(hist, (q, max(min(scores[q, i % n], HIST_BINS - 1), 0)), 1)
 
 
 @cuda.jit
 def _select(scores, q_end, s_end, cuts, starts, found, columns, out_score, out_qend, out_send):
     """Append each subject scoring at least its query's cut to that query's slice
     (``starts[q]`` on); order within a slice is not kept."""
-    i = cuda.grid(1)
     n = scores.shape[1]
-    if i < scores.shape[0] * n:
+    for i in range(cuda.grid(1), scores.shape[0] * n, cuda.gridsize(1)):
         q = i // n
         c = i % n
         if scores[q, c] >= cuts[q]:

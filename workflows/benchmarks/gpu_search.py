@@ -17,8 +17,12 @@ Per row it prints:
   ``--max-hits`` per query on the device and copying only those back;
 - the share of cells computed in 32 bits (overflow re-runs, or the 32-bit variant),
 
-with cells = query length x database residues for every pair.  It checks every score and
-end cell of a sample of subjects against the CPU kernel and fails loudly on a difference.
+with cells = query length x database residues for every pair, and which kernel scored
+how many subjects per query (``inter``: the thread-group kernels; ``intra``: the
+block-per-pair kernel for subjects of at least ``--intra-threshold`` residues).  It checks
+every score and end cell of a sample of subjects against the CPU kernel and fails loudly
+on a difference.  ``--queries-per-row`` above 2 makes several pipelined batches per call
+(the launcher's ``BATCH_QUERIES``), so end-to-end vs kernel time shows the overlap.
 
 Variants (``--variants``, comma-separated): ``16`` the 16-bit DPX kernel with the shape
 chosen per query, ``16r8``/``16r12``/``16r16`` with that many rows per lane, ``32`` the
@@ -56,6 +60,10 @@ def main(argv=None):
                         help="launch order of the subjects by length (descending, the default, is "
                         "ascending; descending starts the longest first)")
     parser.add_argument("--check", type=int, default=3000, help="subjects checked on the CPU")
+    parser.add_argument("--queries-per-row", type=int, default=2)
+    parser.add_argument("--intra-threshold", type=int, default=None,
+                        help="subjects at least this long go to the intra-task kernel "
+                        "(default: the launcher's INTRA_THRESHOLD)")
     parser.add_argument("--json", help="also write the results as JSON")
     args = parser.parse_args(argv)
 
@@ -82,13 +90,15 @@ def main(argv=None):
         name, sms = "CUDA simulator", 0
     tick = time.perf_counter()
     launch = np.arange(len(lengths), dtype=np.int64)
-    subjects = DeviceSubjects(s_res, s_off, launch if args.order == "ascending" else launch[::-1])
+    subjects = DeviceSubjects(s_res, s_off, launch if args.order == "ascending" else launch[::-1],
+                              intra_threshold=args.intra_threshold)
     subjects.stream.synchronize()
     upload = time.perf_counter() - tick
     rng = np.random.default_rng(0)
     check_idx = np.sort(rng.choice(len(db), size=min(args.check, len(db)), replace=False))
     # The first copy of the database holds subject k of the sorted set at index k*copies.
-    sample = DeviceSubjects(s_res, s_off, check_idx * copies)
+    sample = DeviceSubjects(s_res, s_off, check_idx * copies,
+                            intra_threshold=args.intra_threshold)
 
     pool = load_sequences(args.queries)
     records = [(pool.names[k], pool.codes(k)) for k in range(len(pool))]
@@ -97,11 +107,11 @@ def main(argv=None):
     print(f"- GPU: {name}, {sms} SMs; host {platform.node()}")
     print(f"- database: {args.db} x {copies}: {len(lengths):,} sequences, {s_res.size:,} "
           f"residues, launched in {args.order} length order (upload {upload:.2f} s)")
-    print(f"- scoring: BLOSUM62 11/1, local; two queries per row; median of {args.repeats} "
+    print(f"- scoring: BLOSUM62 11/1, local; {args.queries_per_row} queries per row; median of {args.repeats} "
           f"runs after a warm-up; end to end keeps the top {args.max_hits} per query\n")
     print("| variant | queries | lengths | kernel s | kernel GCUPS | end-to-end s | "
-          "end-to-end GCUPS | 32-bit cells | CPU check |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---|")
+          "end-to-end GCUPS | 32-bit cells | subjects per query (inter / intra) | CPU check |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
     results = []
     saved_rates = dict(inter_task_dpx.ROW_RATES)
     for label in args.variants.split(","):
@@ -109,7 +119,8 @@ def main(argv=None):
         if "r" in label:
             inter_task_dpx.ROW_RATES = {int(label.split("r")[1]): 1.0}
         for target in (int(x) for x in args.lengths.split(",")):
-            ranked = sorted(records, key=lambda r: (abs(len(r[1]) - target), r[0]))[:2]
+            ranked = sorted(records, key=lambda r: (abs(len(r[1]) - target), r[0]))[
+                :args.queries_per_row]
             queries = [codes for _, codes in ranked]
             run = dict(packed=packed)
             subjects.top_many(queries, scoring.matrix, 11, 1, args.max_hits, **run)  # warm-up
@@ -132,12 +143,14 @@ def main(argv=None):
                        kernel_gcups=cells / statistics.median(kernel) / 1e9,
                        end_to_end_gcups=cells / statistics.median(total) / 1e9,
                        cells_32bit_share=stats.cells_32bit / cells, rescored=stats.rescored,
-                       cpu_check=ok)
+                       subjects_inter=stats.pairs_inter // len(queries),
+                       subjects_intra=stats.pairs_intra // len(queries), cpu_check=ok)
             results.append(row)
             print(f"| {label} | {', '.join(n[:20] for n, _ in ranked)} | "
                   f"{'+'.join(str(len(q)) for q in queries)} | {statistics.median(kernel):.4f} | "
                   f"{row['kernel_gcups']:.1f} | {statistics.median(total):.4f} | "
                   f"{row['end_to_end_gcups']:.1f} | {100 * row['cells_32bit_share']:.3f}% | "
+                  f"{row['subjects_inter']:,} / {row['subjects_intra']:,} | "
                   f"{'identical' if ok else 'MISMATCH'} ({len(check_idx)} subjects) |",
                   flush=True)
             if not ok:

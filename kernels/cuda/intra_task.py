@@ -1,0 +1,369 @@
+"""Smith-Waterman scores on the GPU for long subjects: a thread block per (query, subject).
+
+Why
+---
+The inter-task kernels (:mod:`~swdask.kernels.cuda.inter_task`,
+:mod:`~swdask.kernels.cuda.inter_task_dpx`) give each pair at most one warp.  A database of
+a few very long subjects (titin-like proteins of 10-35k residues, long DNA) then has too
+few warps to fill the GPU, the last long pairs of a launch run alone, and a query longer
+than a warp's ``32 * R`` register rows pays a global boundary row per pass.  Here a whole
+block of ``W`` warps aligns one pair, so one long pair brings ``W`` warps of work and a
+pass covers ``32 * W * R`` query rows.
+
+Layout
+------
+Thread ``t`` of the block (lane ``t % 32`` of warp ``t // 32``) holds query rows
+``[t*R, (t+1)*R)`` of the current pass in registers and sweeps the subject as the
+inter-task kernel's lanes do: at step ``k`` it computes column ``k - lag(t)`` and hands
+the H and F of its last row to thread ``t + 1``.  Within a warp that is a warp shuffle.
+Across a warp boundary it goes through shared memory: the last lane of warp ``w``
+writes into a ring of ``2*D`` column slots and the first lane of warp ``w + 1`` reads the
+slot ``D`` steps later.  That delay is built into the wavefront, ``lag(t) = t + w*(D-1)``
+for ``t`` in warp ``w``, and the block meets at one barrier every ``D`` steps: a value
+written in one chunk of ``D`` steps is read in the next chunk and overwritten in the
+one after, so one barrier per ``D`` steps (not per step) orders every hand-over and warps
+otherwise run freely.  The price is a ramp of ``(W-1)*(D-1)`` extra steps per pass.
+
+A query longer than ``32*W*R`` rows takes several passes; the block's last thread writes
+its row (H and F per subject column) to a global boundary buffer that the block's first
+thread reads in the next pass; two halves alternate by pass parity, so a pass never
+reads a row that it is overwriting.  The pass's slice of the query profile sits in shared
+memory in the narrowest integers holding the matrix (int8 for every standard matrix,
+which doubles the rows a block can hold next to int16; int16 or int32 for larger
+entries), with no pad-code row: every block stops at its own subject's end, so it never
+reads a pad column.  Subject residues are read straight from the concatenated
+residues: the lanes of a warp read consecutive bytes, one transaction per warp and step.
+
+Ends follow the rule of every swdask kernel (highest score, then smallest subject end,
+then smallest query end); each thread keeps its best as the inter-task lanes do and
+thread 0 reduces the block's candidates from shared memory (a few hundred compares per
+pair, nothing next to the pair's ``m * n`` cells).
+
+Scores are exact 32-bit integers.  Launch: one block of ``32*W`` threads per pair,
+``grid = n_pairs``; shapes come from :func:`choose_shape`; the launcher
+(:mod:`~swdask.kernels.cuda.launcher`) routes subjects of at least
+:data:`INTRA_THRESHOLD` residues here.
+
+Twin
+----
+The simulator has no warp shuffles: there the exchange between lanes goes through shared
+memory and a barrier per step (the ring between warps and the chunk barriers stay as on
+the GPU), and the warp width is a parameter, so CI checks hand-overs across several
+warps with blocks of a few dozen Python threads.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import config, cuda
+
+from .inter_task import NEG, PAD_SCORE
+
+#: Subjects of at least this many residues go to this kernel, the others to the
+#: inter-task kernels (the one place the threshold lives; the launcher reads it).
+#:
+#: TO BE MEASURED on the H100 with ``workflows/benchmarks/intra_threshold.py``.  Until then
+#: 8,192, argued as follows.  The inter-task 16-bit kernel ran 2.1-2.5 TCUPS on Swiss-Prot
+#: and this 32-bit kernel can at best match the 32-bit inter-task kernel (1.1-1.2 TCUPS),
+#: so per cell it is about half as fast: it pays off only where the inter-task kernel is
+#: starved of pairs (a database of long subjects has few of them: 100 M residues of 16k
+#: subjects are 6,100 pairs, about the ~4,000-8,000 warps an H100 keeps resident) or
+#: where one long pair outlasts the rest of the launch.  8,192 is above every sequence of
+#: the Swiss-Prot benchmark (longest 5,890), so the measured protein searches keep their
+#: kernel, and below titin-like proteins (10-35k) and long DNA, which come here.
+INTRA_THRESHOLD = 8192
+#: Warps per block at most (one block per pair); registers cap a block near 8 warps of
+#: 8-row lanes on Hopper.
+MAX_WARPS = 8
+#: Query rows per thread (register tile), as the 32-bit inter-task kernel's measured best.
+ROWS = 8
+#: Steps between block barriers, which is also the extra lag of each warp behind the
+#: one before it (the ring between two warps holds ``2 * DELAY`` columns).
+DELAY = 16
+#: Static shared memory the profile of a pass may take (the ring, the reduction
+#: scratch and the simulator's exchange take the rest of the 48 KiB).
+PROFILE_BYTES = 40 * 1024
+#: Lanes per "warp" in the simulator (no shuffles there): small warps let the CI tests
+#: hand values across several warps with few Python threads.  On a GPU a warp is 32.
+SIMULATOR_LANES = 8
+
+_KERNELS = {}
+
+
+def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
+                  alphabet: int, dtype: str = "int8") -> str:
+    """Source of the block-per-pair kernel.
+
+    Parameters
+    ----------
+    rows : int
+        Query rows per thread, unrolled in registers.
+    warps : int
+        Warps per block.
+    lanes : int
+        Threads per warp: 32 with ``shuffles`` (the GPU); any positive number without.
+    delay : int
+        Steps between block barriers (and the extra lag of each warp), at least 1.
+    shuffles : bool
+        Exchange within a warp by warp shuffles (GPU) or through shared memory with a
+        barrier per step (the simulator, which has no shuffles).
+    alphabet : int
+        Codes of the profile (rows of ``sprof``).
+    dtype : str, default "int8"
+        Type of the shared profile (``int8``, ``int16`` or ``int32``, see
+        :func:`profile_dtype`).
+    """
+    if shuffles and lanes != 32:
+        raise ValueError("warp shuffles need 32 lanes per warp")
+    if delay < 1 or rows < 1 or warps < 1 or lanes < 1:
+        raise ValueError("rows, warps, lanes and delay must be positive")
+    threads = warps * lanes
+    span = threads * rows
+    ring = 2 * delay
+    ramp = threads - 1 + (warps - 1) * (delay - 1)
+    r = range(rows)
+    lines = [
+        "def kernel(profile, passes, s_res, s_off, order, b_off, gap_oe, gap_e, boundary,",
+        "           out_score, out_qend, out_send):",
+        "    tx = cuda.threadIdx.x",
+        "    pair = cuda.blockIdx.x",
+        f"    lane = tx % {lanes}",
+        f"    warp = tx // {lanes}",
+        f"    sprof = cuda.shared.array({alphabet * span}, {dtype})",
+        f"    ring = cuda.shared.array({max(1, warps - 1) * ring * 2}, int32)",
+        f"    red = cuda.shared.array((3, {threads}), int32)",
+        f"    xch = cuda.shared.array((2, {threads}), int32)" if not shuffles else "    pass",
+        "    n_codes = profile.shape[0]",
+        "    subject = order[pair]",
+        "    start = s_off[subject]",
+        "    n = s_off[subject + 1] - start",
+        # Two halves of the boundary buffer, (H, F) per column, alternate by pass.
+        "    half = boundary.shape[0] // 2",
+        "    base = 2 * b_off[pair]",
+        f"    lag = tx + warp * {delay - 1}",
+        f"    tbase = uint32(tx * {rows})",
+        f"    n_steps = n + {ramp}",
+        "    zero = int32(0)",
+        "    gap_oe = int32(gap_oe)",
+        "    gap_e = int32(gap_e)",
+        "    best = zero",
+        "    best_i = 0",
+        "    best_j = 0",
+        "    for p in range(passes):",
+        f"        row0 = (p * {threads} + tx) * {rows}",
+        "        cuda.syncthreads()",
+        f"        for idx in range(tx, n_codes * {span}, {threads}):",
+        f"            sprof[idx] = profile[idx // {span}, p * {span} + idx % {span}]",
+        "        cuda.syncthreads()",
+        "        rd = ((p + 1) % 2) * half + base",
+        "        wr = (p % 2) * half + base",
+    ]
+    lines += [f"        h{k} = zero" for k in r] + [f"        e{k} = int32({NEG})" for k in r]
+    lines += [
+        "        out_h = zero",
+        f"        out_f = int32({NEG})",
+        "        diag_in = zero",
+        "        for step in range(n_steps):",
+        f"            if step % {delay} == 0:  # the chunk barrier orders the rings",
+        "                cuda.syncthreads()",
+        "            j = step - lag",
+    ]
+    if shuffles:
+        lines += ["            in_h = cuda.shfl_up_sync(0xFFFFFFFF, out_h, 1)",
+                  "            in_f = cuda.shfl_up_sync(0xFFFFFFFF, out_f, 1)"]
+    else:
+        lines += ["            xch[0, tx] = out_h", "            xch[1, tx] = out_f",
+                  "            cuda.syncthreads()",
+                  "            in_h = xch[0, tx - 1] if lane > 0 else out_h",
+                  "            in_f = xch[1, tx - 1] if lane > 0 else out_f",
+                  "            cuda.syncthreads()"]
+    lines += [
+        "            if lane == 0:",
+        "                if warp == 0:",
+        "                    if p > 0 and j >= 0 and j < n:",
+        "                        in_h = boundary[rd + 2 * j]",
+        "                        in_f = boundary[rd + 2 * j + 1]",
+        "                    else:",
+        "                        in_h = zero",
+        f"                        in_f = int32({NEG})",
+        "                else:  # written by the warp before, one chunk ago",
+        f"                    slot = ((warp - 1) * {ring} + (step + {delay}) % {ring}) * 2",
+        "                    in_h = ring[slot]",
+        "                    in_f = ring[slot + 1]",
+        "            if j >= 0 and j < n:",
+        "                code = s_res[uint64(start + j)]",
+        f"                at = uint32(code) * uint32({span}) + tbase",
+        "                diag = diag_in",
+        "                diag_in = in_h",
+        "                up = in_h",
+        "                f = in_f",
+        "                cmax = zero",
+    ]
+    for k in r:
+        # Every sum is cast back to int32: Numba types int32 + int32 as int64.
+        lines += [
+            f"                s = int32(sprof[at + U{k}])",
+            f"                e{k} = max(int32(e{k} - gap_e), int32(h{k} - gap_oe))",
+            "                f = max(int32(f - gap_e), int32(up - gap_oe))",
+            f"                h = max(max(int32(diag + s), zero), max(e{k}, f))",
+            f"                diag = h{k}",
+            f"                h{k} = h",
+            "                up = h",
+            "                cmax = max(cmax, h)",
+        ]
+    lines += [
+        "                out_h = up",
+        "                out_f = f",
+        f"                if lane == {lanes - 1} and warp < {warps - 1}:",
+        f"                    slot = (warp * {ring} + step % {ring}) * 2",
+        "                    ring[slot] = up",
+        "                    ring[slot + 1] = f",
+        f"                if tx == {threads - 1} and p + 1 < passes:",
+        "                    boundary[wr + 2 * j] = up",
+        "                    boundary[wr + 2 * j + 1] = f",
+        "                if cmax > best or (cmax == best and j + 1 < best_j):",
+        "                    best = cmax",
+        "                    best_j = j + 1",
+        f"                    best_i = row0 + {rows}",
+    ]
+    for k in reversed(r):  # the first row holding the maximum wins: scan upwards
+        lines += [f"                    if h{k} == cmax:", f"                        best_i = row0 + {k + 1}"]
+    lines += [
+        "    red[0, tx] = best",
+        "    red[1, tx] = best_j",
+        "    red[2, tx] = best_i",
+        "    cuda.syncthreads()",
+        "    if tx == 0:",
+        f"        for t in range(1, {threads}):",
+        "            o_best = red[0, t]",
+        "            o_j = red[1, t]",
+        "            o_i = red[2, t]",
+        "            if o_best > best or (o_best == best and (o_j < best_j or "
+        "(o_j == best_j and o_i < best_i))):",
+        "                best = o_best",
+        "                best_j = o_j",
+        "                best_i = o_i",
+        "        if best == 0:",
+        "            best_i = 0",
+        "            best_j = 0",
+        "        out_score[pair] = best",
+        "        out_qend[pair] = best_i",
+        "        out_send[pair] = best_j",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def lanes_per_warp() -> int:
+    """32 on a GPU; :data:`SIMULATOR_LANES` in the simulator."""
+    return SIMULATOR_LANES if config.ENABLE_CUDASIM else 32
+
+
+def get_kernel(rows: int, warps: int, alphabet: int, *, lanes: int | None = None,
+               delay: int | None = None, dtype=np.int8):
+    """The compiled kernel for a shape and profile type (compiled once per process).
+
+    ``lanes`` defaults to :func:`lanes_per_warp` (on a GPU it must be 32), ``delay`` to
+    :data:`DELAY`; ``dtype`` is the profile's (:func:`profile_dtype`).
+    """
+    simulated = bool(config.ENABLE_CUDASIM)
+    lanes = lanes or lanes_per_warp()
+    delay = delay or DELAY
+    dtype = np.dtype(dtype)
+    key = (rows, warps, alphabet, lanes, delay, dtype.name, simulated)
+    if key not in _KERNELS:
+        if not shared_fits(rows, warps * lanes, alphabet, dtype.itemsize):
+            raise ValueError(f"{rows} rows x {warps * lanes} threads x {alphabet} codes exceed "
+                             f"{PROFILE_BYTES} bytes of shared memory")
+        source = kernel_source(rows, warps, lanes, delay, shuffles=not simulated,
+                               alphabet=alphabet, dtype=dtype.name)
+        namespace = {"cuda": cuda, "int32": np.int32, "int16": np.int16, "int8": np.int8,
+                     "uint32": np.uint32, "uint64": np.uint64}
+        # Unsigned profile indices: Numba adds a negative-index wrap-around (a compare and
+        # a select) to every signed index, which cost the 16-bit kernel 30%.
+        namespace.update({f"U{k}": np.uint32(k) for k in range(rows)})
+        exec(compile(source, f"<swdask intra-task kernel R={rows} W={warps} L={lanes} "
+                             f"D={delay} {dtype.name}>", "exec"), namespace)
+        _KERNELS[key] = cuda.jit(namespace["kernel"])
+    return _KERNELS[key]
+
+
+def shared_fits(rows: int, threads: int, alphabet: int, itemsize: int = 1) -> bool:
+    """Whether a pass's profile (``itemsize`` bytes an entry) fits :data:`PROFILE_BYTES`."""
+    return alphabet * rows * threads * itemsize <= PROFILE_BYTES
+
+
+def choose_shape(m: int, alphabet: int, lanes: int = 32, itemsize: int = 1) -> tuple[int, int]:
+    """``(rows, warps)`` for a query of ``m`` residues: :data:`ROWS` rows per thread and
+    the fewest warps (at most :data:`MAX_WARPS`, and within :data:`PROFILE_BYTES` for
+    profile entries of ``itemsize`` bytes) whose rows hold the query, so short queries
+    leave no idle warps and long ones take as few passes as the block allows.
+
+    Examples
+    --------
+    >>> choose_shape(375, 24)
+    (8, 2)
+    >>> choose_shape(5000, 24)  # six warps of 8-row lanes fill the shared int8 profile
+    (8, 6)
+    >>> choose_shape(5000, 24, itemsize=2)
+    (8, 3)
+    >>> choose_shape(5000, 5)
+    (8, 8)
+    """
+    rows = ROWS
+    warps = max(1, min(MAX_WARPS, math.ceil(max(m, 1) / (lanes * rows))))
+    while warps > 1 and not shared_fits(rows, warps * lanes, alphabet, itemsize):
+        warps -= 1
+    while rows > 1 and not shared_fits(rows, warps * lanes, alphabet, itemsize):
+        rows -= 1
+    return rows, warps
+
+
+#: Score of rows past the query, per profile type: any negative score keeps every cell
+#: of those rows below (or, with free gaps, tied at a later row or column with) the real
+#: cell it came from, so scores and ends are unchanged.
+PAD = {"int8": -128, "int16": PAD_SCORE, "int32": NEG}
+
+
+def profile_dtype(matrix) -> np.dtype:
+    """The narrowest of int8, int16 and int32 holding every entry of ``matrix``.
+
+    Examples
+    --------
+    >>> profile_dtype(np.array([[11, -4], [-4, 5]])).name
+    'int8'
+    >>> profile_dtype(np.array([[8000, -8000], [-8000, 8000]])).name
+    'int16'
+    """
+    matrix = np.asarray(matrix)
+    low, high = int(matrix.min(initial=0)), int(matrix.max(initial=0))
+    for dtype in (np.int8, np.int16):
+        info = np.iinfo(dtype)
+        if info.min < low and high <= info.max:
+            return np.dtype(dtype)
+    return np.dtype(np.int32)
+
+
+def query_profile(query, matrix, rows_total: int, dtype=None):
+    """Profile ``[code, row]`` of the query in ``dtype`` (default
+    :func:`profile_dtype`), rows past it :data:`PAD` (no pad-code row: a block never
+    reads past its subject).
+
+    Examples
+    --------
+    >>> query_profile(np.array([1, 0], np.uint8), np.array([[2, -1], [-1, 3]]), 3).tolist()
+    [[-1, 2, -128], [3, -1, -128]]
+    """
+    matrix = np.asarray(matrix)
+    dtype = np.dtype(dtype or profile_dtype(matrix))
+    profile = np.full((matrix.shape[0], max(rows_total, 1)), PAD[dtype.name], dtype=dtype)
+    profile[:, :len(query)] = matrix[:, np.asarray(query, np.intp)]
+    return profile
+
+
+def boundary_offsets(lengths):
+    """Start of each pair's columns in the boundary buffer, and the buffer's size (int32
+    words: two halves of (H, F) per column of every pair)."""
+    lengths = np.asarray(lengths, np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    return offsets, int(4 * max(int(lengths.sum()), 1))
