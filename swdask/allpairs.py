@@ -189,8 +189,8 @@ class IdentityBound:
     >>> b = IdentityBound.from_scoring(Scoring(match=2, mismatch=-3, gap_open=5, gap_extend=2), 0.97)
     >>> b.identity_score, b.penalty
     (2, 7)
-    >>> b.lowest_score(1500, 1500), b.lowest_score(1450, 1500), b.lowest_score(1400, 1500)
-    (2595, 2510, None)
+    >>> b.lowest_score(1500, 1500), b.lowest_score(1460, 1500), b.lowest_score(1400, 1500)
+    (2595, 2595, None)
     """
 
     threshold: Fraction
@@ -697,13 +697,11 @@ def all_pairs(source, *, scoring: Scoring | None = None, mode: str = "global",
 
     Examples
     --------
-    >>> from importlib.resources import files
-    >>> import swdask
+    >>> import tempfile
+    >>> from pathlib import Path
     >>> genes = {"a": "ACGTACGTTGCA" * 4, "b": "ACGTACGTTGCA" * 4 + "A", "c": "TTTTGGGGCCCC" * 4}
-    >>> import tempfile, os
-    >>> folder = tempfile.mkdtemp()
-    >>> path = os.path.join(folder, "genes.fasta")
-    >>> _ = open(path, "w").write("".join(f">{k}\\n{v}\\n" for k, v in genes.items()))
+    >>> path = Path(tempfile.mkdtemp()) / "genes.fasta"
+    >>> _ = path.write_text("".join(f">{k}\\n{v}\\n" for k, v in genes.items()))
     >>> table = all_pairs(path, min_identity=0.9).compute()
     >>> table[["query", "subject", "score", "identity", "align_length"]].values.tolist()
     [['a', 'b', 89, 0.9795918367346939, 49]]
