@@ -42,12 +42,12 @@ def _fasta(path, records):
 
 @pytest.fixture(scope="module")
 def genes16s(tmp_path_factory):
-    """36 real 16S genes of 1,380-1,560 bp: the close pairs and others drawn at random."""
+    """28 real 16S genes of 1,380-1,560 bp: the close pairs and others drawn at random."""
     batch = load_sequences(DATA / "16S_200.fna.gz", alphabet="dna")
     names = list(batch.names)
     pool = [i for i, n in enumerate(names)
             if 1380 <= batch.lengths[i] <= 1560 and n not in CLOSE_PAIRS]
-    chosen = [names.index(n) for n in CLOSE_PAIRS] + random.Random(7).sample(pool, 29)
+    chosen = [names.index(n) for n in CLOSE_PAIRS] + random.Random(7).sample(pool, 21)
     records = [(names[i], batch.alphabet.decode(batch.codes(i))) for i in sorted(chosen)]
     return _fasta(tmp_path_factory.mktemp("16s") / "genes.fasta", records)
 
@@ -253,10 +253,9 @@ def test_pair_ranges_are_exact():
         assert got == want
 
 
-def test_local_mode_and_min_score(genes16s):
-    records = _records(genes16s)[:6]
-    short = [(n, s[:120]) for n, s in records]
-    path = _fasta(genes16s.parent / "short.fasta", short)
+def test_local_mode_and_min_score(short16s):
+    short = _records(short16s)[:8]
+    path = _fasta(short16s.parent / "first8.fasta", short)
     table = all_pairs(path, scoring=DNA, mode="local", min_identity=0.9, min_score=150,
                       device="cpu").compute()
     expected = {}
@@ -266,7 +265,7 @@ def test_local_mode_and_min_score(genes16s):
             if r["score"] >= 150 and r["matches"] * 10 >= 9 * r["align_length"]:
                 expected[(short[x][0], short[y][0])] = r["score"]
     assert {(r.query, r.subject): r.score for r in table.itertuples()} == expected
-    assert expected  # the 5' ends of 16S genes are conserved
+    assert 0 < len(expected) < 28
 
 
 # --------------------------------------------------------------------------------------
@@ -275,13 +274,14 @@ def test_local_mode_and_min_score(genes16s):
 
 
 def test_gpu_kernel_scores_and_filter_in_the_simulator():
-    """Lengths 0, 1, 31, 32, 33, 40 (one row per lane: 32-row passes), N letters, all
-    mismatches; every global score against the reference, and the on-device filter."""
+    """Lengths 0, 1, 31, 32, 33, 40 (one row per lane: 32-row passes, so 31/32/33 end at,
+    before and after a pass boundary), N letters, all mismatches; every global score
+    against the reference, and the on-device filter."""
     from swdask.kernels.cpu.reference import score_reference
 
     rng = np.random.default_rng(3)
     seqs = [np.zeros(0, np.uint8), np.array([4], np.uint8), rng.integers(0, 4, 31).astype(np.uint8),
-            rng.integers(0, 5, 32).astype(np.uint8), np.full(33, 1, np.uint8), np.full(5, 2, np.uint8)]
+            rng.integers(0, 5, 32).astype(np.uint8), np.full(33, 1, np.uint8)]
     seqs.append(np.concatenate([seqs[3][:20], seqs[2][:20]]))  # 40, shares a piece with two
     res = np.concatenate(seqs)
     off = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
@@ -295,12 +295,13 @@ def test_gpu_kernel_scores_and_filter_in_the_simulator():
     qi, sj, score, _ = gpu_kernel.score_pairs(res, off, res, off, q_list, s_lo, count, DNA.matrix,
                                               5, 2, unbounded, rows=1)
     assert {(int(a), int(b)): int(s) for a, b, s in zip(qi, sj, score)} == ref
-    # With a bound and a score floor only the pairs over both come back.
+    # With a bound and a score floor only the pairs over both come back (the four
+    # longest sequences, two rows per lane).
     bound = IdentityBound.from_scoring(DNA, Fraction(1, 2))
-    qi, sj, score, _ = gpu_kernel.score_pairs(res, off, res, off, q_list, s_lo, count, DNA.matrix,
-                                              5, 2, bound.params, min_score=-40, rows=2)
-    want = {k: v for k, v in ref.items()
-            if v >= -40 and v >= bound.lowest_scores(len(seqs[k[0]]), len(seqs[k[1]]))}
+    qi, sj, score, _ = gpu_kernel.score_pairs(res, off, res, off, q_list[2:], s_lo[2:], count[2:],
+                                              DNA.matrix, 5, 2, bound.params, min_score=-40, rows=2)
+    want = {k: v for k, v in ref.items() if k[0] >= 2 and v >= -40
+            and v >= bound.lowest_scores(len(seqs[k[0]]), len(seqs[k[1]]))}
     assert {(int(a), int(b)): int(s) for a, b, s in zip(qi, sj, score)} == want
     assert 0 < len(want) < len(ref)
 
@@ -309,12 +310,12 @@ def test_cpu_and_simulated_gpu_all_pairs_agree(tmp_path):
     rng = random.Random(11)
     base = "".join(rng.choice("ACGT") for _ in range(36))
     records = [("g0", base), ("g1", base[:20] + "T" + base[21:]), ("g2", base[:-1]),
-               ("g3", base + "N"), ("g4", "".join(rng.choice("ACGT") for _ in range(35)))]
+               ("g3", base + "N")]
     path = _fasta(tmp_path / "tiny.fasta", records)
     cpu = all_pairs(path, scoring=DNA, min_identity=0.9, cigar=True, device="cpu").compute()
     gpu = all_pairs(path, scoring=DNA, min_identity=0.9, cigar=True, device="gpu").compute()
     pd.testing.assert_frame_equal(cpu, gpu)
-    assert len(cpu) >= 4
+    assert len(cpu) >= 3
 
 
 # --------------------------------------------------------------------------------------
@@ -324,10 +325,14 @@ def test_cpu_and_simulated_gpu_all_pairs_agree(tmp_path):
 
 @pytest.fixture(scope="module")
 def short16s(tmp_path_factory):
-    """30 real 16S genes cut to their first 150 bases: many cheap block pairs."""
+    """Windows of 10 real 16S genes: for each gene bases 300-400 and two windows shifted by
+    a few bases (close pairs), 30 short records in all: many cheap block pairs."""
     batch = load_sequences(DATA / "16S_200.fna.gz", alphabet="dna")
-    picked = random.Random(3).sample(range(len(batch)), 30)
-    records = [(batch.names[i], batch.alphabet.decode(batch.codes(i))[:100 + i % 50]) for i in picked]
+    records = []
+    for i in random.Random(3).sample(range(len(batch)), 10):
+        gene = batch.alphabet.decode(batch.codes(i))
+        for k, (start, stop) in enumerate(((300, 400), (303, 404), (296, 398))):
+            records.append((f"{batch.names[i]}_{k}", gene[start:stop]))
     return _fasta(tmp_path_factory.mktemp("short") / "short.fasta", records)
 
 
@@ -374,7 +379,7 @@ def test_resume_after_an_interruption_equals_the_uninterrupted_run(short16s, tmp
 def test_cli_killed_and_resumed(short16s, tmp_path):
     out = tmp_path / "out"
     command = [sys.executable, "-m", "swdask.cli", "allpairs", str(short16s), "-o", str(out),
-               "--min-identity", "0.8", "--block-size", "1", "--device", "cpu", "--quiet"]
+               "--min-identity", "0.8", "--block-size", "2", "--device", "cpu", "--quiet"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None:
@@ -390,7 +395,7 @@ def test_cli_killed_and_resumed(short16s, tmp_path):
     result = subprocess.run(command + ["--resume"], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     expected = all_pairs(short16s, scoring=DNA, min_identity=0.8, device="cpu",
-                         block_size=1).compute().reset_index(drop=True)
+                         block_size=2).compute().reset_index(drop=True)
     pd.testing.assert_frame_equal(read_all_pairs(out), expected)
 
 
