@@ -50,6 +50,7 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -434,7 +435,10 @@ def _prepare(source, *, scoring, mode, min_identity, min_score, device, cigar, b
     if min_score is not None and (isinstance(min_score, bool) or int(min_score) != min_score):
         raise ValueError(f"min_score must be a whole number, got {min_score!r}")
     device = _check_device(device, mode, here=here)
-    store = open_database(source, alphabet=alphabet, map_unknown=map_unknown)
+    if isinstance(source, SequenceStore):
+        store = source
+    else:
+        store = open_database(source, alphabet=alphabet, map_unknown=map_unknown)
     keep = None
     if getattr(store, "temporary", False):
         from .search import _TemporaryStore
@@ -497,14 +501,21 @@ def _score_cpu(qa: SequenceBatch, sb: SequenceBatch, q_list, s_lo, s_count, job:
     return [np.concatenate(x).astype(np.int64) for x in found], seconds
 
 
+#: One score pass on this process's GPU at a time: block pairs overlap their tracebacks
+#: with the next one's kernel, and the kernel seconds measured stay the kernel's own.
+_GPU_LOCK = threading.Lock()
+
+
 def _score_gpu(qa, sb, q_list, s_lo, s_count, job: _Job):
     from .kernels.cuda.all_pairs import score_pairs
 
-    qi, sj, score, seconds = score_pairs(qa.residues, qa.offsets, sb.residues, sb.offsets, q_list,
-                                         s_lo, s_count, job.scoring.matrix, job.scoring.gap_open,
-                                         job.scoring.gap_extend, job.bound.params,
-                                         min_score=job.min_score,
-                                         **({} if job.rows is None else {"rows": job.rows}))
+    with _GPU_LOCK:
+        qi, sj, score, seconds = score_pairs(qa.residues, qa.offsets, sb.residues, sb.offsets,
+                                             q_list, s_lo, s_count, job.scoring.matrix,
+                                             job.scoring.gap_open,
+                                             job.scoring.gap_extend, job.bound.params,
+                                             min_score=job.min_score,
+                                             **({} if job.rows is None else {"rows": job.rows}))
     q_end = qa.lengths[qi].astype(np.int64)  # global: the end cell is (m, n)
     s_end = sb.lengths[sj].astype(np.int64)
     return [qi.astype(np.int64), sj.astype(np.int64), score.astype(np.int64), q_end, s_end], seconds
@@ -798,7 +809,7 @@ def write_all_pairs(source, output, *, scoring: Scoring | None = None, mode: str
                     min_identity=0.97, min_score: int | None = None, device: str = "auto",
                     cigar: bool = False, block_size: int = BLOCK_SIZE, alphabet="auto",
                     map_unknown: bool = False, resume: bool = False, force: bool = False,
-                    client=None, progress: bool = False) -> AllPairsStats:
+                    client=None, progress: bool = False, gpu_rows: int | None = None) -> AllPairsStats:
     """Run :func:`all_pairs` into a folder: one Parquet file per block pair, resumable.
 
     Each block pair's rows go to ``OUTPUT/pairs-AAAAA-BBBBB.parquet``, written under a
@@ -825,6 +836,9 @@ def write_all_pairs(source, output, *, scoring: Scoring | None = None, mode: str
         time with a GPU, so that one traces back while the other is on the GPU).
     progress : bool, default False
         A progress bar on stderr over the pairs to score, with rate and ETA.
+    gpu_rows : int, optional
+        Query rows per lane of the GPU kernel (default
+        :data:`swdask.kernels.cuda.all_pairs.ROWS`); for tuning, results do not change.
 
     Returns
     -------
@@ -853,7 +867,7 @@ def write_all_pairs(source, output, *, scoring: Scoring | None = None, mode: str
     here = client is None
     job = _prepare(source, scoring=scoring, mode=mode, min_identity=min_identity,
                    min_score=min_score, device=device, cigar=cigar, block_size=block_size,
-                   alphabet=alphabet, map_unknown=map_unknown, rows=None, here=here)
+                   alphabet=alphabet, map_unknown=map_unknown, rows=gpu_rows, here=here)
     store = SequenceStore.open(job.store_path)
     manifest = _manifest(job, store)
     if output.exists() and force and not resume:
