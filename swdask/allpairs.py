@@ -86,6 +86,11 @@ CPU_CHUNK = 16
 MAX_DENOMINATOR = 10**6
 NO_BOUND = -(1 << 62)
 CANNOT_PASS = 1 << 62
+#: One score kernel at a time in a process (each uses all of Numba's threads, or the GPU;
+#: Numba's workqueue threading layer cannot be entered twice): block pairs on Dask's
+#: threads overlap their tracebacks with the next kernel, and kernel seconds stay the
+#: kernel's own.
+_KERNEL_LOCK = threading.Lock()
 MANIFEST = "_manifest.json"
 MANIFEST_VERSION = 1
 
@@ -482,11 +487,12 @@ def _score_cpu(qa: SequenceBatch, sb: SequenceBatch, q_list, s_lo, s_count, job:
         first, last = int(lo.min()), int(hi.max())
         subjects = np.arange(first, last, dtype=np.int64)
         chunk = qa.take(ql)
-        tick = time.perf_counter()
-        scores, q_end, s_end = score_all(chunk.residues, chunk.offsets, sb.residues, sb.offsets,
-                                         scoring.matrix, scoring.gap_open, scoring.gap_extend,
-                                         job.mode, subjects)
-        seconds += time.perf_counter() - tick
+        with _KERNEL_LOCK:
+            tick = time.perf_counter()
+            scores, q_end, s_end = score_all(chunk.residues, chunk.offsets, sb.residues,
+                                             sb.offsets, scoring.matrix, scoring.gap_open,
+                                             scoring.gap_extend, job.mode, subjects)
+            seconds += time.perf_counter() - tick
         cols = subjects[None, :]
         low = bound.lowest_scores(chunk.lengths[:, None], sb.lengths[subjects][None, :])
         keep = (cols >= lo[:, None]) & (cols < hi[:, None]) & (scores >= low) & (scores >= floor)
@@ -501,15 +507,10 @@ def _score_cpu(qa: SequenceBatch, sb: SequenceBatch, q_list, s_lo, s_count, job:
     return [np.concatenate(x).astype(np.int64) for x in found], seconds
 
 
-#: One score pass on this process's GPU at a time: block pairs overlap their tracebacks
-#: with the next one's kernel, and the kernel seconds measured stay the kernel's own.
-_GPU_LOCK = threading.Lock()
-
-
 def _score_gpu(qa, sb, q_list, s_lo, s_count, job: _Job):
     from .kernels.cuda.all_pairs import score_pairs
 
-    with _GPU_LOCK:
+    with _KERNEL_LOCK:
         qi, sj, score, seconds = score_pairs(qa.residues, qa.offsets, sb.residues, sb.offsets,
                                              q_list, s_lo, s_count, job.scoring.matrix,
                                              job.scoring.gap_open,
