@@ -290,7 +290,8 @@ class AllPairsStats:
     """What an all-pairs run did: small, immutable, picklable.
 
     ``pairs`` all unordered pairs of the set; ``pairs_scored`` those the lengths allow
-    (each scored exactly once) and ``cells`` their ``m * n``; ``candidates`` the pairs
+    (each scored exactly once) and ``cells`` their ``m * n`` (whole, also for the pairs
+    the GPU kernel abandoned early, ``pairs_abandoned``); ``candidates`` the pairs
     over the score bound (traced back); ``hits`` the rows written; seconds of the score
     kernel (``kernel_seconds``, summed over tasks) and of the traceback.
     """
@@ -306,6 +307,7 @@ class AllPairsStats:
     block_pairs: int
     block_pairs_skipped: int
     device: str
+    pairs_abandoned: int = 0
 
     @property
     def kernel_gcups(self) -> float:
@@ -503,15 +505,15 @@ def _score_cpu(qa: SequenceBatch, sb: SequenceBatch, q_list, s_lo, s_count, job:
         found[3].append(q_end[rows, which])
         found[4].append(s_end[rows, which])
     if not found[0]:
-        return [np.zeros(0, np.int64)] * 5, seconds
-    return [np.concatenate(x).astype(np.int64) for x in found], seconds
+        return [np.zeros(0, np.int64)] * 5, seconds, 0
+    return [np.concatenate(x).astype(np.int64) for x in found], seconds, 0
 
 
 def _score_gpu(qa, sb, q_list, s_lo, s_count, job: _Job):
     from .kernels.cuda.all_pairs import score_pairs
 
     with _KERNEL_LOCK:
-        qi, sj, score, seconds = score_pairs(qa.residues, qa.offsets, sb.residues, sb.offsets,
+        qi, sj, score, seconds, abandoned = score_pairs(qa.residues, qa.offsets, sb.residues, sb.offsets,
                                              q_list, s_lo, s_count, job.scoring.matrix,
                                              job.scoring.gap_open,
                                              job.scoring.gap_extend, job.bound.params,
@@ -519,7 +521,8 @@ def _score_gpu(qa, sb, q_list, s_lo, s_count, job: _Job):
                                              **({} if job.rows is None else {"rows": job.rows}))
     q_end = qa.lengths[qi].astype(np.int64)  # global: the end cell is (m, n)
     s_end = sb.lengths[sj].astype(np.int64)
-    return [qi.astype(np.int64), sj.astype(np.int64), score.astype(np.int64), q_end, s_end], seconds
+    found = [qi.astype(np.int64), sj.astype(np.int64), score.astype(np.int64), q_end, s_end]
+    return found, seconds, abandoned
 
 
 def _trace(qa, sb, found, job: _Job) -> list:
@@ -579,16 +582,17 @@ def _block_pair(job: _Job, a: int, b: int):
         cells = int((qa.lengths[q_list].astype(np.int64) * (cum[s_lo + s_count] - cum[s_lo])).sum())
     backend = _task_device(job)
     if pairs == 0:
-        found, seconds = [np.zeros(0, np.int64)] * 5, 0.0
+        found, seconds, abandoned = [np.zeros(0, np.int64)] * 5, 0.0, 0
     elif backend == "gpu":
-        found, seconds = _score_gpu(qa, sb, q_list, s_lo, s_count, job)
+        found, seconds, abandoned = _score_gpu(qa, sb, q_list, s_lo, s_count, job)
     else:
-        found, seconds = _score_cpu(qa, sb, q_list, s_lo, s_count, job)
+        found, seconds, abandoned = _score_cpu(qa, sb, q_list, s_lo, s_count, job)
     tick = time.perf_counter()
     rows = _trace(qa, sb, found, job)
     traced = time.perf_counter() - tick
     rows.sort(key=lambda r: (r[2], r[3]))
-    info = {"pairs_scored": pairs, "cells": cells, "candidates": len(found[0]), "hits": len(rows),
+    info = {"pairs_scored": pairs, "cells": cells, "abandoned": abandoned,
+            "candidates": len(found[0]), "hits": len(rows),
             "kernel_seconds": seconds, "traceback_seconds": traced, "device": backend}
     return _table(rows), info
 
@@ -614,7 +618,8 @@ def _stats(job: _Job, infos) -> AllPairsStats:
         candidates=sum(i["candidates"] for i in infos), hits=sum(i["hits"] for i in infos),
         kernel_seconds=sum(i["kernel_seconds"] for i in infos),
         traceback_seconds=sum(i["traceback_seconds"] for i in infos),
-        block_pairs=len(job.block_pairs), block_pairs_skipped=job.skipped, device="+".join(devices))
+        block_pairs=len(job.block_pairs), block_pairs_skipped=job.skipped, device="+".join(devices),
+        pairs_abandoned=sum(i.get("abandoned", 0) for i in infos))
 
 
 # --------------------------------------------------------------------------------------

@@ -283,6 +283,7 @@ def test_gpu_kernel_scores_and_filter_in_the_simulator():
     seqs = [np.zeros(0, np.uint8), np.array([4], np.uint8), rng.integers(0, 4, 31).astype(np.uint8),
             rng.integers(0, 5, 32).astype(np.uint8), np.full(33, 1, np.uint8)]
     seqs.append(np.concatenate([seqs[3][:20], seqs[2][:20]]))  # 40, shares a piece with two
+    first = 5  # pairs among the first five: one row per lane; the rest: two
     res = np.concatenate(seqs)
     off = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
     n = len(seqs)
@@ -292,18 +293,33 @@ def test_gpu_kernel_scores_and_filter_in_the_simulator():
     s_lo = q_list + 1
     count = n - 1 - q_list
     unbounded = IdentityBound.from_scoring(DNA, 0).params
-    qi, sj, score, _ = gpu_kernel.score_pairs(res, off, res, off, q_list, s_lo, count, DNA.matrix,
-                                              5, 2, unbounded, rows=1)
-    assert {(int(a), int(b)): int(s) for a, b, s in zip(qi, sj, score)} == ref
+    qi, sj, score, _, abandoned = gpu_kernel.score_pairs(
+        res, off, res, off, q_list[:first - 1], s_lo[:first - 1], first - 1 - q_list[:first - 1],
+        DNA.matrix, 5, 2, unbounded, rows=1)
+    assert {(int(a), int(b)): int(s) for a, b, s in zip(qi, sj, score)} == \
+        {k: v for k, v in ref.items() if k[1] < first}
+    assert abandoned == 0  # nothing to abandon without a bound
     # With a bound and a score floor only the pairs over both come back (the four
     # longest sequences, two rows per lane).
     bound = IdentityBound.from_scoring(DNA, Fraction(1, 2))
-    qi, sj, score, _ = gpu_kernel.score_pairs(res, off, res, off, q_list[2:], s_lo[2:], count[2:],
+    qi, sj, score, _, abandoned = gpu_kernel.score_pairs(res, off, res, off, q_list[2:], s_lo[2:], count[2:],
                                               DNA.matrix, 5, 2, bound.params, min_score=-40, rows=2)
     want = {k: v for k, v in ref.items() if k[0] >= 2 and v >= -40
             and v >= bound.lowest_scores(len(seqs[k[0]]), len(seqs[k[1]]))}
     assert {(int(a), int(b)): int(s) for a, b, s in zip(qi, sj, score)} == want
     assert 0 < len(want) < len(ref)
+    # Early abandon after the first 32-row pass: all A against all C cannot reach 0.9, a
+    # near-identical pair can and is kept.
+    a40, c40 = np.zeros(40, np.uint8), np.ones(40, np.uint8)
+    near = a40.copy()
+    near[35] = 2
+    res = np.concatenate([a40, c40, near])
+    off = np.array([0, 40, 80, 120], np.int64)
+    bound = IdentityBound.from_scoring(DNA, 0.9)
+    qi, sj, score, _, abandoned = gpu_kernel.score_pairs(
+        res, off, res, off, np.array([0]), np.array([1]), np.array([2]), DNA.matrix, 5, 2,
+        bound.params, rows=1)
+    assert (qi.tolist(), sj.tolist(), score.tolist(), abandoned) == ([0], [2], [39 * 2 - 3], 1)
 
 
 def test_cpu_and_simulated_gpu_all_pairs_agree(tmp_path):
@@ -313,7 +329,9 @@ def test_cpu_and_simulated_gpu_all_pairs_agree(tmp_path):
                ("g3", base + "N")]
     path = _fasta(tmp_path / "tiny.fasta", records)
     cpu = all_pairs(path, scoring=DNA, min_identity=0.9, cigar=True, device="cpu").compute()
-    gpu = all_pairs(path, scoring=DNA, min_identity=0.9, cigar=True, device="gpu").compute()
+    # In this process, not on Dask's threads: the simulator runs a Python thread per lane.
+    gpu = all_pairs(path, scoring=DNA, min_identity=0.9, cigar=True, device="gpu").compute(
+        scheduler="sync")
     pd.testing.assert_frame_equal(cpu, gpu)
     assert len(cpu) >= 3
 

@@ -48,10 +48,10 @@ def test_every_16s_pair_scores_as_the_cpu_kernel(device, genes, cpu_scores, rows
     n = len(genes)
     q_list = np.arange(n - 1, dtype=np.int64)
     unbounded = IdentityBound.from_scoring(DNA, 0).params
-    qi, sj, score, seconds = score_pairs(genes.residues, genes.offsets, genes.residues,
+    qi, sj, score, seconds, abandoned = score_pairs(genes.residues, genes.offsets, genes.residues,
                                          genes.offsets, q_list, q_list + 1, n - 1 - q_list,
                                          DNA.matrix, 5, 2, unbounded, rows=rows, dpx=dpx)
-    assert len(qi) == n * (n - 1) // 2 and seconds > 0
+    assert len(qi) == n * (n - 1) // 2 and seconds > 0 and abandoned == 0
     np.testing.assert_array_equal(score, cpu_scores[qi, sj])
 
 
@@ -61,7 +61,7 @@ def test_on_device_filter_keeps_exactly_the_pairs_over_the_bound(device, genes, 
     bound = IdentityBound.from_scoring(DNA, 0.9)
     n = len(genes)
     q_list = np.arange(n - 1, dtype=np.int64)
-    qi, sj, score, _ = score_pairs(genes.residues, genes.offsets, genes.residues, genes.offsets,
+    qi, sj, score, _, abandoned = score_pairs(genes.residues, genes.offsets, genes.residues, genes.offsets,
                                    q_list, q_list + 1, n - 1 - q_list, DNA.matrix, 5, 2,
                                    bound.params, min_score=100)
     a, b = np.triu_indices(n, 1)
@@ -69,6 +69,7 @@ def test_on_device_filter_keeps_exactly_the_pairs_over_the_bound(device, genes, 
     keep = (cpu_scores[a, b] >= low) & (cpu_scores[a, b] >= 100)
     assert set(zip(qi.tolist(), sj.tolist())) == set(zip(a[keep].tolist(), b[keep].tolist()))
     assert 0 < keep.sum() < len(a) // 4
+    assert abandoned > len(a) // 2  # most pairs are stopped after a pass or two
 
 
 @pytest.mark.parametrize("t", [0.97, 0.9])

@@ -29,11 +29,20 @@ search of ``pair_start`` and to subject ``s_lo[k] + p - pair_start[k]``.  Warps 
 in a grid-stride loop, so the grid (and the boundary buffer) is sized to the GPU, not to
 the work.
 
-Filter on the device: the owning lane computes the identity bound ``L(m, n)`` of the pair
+Filter on the device: every lane computes the identity bound ``L(m, n)`` of the pair
 (:func:`lowest_score`, the same integer formula as
-:meth:`swdask.allpairs.IdentityBound.lowest_scores`) and, when the score is at least
-``max(L, min_score)``, appends ``(query, subject, score)`` to the output with one atomic
-add.  Nothing else comes back to the host.
+:meth:`swdask.allpairs.IdentityBound.lowest_scores`); when the score is at least
+``need = max(L, min_score)`` the owning lane appends ``(query, subject, score)`` to the
+output with one atomic add.  Nothing else comes back to the host.
+
+Early abandon (LazyRScan's laziness, made exact): after each pass but the last, the last
+lane holds row ``r`` of the matrix and bounds the final score by
+``U = max_j H(r, j) + amax*min(m - r, n - j) - e*|(m - r) - (n - j)|`` (any path to
+``(m, n)`` crosses row ``r`` with a prefix scoring at most ``H(r, j)``; what is left aligns
+at most ``min`` pairs worth at most ``amax = max(matrix max, 0)`` each and has at least
+``|difference|`` gap columns costing at least ``e`` each).  When ``U < need`` the pair
+cannot pass and the warp moves on to its next pair: for unrelated 16S genes at 97 %
+identity that happens after the first or second of four passes.
 
 Scores are exact 32-bit integers (16S genes of 1.5 kb score within +-30,000).
 Launch: blocks of :func:`~swdask.kernels.cuda.inter_task.threads_per_block` threads (128 on
@@ -60,6 +69,8 @@ from .inter_task import NEG, threads_per_block
 #: gene takes 4 passes with 6 % padding (the CUDASW++ 4.0 tile height measured best by
 #: :mod:`~swdask.kernels.cuda.inter_task` for long queries).
 ROWS = 12
+#: Rows per lane in the simulator (a Python thread per lane runs every unrolled row).
+SIMULATOR_ROWS = 2
 #: Lanes per pair: one warp.
 GROUP = 32
 #: Largest alphabet of the shared matrix (codes 0..31).
@@ -126,8 +137,8 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
         sync = "cuda.syncthreads()"
     lines = [
         "def kernel(q_res, q_off, s_res, s_off, q_list, s_lo, pair_start, matrix, alpha,",
-        "           gap_oe, gap_e, num, den, ident, penalty, local, min_score, boundary, max_n,",
-        "           counter, out_q, out_s, out_score):",
+        "           gap_oe, gap_e, num, den, ident, penalty, local, min_score, amax, boundary,",
+        "           max_n, counter, out_q, out_s, out_score):",
         "    tx = cuda.threadIdx.x",
         f"    smat = cuda.shared.array({MAX_ALPHABET * MAX_ALPHABET}, int32)",
         f"    xch = cuda.shared.array((2, {threads}), int32)" if not shuffles else "    pass",
@@ -166,12 +177,18 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
         "            result = int32(-(gap_oe + (n - 1) * gap_e))",
         "        if n == 0 and m > 0:",
         "            result = int32(-(gap_oe + (m - 1) * gap_e))",
+        "        need = max(lowest_score(m, n, num, den, ident, penalty, local), min_score)",
+        "        abandoned = False",
         "        owner = 0",
         "        if m > 0 and n > 0:",
         f"            owner = ((m - 1) % {span}) // {rows}",
         f"        passes = (m + {span} - 1) // {span} if n > 0 else 0",
         "        for p in range(passes):",
         f"            row0 = p * {span} + lane * {rows}",
+        # Lane 31's rows end on row r = (p+1)*span: it bounds H(m, n) from that row (below).
+        f"            dm = int32(m - (p + 1) * {span})",
+        f"            ubest = int32(-(gap_oe + ((p + 1) * {span} - 1) * gap_e) + amax * min(dm, int32(n))"
+        " - gap_e * abs(dm - int32(n)))",
     ]
     for k in r:
         lines += [
@@ -229,6 +246,8 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
         f"                    if lane == {GROUP - 1} and p + 1 < passes:",
         "                        boundary[base + 2 * j] = up",
         "                        boundary[base + 2 * j + 1] = f",
+        "                        dn = int32(n - 1 - j)",
+        "                        ubest = max(ubest, int32(up + amax * min(dm, dn) - gap_e * abs(dm - dn)))",
         # After the last column the registers hold column n: the owner of row m reads it.
         f"            if p == passes - 1 and lane == owner:",
         f"                last = (m - 1) % {rows}",
@@ -237,9 +256,25 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
         lines += [f"                if last == {k}:", f"                    result = h{k}"]
     lines += [
         f"            {sync}",
-        "        if lane == owner:",
-        "            bound = lowest_score(m, n, num, den, ident, penalty, local)",
-        "            if result >= bound and result >= min_score:",
+    ]
+    # Early abandon (LazyRScan's lazy evaluation): any path to (m, n) crosses row r at some
+    # column j with a prefix scoring at most H(r, j), then aligns at most min(dm, dn)
+    # pairs (each <= amax) and has at least |dm - dn| gap columns (each costing >= e), so
+    # H(m, n) <= max_j H(r, j) + amax*min(dm, dn) - e*|dm - dn|.  Below the pair's need,
+    # the pair cannot pass: the warp stops it.
+    if shuffles:
+        lines += ["            ub = cuda.shfl_sync(0xFFFFFFFF, ubest, 31)"]
+    else:
+        lines += ["            xch[0, tx] = ubest", "            cuda.syncthreads()",
+                  "            ub = xch[0, 31]", "            cuda.syncthreads()"]
+    lines += [
+        "            if p + 1 < passes and ub < need:",
+        "                abandoned = True",
+        "                break",
+        "        if abandoned and lane == 0:",
+        "            cuda.atomic.add(counter, 1, 1)",
+        "        if lane == owner and not abandoned:",
+        "            if result >= need:",
         "                slot = cuda.atomic.add(counter, 0, 1)",
         "                if slot < capacity:",
         "                    out_q[slot] = qi",
@@ -302,7 +337,7 @@ def _grid(n_pairs: int, threads: int) -> int:
 
 
 def score_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_open, gap_extend,
-                bound, *, min_score=None, rows: int = ROWS, dpx=None):
+                bound, *, min_score=None, rows: int | None = None, dpx=None):
     """Global scores of the listed pairs on the GPU; only the pairs passing the filter
     come back.
 
@@ -322,8 +357,9 @@ def score_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_o
         ``(num, den, ident, penalty, local)`` of :func:`lowest_score`.
     min_score : int, optional
         Keep only scores of at least this too (default: no such limit).
-    rows : int, default :data:`ROWS`
-        Query rows per lane.
+    rows : int, optional
+        Query rows per lane (default :data:`ROWS` on a GPU, :data:`SIMULATOR_ROWS` in the
+        simulator).
     dpx : bool, optional
         Use Hopper's DPX instructions (default: when the GPU has them).
 
@@ -334,6 +370,9 @@ def score_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_o
         scores), sorted by (query, subject).
     seconds : float
         Kernel time (launch to synchronisation, uploads excluded).
+    abandoned : int
+        Pairs stopped early, after a pass whose bound on the final score fell below
+        ``max(L, min_score)`` (they cannot pass; see the kernel source's comment).
 
     Raises
     ------
@@ -354,9 +393,11 @@ def score_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_o
     n_pairs = int(pair_start[-1])
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32))
     if n_pairs == 0:
-        return (*empty, 0.0)
+        return (*empty, 0.0, 0)
     if dpx is None:
         dpx = _has_dpx()
+    if rows is None:
+        rows = SIMULATOR_ROWS if config.ENABLE_CUDASIM else ROWS
     threads = threads_per_block()
     kernel = get_kernel(rows, dpx=dpx)
     grid = _grid(n_pairs, threads)
@@ -374,10 +415,11 @@ def score_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_o
     d_boundary = cuda.device_array(n_warps * 2 * max_n, dtype=np.int32)
     num, den, ident, penalty, local = (int(x) for x in bound)
     floor = NO_BOUND if min_score is None else int(min_score)
+    amax = max(int(matrix.max()), 0)  # the most one aligned pair can add
     capacity = min(n_pairs, 1 << 16)
     seconds = 0.0
     while True:
-        d_counter = cuda.to_device(np.zeros(1, dtype=np.int64))
+        d_counter = cuda.to_device(np.zeros(2, dtype=np.int64))  # passing, abandoned
         d_out_q = cuda.device_array(capacity, dtype=np.int64)
         d_out_s = cuda.device_array(capacity, dtype=np.int64)
         d_out_score = cuda.device_array(capacity, dtype=np.int32)
@@ -385,11 +427,11 @@ def score_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_o
         tick = time.perf_counter()
         kernel[grid, threads](d_q_res, d_q_off, d_s_res, d_s_off, d_q_list, d_s_lo, d_start,
                               d_matrix, alpha, gap_open + gap_extend, gap_extend, num, den, ident,
-                              penalty, local, floor, d_boundary, max_n, d_counter, d_out_q,
+                              penalty, local, floor, amax, d_boundary, max_n, d_counter, d_out_q,
                               d_out_s, d_out_score)
         cuda.synchronize()
         seconds += time.perf_counter() - tick
-        found = int(d_counter.copy_to_host()[0])
+        found, abandoned = (int(x) for x in d_counter.copy_to_host())
         if found <= capacity:
             break
         capacity = found  # rare: more passing pairs than room; run again with room for all
@@ -397,4 +439,4 @@ def score_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_o
     out_s = d_out_s.copy_to_host()[:found]
     out_score = d_out_score.copy_to_host()[:found]
     order = np.lexsort((out_s, out_q))
-    return out_q[order], out_s[order], out_score[order], seconds
+    return out_q[order], out_s[order], out_score[order], seconds, abandoned
