@@ -892,8 +892,9 @@ def write_all_pairs(source, output, *, scoring: Scoring | None = None, mode: str
                              "same parameters, or use --force to start again")
         done_infos = {tuple(map(int, k.split("-"))): v for k, v in old.get("done", {}).items()}
     output.mkdir(exist_ok=True)
-    for stale in output.glob(".pairs-*.tmp"):  # partial files of a killed run
-        stale.unlink(missing_ok=True)
+    for pattern in (".pairs-*.tmp", f".{MANIFEST}.*.tmp"):  # partial files of a killed run
+        for stale in output.glob(pattern):
+            stale.unlink(missing_ok=True)
     manifest["done"] = {f"{a}-{b}": v for (a, b), v in done_infos.items()}
     manifest["finished"] = False
     _write_json(output / MANIFEST, manifest)
