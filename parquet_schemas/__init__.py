@@ -131,3 +131,33 @@ def check_schema(schema: pa.Schema, expected: pa.Schema, *, where: str = "table"
 def empty_table(schema: pa.Schema) -> pa.Table:
     """A table with no rows and the given schema."""
     return schema.empty_table()
+
+
+ALLPAIRS_VERSION = 1
+
+#: All-against-all alignment (swdask.all_pairs): one row per unordered pair of a set whose
+#: reported alignment reaches the identity threshold.  ``query`` comes first in the store
+#: (shorter, or as long with a smaller seq_id); no self pairs.  Coordinates 0-based half-open.
+ALLPAIRS = pa.schema(
+    [
+        pa.field("query", pa.string(), nullable=False),
+        pa.field("subject", pa.string(), nullable=False),
+        pa.field("query_id", pa.int64(), nullable=False),  # seq_id in the store
+        pa.field("subject_id", pa.int64(), nullable=False),
+        pa.field("score", pa.int32(), nullable=False),
+        pa.field("identity", pa.float64(), nullable=False),  # matches / align_length
+        pa.field("matches", pa.int32(), nullable=False),  # identity columns (N/X never count)
+        pa.field("align_length", pa.int32(), nullable=False),  # alignment columns
+        pa.field("mismatches", pa.int32(), nullable=False),
+        pa.field("gap_opens", pa.int32(), nullable=False),
+        pa.field("query_start", pa.int32(), nullable=False),
+        pa.field("query_end", pa.int32(), nullable=False),
+        pa.field("subject_start", pa.int32(), nullable=False),
+        pa.field("subject_end", pa.int32(), nullable=False),
+        pa.field("query_length", pa.int32(), nullable=False),
+        pa.field("subject_length", pa.int32(), nullable=False),
+        pa.field("cigar", pa.string(), nullable=True),  # =/X/I/D; null unless asked for
+    ],
+    metadata={"swdask.schema": "allpairs", "swdask.schema_version": str(ALLPAIRS_VERSION)},
+)
+SCHEMAS["allpairs"] = ALLPAIRS

@@ -22,3 +22,8 @@ from .store import SequenceBatch, SequenceStore, ingest, load_sequences  # noqa:
 __all__ = ["Alignment", "Scoring", "SearchStats", "SequenceBatch", "SequenceStore",
            "SwdaskError", "align", "cluster", "gpu_resources", "ingest", "load_sequences",
            "search", "search_in_process", "write_hits", "__version__"]
+
+# all-against-all alignment (metagenomic pairs above an identity threshold)
+from .allpairs import AllPairsStats, all_pairs, read_all_pairs, write_all_pairs  # noqa: E402
+
+__all__ += ["AllPairsStats", "all_pairs", "read_all_pairs", "write_all_pairs"]

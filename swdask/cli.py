@@ -169,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_options(p)
     p.add_argument("-o", "--output", metavar="OUT", help="also write the hits table (Parquet)")
     p.add_argument("--force", action="store_true", help="replace an existing output file")
+    _add_allpairs_parser(sub)
     return parser
 
 
@@ -302,6 +303,89 @@ def _cmd_demo(args):
 
 
 COMMANDS = {"ingest": _cmd_ingest, "search": _cmd_search, "align": _cmd_align, "demo": _cmd_demo}
+
+
+# --------------------------------------------------------------------------------------
+# swdask allpairs: all-against-all alignment above an identity threshold
+# --------------------------------------------------------------------------------------
+
+
+def _identity(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text!r}")
+    return value
+
+
+def _add_allpairs_parser(sub):
+    p = sub.add_parser("allpairs", help="every pair of a sequence set above an identity threshold",
+                       description="All-against-all alignment (e.g. 16S genes): exact scores of "
+                       "every pair the lengths allow, traceback of the pairs over the identity "
+                       "bound, and the pairs whose alignment reaches --min-identity; one Parquet "
+                       "file per block pair in OUT, resumable with --resume.")
+    p.add_argument("source", metavar="STORE_OR_FASTA", help="sequence store or FASTA/FASTQ file")
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="output folder (one Parquet file per block pair and _manifest.json)")
+    group = p.add_argument_group("scoring (a gap of k residues costs OPEN + k * EXTEND)")
+    group.add_argument("--matrix", help="BLOSUM45/50/62/80/90, PAM30/70/250, NUC.4.4, or an "
+                       "NCBI-format matrix file (default: match/mismatch for DNA)")
+    group.add_argument("--gap-open", type=_whole, help="gap open cost, >= 0 (default 11 protein, 5 DNA)")
+    group.add_argument("--gap-extend", type=_whole, help="cost per gap residue, >= 1 (default 1 protein, 2 DNA)")
+    group.add_argument("--match", type=_whole, help="DNA match score (default 2)")
+    group.add_argument("--mismatch", type=_whole, help="DNA mismatch score (default -3)")
+    group.add_argument("--mode", default="global", choices=("global", "local"),
+                       help="global (Needleman-Wunsch, default; the identity bound skips pairs "
+                       "and blocks) or local (Smith-Waterman; give --min-score)")
+    p.add_argument("--min-identity", type=_identity, default=0.97, metavar="T",
+                   help="keep pairs whose alignment has matches / columns >= T (default 0.97)")
+    p.add_argument("--min-score", type=_whole, metavar="S", help="and a score of at least S")
+    p.add_argument("--cigar", action="store_true", help="fill the cigar column")
+    p.add_argument("--block-size", type=_positive, default=2048, metavar="N",
+                   help="sequences per block; a block pair is one task and one file (default 2048)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+                   help="auto (default: a GPU when one is visible and the mode is global), cpu, gpu")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in OUT, skipping block pairs already written")
+    _add_cluster_options(p)
+    _add_input_options(p)
+    p.add_argument("--force", action="store_true", help="replace an existing OUT")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
+
+def _cmd_allpairs(args):
+    from .allpairs import _check_device, write_all_pairs
+    from .cluster import session
+
+    if os.path.exists(args.output) and not (args.resume or args.force):
+        from .errors import OutputExistsError
+
+        raise OutputExistsError(f"{args.output}: already exists (use --resume to continue it, or --force)")
+    _check_device(args.device, args.mode, here=args.workers is None and args.scheduler is None)
+    alphabet = _database_alphabet(args.source, args.alphabet)
+    scoring = _scoring(args, alphabet)
+    started = time.perf_counter()
+    with session(args.workers, scheduler=args.scheduler, device=args.device,
+                 announce=None if args.quiet else _to_stderr) as client:
+        stats = write_all_pairs(args.source, args.output, scoring=scoring, mode=args.mode,
+                                min_identity=args.min_identity, min_score=args.min_score,
+                                device=args.device, cigar=args.cigar, block_size=args.block_size,
+                                alphabet=args.alphabet, map_unknown=args.map_unknown,
+                                resume=args.resume, force=args.force, client=client,
+                                progress=_progress_wanted(args))
+    wall = time.perf_counter() - started
+    if not args.quiet:
+        print(f"wrote {stats.hits:,} pairs to {args.output}: {stats.n_sequences:,} sequences, "
+              f"{stats.pairs:,} pairs, {stats.pairs_scored:,} scored ({stats.cells:,} cells, "
+              f"{stats.kernel_gcups:.2f} GCUPS in the kernel), {stats.candidates:,} traced back, "
+              f"{stats.block_pairs_skipped:,} of {stats.block_pairs + stats.block_pairs_skipped:,} "
+              f"block pairs skipped by length, {wall:.1f} s ({stats.pairs / max(wall, 1e-9):,.0f} "
+              f"pairs/s) on {stats.device}", file=sys.stderr)
+
+
+COMMANDS["allpairs"] = _cmd_allpairs
 
 
 def main(argv=None) -> int:

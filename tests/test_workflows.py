@@ -55,3 +55,18 @@ def test_intra_threshold_benchmark_smoke(tmp_path):
     assert all(r["cpu_check"] for r in report["bands"])
     routed = {r["routing"]: r["pairs_intra"] for r in report["realistic"]}
     assert routed == {"no routing": 0, "routing at 50": 3, "routing at 50, one batch": 3}
+
+
+def test_allpairs_benchmark_smoke(tmp_path):
+    out = tmp_path / "allpairs.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "allpairs.py"), "--quick",
+         "--repeats", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "| wall s | pairs/s | kernel s | kernel GCUPS |" in result.stdout
+    report = json.loads(out.read_text())
+    run = report["runs"][0]
+    assert report["workload"]["genes"] == 40 and run["pairs"] == 40 * 39 // 2
+    assert 0 < run["pairs_scored"] <= run["pairs"] and run["cells"] > 0
+    assert run["passing_pairs"] <= run["traced_back"] and report["device"].startswith("CPU")

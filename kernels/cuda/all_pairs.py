@@ -1,0 +1,442 @@
+"""Needleman-Wunsch scores of many (query, subject) pairs on the GPU, with an on-device
+identity-bound filter: the score pass of :func:`swdask.all_pairs`.
+
+Layout
+------
+One warp per pair (LazyRScan's one thread group per pair, Truong et al. 2014, in the
+arrangement of :mod:`swdask.kernels.cuda.inter_task`).  Lane ``t`` holds query rows
+``[p*32*R + t*R, p*32*R + (t+1)*R)`` of pass ``p`` in registers (H and E of each row and
+the row's offset into the substitution matrix, ``R`` rows unrolled in the generated
+source) and the lanes sweep the subject as a wavefront: at step ``k`` lane ``t``
+computes column ``k - t`` and hands the H and F of its last row to lane ``t + 1`` with
+one warp shuffle each.  A query longer than ``32*R`` rows takes several passes; between
+passes the last lane's row (H and F per subject column) is kept in a per-warp slice of a
+global boundary buffer, the only global traffic besides reading residues: no DP matrix
+and no DP row of the pair ever lives in global memory for queries up to ``32*R``
+residues.  After the last column the registers hold column ``n``, so the lane owning
+query row ``m`` reads the global score ``H(m, n)`` straight from a register.
+
+Every pair has its own query, so there is no query profile: the substitution matrix
+(at most 32 x 32 codes, int32) sits in shared memory and each lane keeps, per register
+row, the offset ``code * alphabet`` of its query residue; a cell costs one shared load
+(for DNA's 5 x 5 matrix all 25 entries lie in distinct banks).  On Hopper the recurrence
+uses the DPX instructions ``__viaddmax_s32`` and ``__vimax3_s32`` (linked CUDA C++).
+
+Pairs are given compactly, as the all-pairs planner produces them: for the ``k``-th
+query with work, its index ``q_list[k]``, its first subject ``s_lo[k]`` and the prefix
+sum ``pair_start`` of the pair counts; pair ``p`` belongs to the query found by a binary
+search of ``pair_start`` and to subject ``s_lo[k] + p - pair_start[k]``.  Warps take pairs
+in a grid-stride loop, so the grid (and the boundary buffer) is sized to the GPU, not to
+the work.
+
+Filter on the device: every lane computes the identity bound ``L(m, n)`` of the pair
+(:func:`lowest_score`, the same integer formula as
+:meth:`swdask.allpairs.IdentityBound.lowest_scores`); when the score is at least
+``need = max(L, min_score)`` the owning lane appends ``(query, subject, score)`` to the
+output with one atomic add.  Nothing else comes back to the host.
+
+Early abandon (LazyRScan's laziness, made exact): after each pass but the last, the last
+lane holds row ``r`` of the matrix and bounds the final score by
+``U = max_j H(r, j) + amax*min(m - r, n - j) - e*|(m - r) - (n - j)|`` (any path to
+``(m, n)`` crosses row ``r`` with a prefix scoring at most ``H(r, j)``; what is left aligns
+at most ``min`` pairs worth at most ``amax = max(matrix max, 0)`` each and has at least
+``|difference|`` gap columns costing at least ``e`` each).  When ``U < need`` the pair
+cannot pass and the warp moves on to its next pair: for unrelated 16S genes at 97 %
+identity that happens after the first or second of four passes.
+
+Scores are exact 32-bit integers (16S genes of 1.5 kb score within +-30,000).
+Launch: blocks of :func:`~swdask.kernels.cuda.inter_task.threads_per_block` threads (128 on
+a GPU, one warp of 32 Python threads in the simulator, whose lanes exchange through shared
+memory and block barriers instead of shuffles: the same generated text otherwise).
+
+References
+----------
+Truong, Nguyen, Hoang, Le (2014). LazyRScan: an all-pairs global alignment kernel for
+16S rRNA clustering on the GPU (6,000 pairs/s on a K20 at 97 % identity).
+Huang et al. (2015); CUDASW++ 4.0 (Schmidt et al. 2024): register tiles of query rows.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from numba import config, cuda
+
+from .inter_task import NEG, threads_per_block
+
+#: Query rows per lane (unrolled registers).  12 rows give 384-row passes: a 1.5 kb 16S
+#: gene takes 4 passes with 6 % padding (the CUDASW++ 4.0 tile height measured best by
+#: :mod:`~swdask.kernels.cuda.inter_task` for long queries).
+ROWS = 12
+#: Rows per lane in the simulator (a Python thread per lane runs every unrolled row).
+SIMULATOR_ROWS = 2
+#: Lanes per pair: one warp.
+GROUP = 32
+#: Largest alphabet of the shared matrix (codes 0..31).
+MAX_ALPHABET = 32
+#: Bound sentinels (int64): "no bound" (every score passes) and "cannot pass".
+NO_BOUND = -(1 << 62)
+CANNOT_PASS = 1 << 62
+#: Warps per SM kept resident by the grid-stride launch (2048 threads per SM on Hopper).
+WARPS_PER_SM = 64
+#: Simulator: blocks launched (each a warp of 32 Python threads).
+SIMULATOR_BLOCKS = 2
+
+_KERNELS = {}
+
+
+def lowest_score(m, n, num, den, ident, penalty, local):
+    """The identity bound ``L`` of a pair, in int64 arithmetic (host and device).
+
+    ``num / den`` is the identity threshold, ``ident`` the smallest identity score,
+    ``penalty`` the largest penalty of a non-identity column; ``local`` nonzero for
+    local mode.  See :class:`swdask.allpairs.IdentityBound` for the derivation and proof.
+    Returns :data:`NO_BOUND` for a zero threshold and :data:`CANNOT_PASS` for a pair whose
+    lengths rule it out.
+    """
+    if num == 0:
+        return NO_BOUND
+    if local != 0:
+        return 1
+    short = min(m, n)
+    long_ = max(m, n)
+    if short * den < num * long_:
+        return CANNOT_PASS
+    # The three corners of the feasible (matches, columns) triangle, each rounded up.
+    x1 = long_ * (num * ident - (den - num) * penalty)
+    f1 = -((-x1) // den)
+    f2 = short * ident - (long_ - short) * penalty
+    x3 = short * ((ident + penalty) * num - penalty * den)
+    f3 = -((-x3) // num)
+    return min(f1, min(f2, f3))
+
+
+_lowest_score_device = cuda.jit(device=True)(lowest_score)
+
+
+def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
+    """Source of the kernel for ``rows`` register rows per lane (see the module docstring).
+
+    ``shuffles``: lanes exchange through warp shuffles (GPU) or shared memory and block
+    barriers (simulator, whose blocks are one warp).  ``dpx``: Hopper's fused max.
+    """
+    r = range(rows)
+    span = GROUP * rows
+
+    if shuffles:
+        exchange = ["            in_h = cuda.shfl_up_sync(0xFFFFFFFF, out_h, 1)",
+                    "            in_f = cuda.shfl_up_sync(0xFFFFFFFF, out_f, 1)"]
+        sync = "cuda.syncwarp()"
+    else:
+        exchange = ["            xch[0, tx] = out_h", "            xch[1, tx] = out_f",
+                    "            cuda.syncthreads()",
+                    "            in_h = xch[0, tx - 1] if lane > 0 else out_h",
+                    "            in_f = xch[1, tx - 1] if lane > 0 else out_f",
+                    "            cuda.syncthreads()"]
+        sync = "cuda.syncthreads()"
+    lines = [
+        "def kernel(q_res, q_off, s_res, s_off, q_list, s_lo, pair_start, matrix, alpha,",
+        "           gap_oe, gap_e, num, den, ident, penalty, local, min_score, amax, boundary,",
+        "           max_n, counter, out_q, out_s, out_score):",
+        "    tx = cuda.threadIdx.x",
+        f"    smat = cuda.shared.array({MAX_ALPHABET * MAX_ALPHABET}, int32)",
+        f"    xch = cuda.shared.array((2, {threads}), int32)" if not shuffles else "    pass",
+        f"    for idx in range(tx, alpha * alpha, {threads}):",
+        "        smat[idx] = matrix[idx]",
+        "    cuda.syncthreads()",
+        f"    lane = tx % {GROUP}",
+        f"    warp = (cuda.blockIdx.x * {threads} + tx) // {GROUP}",
+        f"    n_warps = (cuda.gridDim.x * {threads}) // {GROUP}",
+        "    n_pairs = pair_start[pair_start.shape[0] - 1]",
+        "    n_lists = q_list.shape[0]",
+        "    base = warp * 2 * max_n",
+        "    gap_oe = int32(gap_oe)",
+        "    gap_e = int32(gap_e)",
+        "    neg_e = int32(-gap_e)",
+        "    capacity = out_q.shape[0]",
+        "    pair = warp",
+        "    while pair < n_pairs:",
+        # Binary search: the last k with pair_start[k] <= pair.
+        "        lo = 0",
+        "        hi = n_lists",
+        "        while hi - lo > 1:",
+        "            mid = (lo + hi) // 2",
+        "            if pair_start[mid] <= pair:",
+        "                lo = mid",
+        "            else:",
+        "                hi = mid",
+        "        qi = q_list[lo]",
+        "        sj = s_lo[lo] + (pair - pair_start[lo])",
+        "        qstart = q_off[qi]",
+        "        m = q_off[qi + 1] - qstart",
+        "        sstart = s_off[sj]",
+        "        n = s_off[sj + 1] - sstart",
+        "        result = int32(0)",
+        "        if m == 0 and n > 0:",
+        "            result = int32(-(gap_oe + (n - 1) * gap_e))",
+        "        if n == 0 and m > 0:",
+        "            result = int32(-(gap_oe + (m - 1) * gap_e))",
+        "        need = max(lowest_score(m, n, num, den, ident, penalty, local), min_score)",
+        "        abandoned = False",
+        "        owner = 0",
+        "        if m > 0 and n > 0:",
+        f"            owner = ((m - 1) % {span}) // {rows}",
+        f"        passes = (m + {span} - 1) // {span} if n > 0 else 0",
+        "        for p in range(passes):",
+        f"            row0 = p * {span} + lane * {rows}",
+        # Lane 31's rows end on row r = (p+1)*span: it bounds H(m, n) from that row (below).
+        f"            dm = int32(m - (p + 1) * {span})",
+        f"            ubest = int32(-(gap_oe + ((p + 1) * {span} - 1) * gap_e) + amax * min(dm, int32(n))"
+        " - gap_e * abs(dm - int32(n)))",
+    ]
+    for k in r:
+        lines += [
+            f"            qo{k} = int32(int32(q_res[qstart + row0 + {k}]) * alpha) if row0 + {k} < m else int32(0)",
+            f"            h{k} = int32(-(gap_oe + (row0 + {k}) * gap_e))",
+            f"            e{k} = int32({NEG})",
+        ]
+    lines += [
+        "            diag_in = int32(0) if row0 == 0 else int32(-(gap_oe + (row0 - 1) * gap_e))",
+        "            out_h = int32(0)",
+        f"            out_f = int32({NEG})",
+        f"            for step in range(n + {GROUP - 1}):",
+        "                j = step - lane",
+    ]
+    lines += ["    " + x for x in exchange]
+    lines += [
+        "                if lane == 0:",
+        "                    if p > 0:",
+        "                        if j < n:",
+        "                            in_h = boundary[base + 2 * j]",
+        "                            in_f = boundary[base + 2 * j + 1]",
+        "                    else:",
+        "                        in_h = int32(-(gap_oe + j * gap_e))",
+        f"                        in_f = int32({NEG})",
+        "                if j >= 0 and j < n:",
+        "                    code = int32(s_res[sstart + j])",
+        "                    diag = diag_in",
+        "                    diag_in = in_h",
+        "                    up = in_h",
+        "                    f = in_f",
+    ]
+    # Sums are cast back to int32: Numba types int32 + int32 as int64, and 64-bit integer
+    # arithmetic costs the GPU two instructions per operation.
+    for k in r:
+        if dpx:  # max(a + b, c) and max(a, b, c) are one instruction each on Hopper
+            cell = [
+                f"                    e{k} = viaddmax(e{k}, neg_e, int32(h{k} - gap_oe))",
+                "                    f = viaddmax(f, neg_e, int32(up - gap_oe))",
+                f"                    h = vimax3(int32(diag + smat[qo{k} + code]), e{k}, f)",
+            ]
+        else:
+            cell = [
+                f"                    e{k} = max(int32(e{k} - gap_e), int32(h{k} - gap_oe))",
+                "                    f = max(int32(f - gap_e), int32(up - gap_oe))",
+                f"                    h = max(int32(diag + smat[qo{k} + code]), max(e{k}, f))",
+            ]
+        lines += cell + [
+            f"                    diag = h{k}",
+            f"                    h{k} = h",
+            "                    up = h",
+        ]
+    lines += [
+        "                    out_h = up",
+        "                    out_f = f",
+        f"                    if lane == {GROUP - 1} and p + 1 < passes:",
+        "                        boundary[base + 2 * j] = up",
+        "                        boundary[base + 2 * j + 1] = f",
+        "                        dn = int32(n - 1 - j)",
+        "                        ubest = max(ubest, int32(up + amax * min(dm, dn) - gap_e * abs(dm - dn)))",
+        # After the last column the registers hold column n: the owner of row m reads it.
+        f"            if p == passes - 1 and lane == owner:",
+        f"                last = (m - 1) % {rows}",
+    ]
+    for k in r:
+        lines += [f"                if last == {k}:", f"                    result = h{k}"]
+    lines += [
+        f"            {sync}",
+    ]
+    # Early abandon (LazyRScan's lazy evaluation): any path to (m, n) crosses row r at some
+    # column j with a prefix scoring at most H(r, j), then aligns at most min(dm, dn)
+    # pairs (each <= amax) and has at least |dm - dn| gap columns (each costing >= e), so
+    # H(m, n) <= max_j H(r, j) + amax*min(dm, dn) - e*|dm - dn|.  Below the pair's need,
+    # the pair cannot pass: the warp stops it.
+    if shuffles:
+        lines += ["            ub = cuda.shfl_sync(0xFFFFFFFF, ubest, 31)"]
+    else:
+        lines += ["            xch[0, tx] = ubest", "            cuda.syncthreads()",
+                  "            ub = xch[0, 31]", "            cuda.syncthreads()"]
+    lines += [
+        "            if p + 1 < passes and ub < need:",
+        "                abandoned = True",
+        "                break",
+        "        if abandoned and lane == 0:",
+        "            cuda.atomic.add(counter, 1, 1)",
+        "        if lane == owner and not abandoned:",
+        "            if result >= need:",
+        "                slot = cuda.atomic.add(counter, 0, 1)",
+        "                if slot < capacity:",
+        "                    out_q[slot] = qi",
+        "                    out_s[slot] = sj",
+        "                    out_score[slot] = result",
+        f"        {sync}",
+        "        pair += n_warps",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+#: Hopper DPX instructions, linked into the GPU kernel when asked for.  Numba's
+#: foreign-function convention: the result goes through the first pointer.
+DPX_SOURCE = """
+extern "C" __device__ int ap_viaddmax(int* out, int a, int b, int c)
+{ *out = __viaddmax_s32(a, b, c); return 0; }
+extern "C" __device__ int ap_vimax3(int* out, int a, int b, int c)
+{ *out = __vimax3_s32(a, b, c); return 0; }
+"""
+
+
+def get_kernel(rows: int = ROWS, *, dpx: bool = False):
+    """The compiled kernel for ``rows`` register rows per lane (compiled once per process).
+
+    In the simulator the DPX variant runs its plain-max twin and lanes exchange through
+    shared memory; on a GPU through warp shuffles.
+    """
+    simulated = bool(config.ENABLE_CUDASIM)
+    use_dpx = dpx and not simulated
+    key = (rows, use_dpx, simulated)
+    if key not in _KERNELS:
+        namespace = {"cuda": cuda, "int32": np.int32, "lowest_score": _lowest_score_device}
+        link = []
+        if use_dpx:
+            namespace["viaddmax"] = cuda.declare_device("ap_viaddmax", "int32(int32, int32, int32)")
+            namespace["vimax3"] = cuda.declare_device("ap_vimax3", "int32(int32, int32, int32)")
+            link = [cuda.CUSource(DPX_SOURCE)]
+        source = _kernel_source(rows, threads_per_block(), shuffles=not simulated, dpx=use_dpx)
+        name = f"<swdask all-pairs NW kernel R={rows} dpx={use_dpx}>"
+        exec(compile(source, name, "exec"), namespace)
+        _KERNELS[key] = cuda.jit(link=link)(namespace["kernel"]) if link else cuda.jit(namespace["kernel"])
+    return _KERNELS[key]
+
+
+def _has_dpx() -> bool:
+    if config.ENABLE_CUDASIM:
+        return False
+    return tuple(cuda.get_current_device().compute_capability) >= (9, 0)
+
+
+def _grid(n_pairs: int, threads: int) -> int:
+    """Blocks of the grid-stride launch: enough warps to fill the GPU, no more than pairs."""
+    warps_per_block = threads // GROUP
+    wanted = max(1, math.ceil(n_pairs / warps_per_block))
+    if config.ENABLE_CUDASIM:
+        return min(wanted, SIMULATOR_BLOCKS)
+    device = cuda.get_current_device()
+    resident = device.MULTIPROCESSOR_COUNT * WARPS_PER_SM // warps_per_block
+    return min(wanted, resident)
+
+
+def score_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_open, gap_extend,
+                bound, *, min_score=None, rows: int | None = None, dpx=None):
+    """Global scores of the listed pairs on the GPU; only the pairs passing the filter
+    come back.
+
+    Parameters
+    ----------
+    q_res, s_res : numpy.ndarray of uint8
+        Residue codes of the queries (subjects), concatenated.
+    q_off, s_off : numpy.ndarray of int64
+        Offsets: sequence ``i`` is ``res[off[i]:off[i + 1]]``.
+    q_list, s_lo, s_count : numpy.ndarray of int64
+        The pairs: query ``q_list[k]`` against subjects ``s_lo[k] .. s_lo[k] + s_count[k] - 1``.
+    matrix : numpy.ndarray of int
+        Substitution scores by code, at most 32 x 32.
+    gap_open, gap_extend : int
+        A gap of k residues costs ``gap_open + k * gap_extend``.
+    bound : tuple of int
+        ``(num, den, ident, penalty, local)`` of :func:`lowest_score`.
+    min_score : int, optional
+        Keep only scores of at least this too (default: no such limit).
+    rows : int, optional
+        Query rows per lane (default :data:`ROWS` on a GPU, :data:`SIMULATOR_ROWS` in the
+        simulator).
+    dpx : bool, optional
+        Use Hopper's DPX instructions (default: when the GPU has them).
+
+    Returns
+    -------
+    query, subject, score : numpy.ndarray
+        The passing pairs (int64 indices into the query and subject offsets, int32
+        scores), sorted by (query, subject).
+    seconds : float
+        Kernel time (launch to synchronisation, uploads excluded).
+    abandoned : int
+        Pairs stopped early, after a pass whose bound on the final score fell below
+        ``max(L, min_score)`` (they cannot pass; see the kernel source's comment).
+
+    Raises
+    ------
+    ValueError
+        An alphabet over :data:`MAX_ALPHABET` codes.
+    """
+    matrix = np.ascontiguousarray(matrix, dtype=np.int32)
+    alpha = matrix.shape[0]
+    if alpha > MAX_ALPHABET:
+        raise ValueError(f"the all-pairs GPU kernel takes at most {MAX_ALPHABET} codes, got {alpha}")
+    q_list = np.ascontiguousarray(q_list, dtype=np.int64)
+    s_lo = np.ascontiguousarray(s_lo, dtype=np.int64)
+    s_count = np.ascontiguousarray(s_count, dtype=np.int64)
+    keep = s_count > 0
+    q_list, s_lo, s_count = q_list[keep], s_lo[keep], s_count[keep]
+    pair_start = np.zeros(len(q_list) + 1, dtype=np.int64)
+    np.cumsum(s_count, out=pair_start[1:])
+    n_pairs = int(pair_start[-1])
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32))
+    if n_pairs == 0:
+        return (*empty, 0.0, 0)
+    if dpx is None:
+        dpx = _has_dpx()
+    if rows is None:
+        rows = SIMULATOR_ROWS if config.ENABLE_CUDASIM else ROWS
+    threads = threads_per_block()
+    kernel = get_kernel(rows, dpx=dpx)
+    grid = _grid(n_pairs, threads)
+    n_warps = grid * threads // GROUP
+    s_len = np.diff(np.asarray(s_off, dtype=np.int64))
+    max_n = max(1, int(s_len.max()) if s_len.size else 1)
+    d_q_res = cuda.to_device(np.ascontiguousarray(q_res, dtype=np.uint8))
+    d_s_res = cuda.to_device(np.ascontiguousarray(s_res, dtype=np.uint8))
+    d_q_off = cuda.to_device(np.ascontiguousarray(q_off, dtype=np.int64))
+    d_s_off = cuda.to_device(np.ascontiguousarray(s_off, dtype=np.int64))
+    d_q_list = cuda.to_device(q_list)
+    d_s_lo = cuda.to_device(s_lo)
+    d_start = cuda.to_device(pair_start)
+    d_matrix = cuda.to_device(matrix.ravel())
+    d_boundary = cuda.device_array(n_warps * 2 * max_n, dtype=np.int32)
+    num, den, ident, penalty, local = (int(x) for x in bound)
+    floor = NO_BOUND if min_score is None else int(min_score)
+    amax = max(int(matrix.max()), 0)  # the most one aligned pair can add
+    capacity = min(n_pairs, 1 << 16)
+    seconds = 0.0
+    while True:
+        d_counter = cuda.to_device(np.zeros(2, dtype=np.int64))  # passing, abandoned
+        d_out_q = cuda.device_array(capacity, dtype=np.int64)
+        d_out_s = cuda.device_array(capacity, dtype=np.int64)
+        d_out_score = cuda.device_array(capacity, dtype=np.int32)
+        cuda.synchronize()
+        tick = time.perf_counter()
+        kernel[grid, threads](d_q_res, d_q_off, d_s_res, d_s_off, d_q_list, d_s_lo, d_start,
+                              d_matrix, alpha, gap_open + gap_extend, gap_extend, num, den, ident,
+                              penalty, local, floor, amax, d_boundary, max_n, d_counter, d_out_q,
+                              d_out_s, d_out_score)
+        cuda.synchronize()
+        seconds += time.perf_counter() - tick
+        found, abandoned = (int(x) for x in d_counter.copy_to_host())
+        if found <= capacity:
+            break
+        capacity = found  # rare: more passing pairs than room; run again with room for all
+    out_q = d_out_q.copy_to_host()[:found]
+    out_s = d_out_s.copy_to_host()[:found]
+    out_score = d_out_score.copy_to_host()[:found]
+    order = np.lexsort((out_s, out_q))
+    return out_q[order], out_s[order], out_score[order], seconds, abandoned
