@@ -396,30 +396,37 @@ def _cpu_chunk(job: _Job, res, off, keys, query_ids, blocks):
     psse.shuffle_chunk(res, off[:-1].copy(), lengths, base, keys, np.int64(job.shuffles),
                        np.uint64(job.seed), buf, buf_off)
     shuffle_seconds = time.perf_counter() - tick
-    score_seconds = fit_seconds = 0.0
-    results = []
+    score_seconds = 0.0
+    rows = []
     for q, block in zip(query_ids, blocks):
         idx = np.asarray(block, np.int64)
         order = (idx[:, None] * copies + np.arange(copies)[None, :]).ravel()
         tick = time.perf_counter()
         if job.uses_pssm:
             scores = np.zeros(len(order), np.int64)
-            psse.score_profile(job.profiles[q].astype(np.int64), buf, buf_off, order, job.scoring.gap_open,
-                               job.scoring.gap_extend, scores)
+            psse.score_profile(job.profiles[q].astype(np.int64), buf, buf_off, order,
+                               job.scoring.gap_open, job.scoring.gap_extend, scores)
         else:
             query = job.queries.codes(int(q))
             scores = score_all(query, np.array([0, len(query)], np.int64), buf, buf_off,
                                job.scoring.matrix, job.scoring.gap_open, job.scoring.gap_extend,
                                "local", order)[0][0]
         score_seconds += time.perf_counter() - tick
-        tick = time.perf_counter()
-        n = len(idx)
-        mu, lam, p = (np.zeros(n) for _ in range(3))
-        scores = np.ascontiguousarray(scores, np.int64)
-        if n:
-            psse.fit_pairs(scores, np.int64(copies), mu, lam, p)
-        fit_seconds += time.perf_counter() - tick
-        results.append((scores[::copies].astype(np.int32), mu, lam, p))
+        rows.append(np.asarray(scores, np.int64))
+    # One parallel fit over every pair of the chunk.
+    tick = time.perf_counter()
+    scores = np.concatenate(rows + [np.zeros(0, np.int64)])
+    n = len(scores) // copies
+    mu, lam, p = (np.zeros(n) for _ in range(3))
+    if n:
+        psse.fit_pairs(scores, np.int64(copies), mu, lam, p)
+    fit_seconds = time.perf_counter() - tick
+    results, at = [], 0
+    for block in blocks:
+        part = slice(at, at + len(block))
+        results.append((scores[at * copies:(at + len(block)) * copies:copies].astype(np.int32),
+                        mu[part], lam[part], p[part]))
+        at += len(block)
     return results, SignificanceStats(kernel_seconds=score_seconds, shuffle_seconds=shuffle_seconds,
                                       fit_seconds=fit_seconds)
 

@@ -199,18 +199,32 @@ def gumbel_sf(score, mu, lam):
 
 def pair_significance(scores, start, copies):
     """``(mu, lambda, p_value)`` of one pair: ``scores[start]`` its real score, the next
-    ``copies - 1`` its shuffles' scores.  When the fit is impossible (no shuffle scores
-    above the cutoff: all equal) ``mu`` and ``lambda`` are NaN and the P-value is the
-    empirical ``(1 + #{shuffles scoring >= the real score}) / copies``."""
-    mu, lam = gumbel_fit(scores, start + 1, copies - 1)
-    real = float(scores[start])
-    if lam == lam:
-        return mu, lam, gumbel_sf(real, mu, lam)
-    higher = 0
+    ``copies - 1`` its shuffles' scores.
+
+    Above the censoring cutoff the P-value is the fitted Gumbel's tail,
+    ``1 - exp(-exp(-lambda (score - mu)))``.  At or below it (P-values above about 0.4)
+    the censored fit knows only how many shuffles lie there, not how they are spread,
+    so the P-value is the shuffles' own: ``(#{x > score} + #{x == score} / 2) / N`` (the
+    mid-P of discrete scores, as the Gumbel's continuous tail is of the fitted ones).
+    When the fit is impossible (no shuffle above the cutoff: all scores equal) ``mu``
+    and ``lambda`` are NaN and the P-value is the shuffles' own too.
+    """
+    n = copies - 1
+    mu, lam = gumbel_fit(scores, start + 1, n)
+    real = scores[start]
+    total = 0.0
     for t in range(1, copies):
-        if scores[start + t] >= scores[start]:
-            higher += 1
-    return mu, lam, (higher + 1.0) / copies
+        total += scores[start + t]
+    cutoff = math.floor(total / n) + 0.5 if n > 0 else 0.0
+    if lam == lam and real > cutoff:
+        return mu, lam, gumbel_sf(float(real), mu, lam)
+    above = 0.0
+    for t in range(1, copies):
+        if scores[start + t] > real:
+            above += 1.0
+        elif scores[start + t] == real:
+            above += 0.5
+    return mu, lam, above / n if n > 0 else 1.0
 
 
 def with_globals(function, **names):
