@@ -139,7 +139,9 @@ SIGNIFICANCE_VERSION = 1
 #: Pairwise statistical significance: one row per (query, subject) pair asked for.
 #: ``mu``/``lambda`` are the Gumbel fitted (censored ML) to the scores of the query
 #: against ``n_shuffles`` shuffles of the subject; null when no shuffle scored above the
-#: censoring cutoff (the P-value then is 1.0 at most: see swdask.significance).
+#: censoring cutoff (all shuffles scored the same).  ``p_value`` is the fitted tail's
+#: P(S >= score) above the cutoff, the shuffles' own mid-P at or below it (and when the
+#: fit is null): see swdask.significance.
 SIGNIFICANCE = pa.schema(
     [
         pa.field("query", pa.string(), nullable=False),

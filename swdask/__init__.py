@@ -22,3 +22,8 @@ from .store import SequenceBatch, SequenceStore, ingest, load_sequences  # noqa:
 __all__ = ["Alignment", "Scoring", "SearchStats", "SequenceBatch", "SequenceStore",
            "SwdaskError", "align", "cluster", "gpu_resources", "ingest", "load_sequences",
            "search", "search_in_process", "write_hits", "__version__"]
+
+# Pairwise statistical significance (PSSE): P-values of pairs from shuffled subjects.
+from .significance import significance, significance_in_process  # noqa: E402
+
+__all__ += ["significance", "significance_in_process"]

@@ -28,7 +28,6 @@ References
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -139,8 +138,8 @@ def read_pssm(path) -> Pssm:
     >>> import tempfile, os, pathlib
     >>> text = ("\\nLast position-specific scoring matrix computed\\n"
     ...         "   " + "  ".join(PSSM_LETTERS * 2) + "\\n"
-    ...         "    1 M   " + " ".join(["-1"] * 12 + ["5"] + ["-1"] * 7) + " " + " ".join(["0"] * 20)
-    ...         + "  0.50 0.10\\n\\n")
+    ...         "    1 M   " + " ".join(["-1"] * 12 + ["5"] + ["-1"] * 7) + " "
+    ...         + " ".join(["0"] * 20) + "  0.50 0.10\\n\\n")
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     path = os.path.join(tmp, "q.pssm")
     ...     _ = pathlib.Path(path).write_text(text)
@@ -209,7 +208,8 @@ def _read_pairs(pairs, queries: SequenceBatch, subjects: SequenceBatch) -> list:
                 if column not in table.column_names:
                     raise SchemaError(f"{path}: column {column!r} is missing (a hits table "
                                       "has 'query' and 'subject')")
-            names = list(zip(table.column("query").to_pylist(), table.column("subject").to_pylist()))
+            names = list(zip(table.column("query").to_pylist(),
+                             table.column("subject").to_pylist()))
         else:
             names = []
             with open(path, encoding="utf-8") as handle:
@@ -330,7 +330,8 @@ def _run_batch(job: _Job, query_ids) -> tuple[pd.DataFrame, SignificanceStats]:
         position = {int(s): k for k, s in enumerate(subjects)}
         blocks = []
         for q in query_ids:
-            blocks.append(tuple(sorted(position[int(s)] for s in job.pairs[q] if int(s) in position)))
+            blocks.append(tuple(sorted(position[int(s)] for s in job.pairs[q]
+                                       if int(s) in position)))
         res, off = _gather(job.subjects, subjects)
         keys = np.array([subject_key(job.subjects.names[s]) for s in subjects], np.uint64)
         runner = _gpu_chunk if job.backend == "gpu" else _cpu_chunk
@@ -435,8 +436,8 @@ def _gpu_chunk(job: _Job, res, off, keys, query_ids, blocks):
     from .kernels.cuda.psse import DeviceShuffles
 
     shuffled = DeviceShuffles(res, off, keys, job.shuffles, job.seed)
-    results, dstats = shuffled.significance([job.profiles[q] for q in query_ids], blocks, job.scoring.gap_open,
-                                            job.scoring.gap_extend)
+    results, dstats = shuffled.significance([job.profiles[q] for q in query_ids], blocks,
+                                            job.scoring.gap_open, job.scoring.gap_extend)
     return results, SignificanceStats(kernel_seconds=dstats.kernel_seconds,
                                       shuffle_seconds=dstats.shuffle_seconds,
                                       fit_seconds=dstats.fit_seconds)
@@ -608,7 +609,10 @@ def significance(queries, subjects, *, scoring: Scoring | None = None, shuffles:
     on ``(seed, subject key, shuffle)``); scores are local (Smith-Waterman) scores; the
     Gumbel is fitted by censored ML with scores below ``floor(mean) + 0.5`` censored
     (Eddy's ``esl_gumbel_FitCensored``: local scores are Gumbel only in their right tail);
-    ``p_value = 1 - exp(-exp(-lambda (score - mu)))``.  See :mod:`swdask.significance`.
+    above the cutoff ``p_value = 1 - exp(-exp(-lambda (score - mu)))``, at or below it
+    (P-values above about 0.4, where the censored fit knows only how many shuffles lie
+    there) the shuffles' own mid-P, ``(#{x > score} + #{x == score} / 2) / N``.  See
+    :mod:`swdask.kernels.cpu.psse`.
 
     References
     ----------

@@ -411,7 +411,8 @@ def test_cli_writes_parquet_and_fails_cleanly(tmp_path, capsys):
     here, _ = significance_in_process(queries, subjects, shuffles=7, seed=3, device="cpu")
     assert table.column("p_value").to_pylist() == here.p_value.tolist()
     bad = tmp_path / "bad.parquet"
-    assert main(["significance", str(queries), str(subjects), "-o", str(bad), "--shuffles", "1"]) == 2
+    assert main(["significance", str(queries), str(subjects), "-o", str(bad),
+                 "--shuffles", "1"]) == 2
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1].startswith("swdask: error: ")
     assert not bad.exists()

@@ -29,7 +29,8 @@ cutoff ``phi`` are only counted (``z`` of them), the ``n`` scores above it are u
 With ``mu`` eliminated by its own likelihood equation, ``lambda`` solves::
 
     1/lambda - mean(x_obs) + S1/S0 = 0,
-    S0 = sum(exp(-lambda x_i)) + z exp(-lambda phi),  S1 = sum(x_i exp(-lambda x_i)) + z phi exp(-lambda phi)
+    S0 = sum(exp(-lambda x_i)) + z exp(-lambda phi),
+    S1 = sum(x_i exp(-lambda x_i)) + z phi exp(-lambda phi)
 
 which decreases monotonically in ``lambda`` (one root); it is solved by Newton's method
 safeguarded by bisection, then ``mu = -log(S0 / n) / lambda``.  The low side is

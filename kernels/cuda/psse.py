@@ -215,6 +215,18 @@ class DeviceShuffles:
                     np.int64(n_shuffles), np.uint64(seed), self.res, self.off)
         self.seconds = timer.stop()
         self._orders = {}
+        self._buffers = {}
+
+    def _buffer(self, name, shape, dtype):
+        """A device buffer reused by every launch of this chunk (launches on one stream
+        run in order): a multi-pass query's boundary row holds 8 bytes per residue of
+        the chunk, too much to allocate per launch."""
+        size = int(np.prod(shape))
+        held = self._buffers.get(name)
+        if held is None or held.size < size:
+            held = cuda.device_array(max(size, 1), dtype, stream=self.stream)
+            self._buffers[name] = held
+        return held[:size].reshape(shape) if len(shape) > 1 else held[:size]
 
     def residues(self):
         """The shuffled buffer and its offsets, copied to the host (tests)."""
@@ -300,7 +312,7 @@ class DeviceShuffles:
         order, lengths, _ = self.order(subset)
         n = len(lengths)
         residues = int(lengths.sum())
-        rows = [cuda.device_array(n, np.int32, stream=s) for _ in profiles]
+        rows = [None] * len(profiles)
         cells = sum(p.shape[1] for p in profiles) * residues
         timer = _Timer(s)
         rescored = 0
@@ -317,8 +329,9 @@ class DeviceShuffles:
             profile = cuda.to_device(inter_task_dpx.pair_profile(qa, qb, both, passes * r * group),
                                      stream=s)
             order, _, (warp_len, warp_base, slots, n_warps) = self.plan(subset, group)
-            boundary = cuda.device_array(2 * slots if passes > 1 else 2, np.int32, stream=s)
-            tables = [cuda.device_array((2, n), np.int32, stream=s) for _ in range(3)]
+            boundary = self._buffer("boundary", (2 * slots if passes > 1 else 2,), np.int32)
+            tables = [cuda.device_array((2, n), np.int32, stream=s)]  # scores: kept per query
+            tables += [self._buffer(f"ends{k}", (2, n), np.int32) for k in range(2)]
             overflows = cuda.to_device(np.zeros(2, np.int32), stream=s)
             threads = inter_task.threads_per_block()
             kernel = inter_task_dpx.get_kernel(r, group, alphabet, threads)
@@ -336,6 +349,7 @@ class DeviceShuffles:
                     rescored += self._rescore(subset, profiles[i], gap_open, gap_extend, rows[i])
         else:
             for i, prof in enumerate(profiles):
+                rows[i] = cuda.device_array(n, np.int32, stream=s)
                 self._launch32(subset, prof, gap_open, gap_extend, self.order(subset)[0], lengths,
                                rows[i])
         seconds = timer.stop()
@@ -351,11 +365,11 @@ class DeviceShuffles:
                                  stream=s)
         uniform = inter_task.threads_per_block() if config.ENABLE_CUDASIM else 32
         warp_len, warp_base, slots = inter_task.launch_plan(lengths, group, uniform)
-        boundary = cuda.device_array(2 * slots if passes > 1 else 2, np.int32, stream=s)
+        boundary = self._buffer("boundary", (2 * slots if passes > 1 else 2,), np.int32)
         threads = inter_task.threads_per_block()
         kernel = inter_task.get_kernel(r, group, shared=True, dpx=inter_task.has_dpx(),
                                        alphabet=alphabet + 1)
-        ends = [cuda.device_array(len(lengths), np.int32, stream=s) for _ in range(2)]
+        ends = [self._buffer(f"ends32_{k}", (len(lengths),), np.int32) for k in range(2)]
         with _quiet():
             kernel[_grid(len(warp_len) * 32, threads), threads, s](
                 profile, passes, self.res, self.off, order, cuda.to_device(warp_len, stream=s),
