@@ -3,7 +3,12 @@ the search kernels, fitted on the device.
 
 Tile-based (Zhang et al. 2012): a chunk of subjects and ``N`` shuffles of each are
 scored against one query (or two, in the 16-bit kernel) per launch, ``subjects x (N+1)``
-thread groups (the real subject is copy 0 of its block), the query profile shared.
+thread groups (the real subject is copy 0 of its block), the query profile shared.  A
+chunk holds as many subjects as :data:`CHUNK_RESIDUES` allows: for 1,000 shuffles of
+Swiss-Prot proteins about 3,000 subjects, 3 M thread groups of 8-32 lanes, a hundred or more
+times the threads an H100 holds at once (:func:`resident_threads`: multiprocessors x
+resident threads each), so every launch fills the GPU many waves over and its tail is
+short; fewer subjects (a small job) fill what they can.
 
 1. :func:`_shuffle_kernel`, one thread per copy, writes each subject and its shuffles
    (Fisher-Yates, Philox keyed on ``(seed, subject key, shuffle)``: the same code as the

@@ -126,6 +126,17 @@ def main(argv=None):
     q_res = sum(len(v) for v in q.values())
     s_res = sum(len(v) for v in s.values())
     print(f"device: {device}")
+    layout = {}
+    if args.device == "gpu":
+        from swdask.kernels.cuda import psse as gpu_psse
+
+        lengths = np.array([len(v) for v in s.values()])
+        chunks = gpu_psse.chunk_subjects(np.sort(lengths)[::-1], args.shuffles)
+        layout = {"resident_threads": gpu_psse.resident_threads(), "chunks": len(chunks),
+                  "copies_per_chunk": [len(c) * (args.shuffles + 1) for c in chunks]}
+        print(f"GPU layout: {layout['resident_threads']:,} resident threads; {len(chunks)} "
+              f"chunk(s) of {', '.join(f'{c:,}' for c in layout['copies_per_chunk'])} "
+              "subject copies (a thread group of 1-32 lanes each)")
     print(f"workload: {len(q)} queries ({q_res:,} residues) x {len(s)} subjects "
           f"({s_res:,} residues) x {args.shuffles} shuffles (+ the real subject), "
           f"BLOSUM62 11/1, local")
@@ -164,7 +175,7 @@ def main(argv=None):
                          "subject_file": str(args.subject_file)},
             "main": {"device": args.device, **main_run},
             "cpu_slice": {"queries": nq, "subjects": ns, "shuffles": nsh, **cpu_run},
-            "check": check,
+            "check": check, "gpu_layout": layout,
         }, indent=2))
     return 0
 
