@@ -40,8 +40,6 @@ from .errors import EmptyInputError, InputNotFoundError, SchemaError, ScoringErr
 from .scoring import Scoring
 from .store import SequenceBatch
 
-#: Where ``pairs=`` may point: every query x every subject, or a file.
-PAIRS_KINDS = ("all", "PAIRS.tsv", "HITS.parquet")
 #: Devices of the significance flow.
 DEVICES = ("auto", "cpu", "gpu")
 #: Residues (subjects and shuffles) per CPU chunk: the shuffled buffer stays in cache-
@@ -323,33 +321,42 @@ def _run_batch(job: _Job, query_ids) -> tuple[pd.DataFrame, SignificanceStats]:
         chunks = gpu.chunk_subjects(job.subjects.lengths[needed], job.shuffles)
     else:
         chunks = _cpu_chunks(job.subjects.lengths[needed], job.shuffles)
-    found = {}  # (query, subject) -> (score, mu, lambda, p)
+    # Per query: the subjects scored so far and their (score, mu, lambda, p), chunk by chunk.
+    got = {int(q): [] for q in query_ids}
     stats = SignificanceStats()
+    position = np.full(len(job.subjects), -1, np.int64)
     for chunk in chunks:
         subjects = needed[chunk]
-        position = {int(s): k for k, s in enumerate(subjects)}
+        position[:] = -1
+        position[subjects] = np.arange(len(subjects))
         blocks = []
         for q in query_ids:
-            blocks.append(tuple(sorted(position[int(s)] for s in job.pairs[q]
-                                       if int(s) in position)))
+            local = position[job.pairs[q]]
+            blocks.append(tuple(np.sort(local[local >= 0]).tolist()))
         res, off = _gather(job.subjects, subjects)
         keys = np.array([subject_key(job.subjects.names[s]) for s in subjects], np.uint64)
         runner = _gpu_chunk if job.backend == "gpu" else _cpu_chunk
         results, chunk_stats = runner(job, res, off, keys, query_ids, blocks)
         stats += chunk_stats
         for q, block, result in zip(query_ids, blocks, results):
-            for k, b in enumerate(block):
-                found[(int(q), int(subjects[b]))] = tuple(r[k] for r in result)
-    rows = {name: [] for name in ("query", "subject", "score", "mu", "lambda", "p_value")}
+            got[int(q)].append((subjects[np.asarray(block, np.int64)], *result))
+    columns = {name: [] for name in ("query", "subject", "score", "mu", "lambda", "p_value")}
+    subject_names = np.array(job.subjects.names, dtype=object)
     for q in query_ids:
-        for s in job.pairs[q]:
-            score, mu, lam, p = found[(int(q), int(s))]
-            rows["query"].append(job.queries.names[q])
-            rows["subject"].append(job.subjects.names[s])
-            rows["score"].append(score)
-            rows["mu"].append(mu)
-            rows["lambda"].append(lam)
-            rows["p_value"].append(p)
+        parts = got[int(q)]
+        subj = np.concatenate([p[0] for p in parts] + [np.zeros(0, np.int64)])
+        values = [np.concatenate([p[k] for p in parts]) if parts else np.zeros(0)
+                  for k in range(1, 5)]
+        # Back to the order the pairs were asked in (a query's subjects are distinct).
+        sorter = np.argsort(subj, kind="stable")
+        pick = sorter[np.searchsorted(subj, job.pairs[q], sorter=sorter)]
+        columns["query"] += [job.queries.names[q]] * len(pick)
+        columns["subject"] += subject_names[job.pairs[q]].tolist()
+        for name, value in zip(("score", "mu", "lambda", "p_value"), values):
+            columns[name].append(value[pick])
+    rows = {name: (columns[name] if name in ("query", "subject") else
+                   np.concatenate(columns[name] + [np.zeros(0)]))
+            for name in columns}
     frame = _frame(rows, job.shuffles, job.seed)
     cells = sum(int(job.profiles[q].shape[1]) * int(job.subjects.lengths[job.pairs[q]].sum())
                 for q in query_ids) * (job.shuffles + 1)
