@@ -315,7 +315,8 @@ def _run_batch(job: _Job, query_ids) -> tuple[pd.DataFrame, SignificanceStats]:
     # Subjects longest first: neighbours in a warp (or a SIMD vector) have equal lengths.
     lengths = job.subjects.lengths[needed].astype(np.int64)
     needed = needed[np.argsort(-lengths, kind="stable")]
-    if job.backend == "gpu":
+    backend = _backend("auto") if job.backend == "auto" else job.backend
+    if backend == "gpu":
         from .kernels.cuda import psse as gpu
 
         chunks = gpu.chunk_subjects(job.subjects.lengths[needed], job.shuffles)
@@ -335,7 +336,7 @@ def _run_batch(job: _Job, query_ids) -> tuple[pd.DataFrame, SignificanceStats]:
             blocks.append(tuple(np.sort(local[local >= 0]).tolist()))
         res, off = _gather(job.subjects, subjects)
         keys = np.array([subject_key(job.subjects.names[s]) for s in subjects], np.uint64)
-        runner = _gpu_chunk if job.backend == "gpu" else _cpu_chunk
+        runner = _gpu_chunk if backend == "gpu" else _cpu_chunk
         results, chunk_stats = runner(job, res, off, keys, query_ids, blocks)
         stats += chunk_stats
         for q, block, result in zip(query_ids, blocks, results):
@@ -503,7 +504,12 @@ def _prepare(queries, subjects, *, scoring, shuffles, seed, pairs, pssm, device,
                                f"{table.sequence[:20]}...) matches none of the queries")
         for q in matched:
             profiles[q] = table.profile(scoring)
-    backend = _backend(device) if here else ("gpu" if device == "gpu" else "cpu")
+    if here:
+        backend = _backend(device)
+    else:  # tasks on a Dask cluster: checked there (see swdask.search), "auto" per worker
+        from .search import _check_cluster_device
+
+        backend = _check_cluster_device(device, "local")
     return _Job(queries, subjects, tuple(_read_pairs(pairs, queries, subjects)), tuple(profiles),
                 scoring, int(shuffles), int(seed), backend, pssm is not None)
 
@@ -555,7 +561,7 @@ def _query_batches(job: _Job, per_task=None):
     """Query indices per task: every query in one batch on a GPU (the shuffles of a
     chunk are made once for all of them), 8 per batch on the CPU."""
     if per_task is None:
-        per_task = len(job.queries) if job.backend == "gpu" else 8
+        per_task = len(job.queries) if job.backend != "cpu" else 8
     ids = np.arange(len(job.queries))
     return [ids[k:k + per_task] for k in range(0, len(ids), max(per_task, 1))]
 
@@ -638,7 +644,8 @@ def significance(queries, subjects, *, scoring: Scoring | None = None, shuffles:
     from dask.base import tokenize
 
     job = _prepare(queries, subjects, scoring=scoring, shuffles=shuffles, seed=seed, pairs=pairs,
-                   pssm=pssm, device=device, alphabet=alphabet, map_unknown=map_unknown)
+                   pssm=pssm, device=device, alphabet=alphabet, map_unknown=map_unknown,
+                   here=False)
     batches = _query_batches(job, queries_per_task)
     token = tokenize(job.queries.residues, job.subjects.residues, job.pairs, job.shuffles,
                      job.seed, job.backend)

@@ -454,3 +454,18 @@ def test_gpu_overflow_rescored():
 @pytest.mark.gpu
 def test_gpu_pssm():
     test_pssm_scores_against_the_expanded_reference()
+
+
+def test_on_a_dask_cluster():
+    """The lazy frame on a distributed cluster (threads), through swdask's compute."""
+    from distributed import Client, LocalCluster
+
+    from swdask.cluster import compute
+
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as local, \
+            Client(local) as client:
+        lazy = significance(QUERIES, SUBJECTS, shuffles=5, seed=2, device="cpu",
+                            queries_per_task=1)
+        (frame,) = compute(lazy, client=client)
+    here, _ = significance_in_process(QUERIES, SUBJECTS, shuffles=5, seed=2, device="cpu")
+    pd.testing.assert_frame_equal(frame.reset_index(drop=True), here)
