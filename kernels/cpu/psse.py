@@ -110,8 +110,10 @@ def fisher_yates(res, start, n, out, out_start, seed, key, shuffle):
     while i > 0:
         bound = np.uint64(i + 1)
         # Lemire: the high word of x * bound is uniform in [0, bound) once the low words
-        # below (2**32 - bound) % bound are rejected.
-        threshold = (np.uint64(1 << 32) - bound) % bound
+        # below threshold = (2**32 - bound) % bound are rejected.  threshold < bound, so
+        # the (slow, 64-bit) modulo is needed only when the low word is below bound:
+        # rarely, the acceptance decisions are the same.
+        threshold = bound
         while True:
             if used == 4:
                 block += np.uint64(1)
@@ -120,8 +122,13 @@ def fisher_yates(res, start, n, out, out_start, seed, key, shuffle):
             x = r0 if used == 0 else (r1 if used == 1 else (r2 if used == 2 else r3))
             used += 1
             m = x * bound
-            if (m & mask) >= threshold:
+            low = m & mask
+            if low >= threshold:
                 break
+            if threshold == bound:
+                threshold = (np.uint64(1 << 32) - bound) % bound
+                if low >= threshold:
+                    break
         j = int(m >> s32)
         a = out[out_start + i]
         out[out_start + i] = out[out_start + j]
