@@ -161,3 +161,29 @@ ALLPAIRS = pa.schema(
     metadata={"swdask.schema": "allpairs", "swdask.schema_version": str(ALLPAIRS_VERSION)},
 )
 SCHEMAS["allpairs"] = ALLPAIRS
+
+
+# -- pairwise statistical significance (swdask.significance) ----------------------------
+
+SIGNIFICANCE_VERSION = 1
+
+#: Pairwise statistical significance: one row per (query, subject) pair asked for.
+#: ``mu``/``lambda`` are the Gumbel fitted (censored ML) to the scores of the query
+#: against ``n_shuffles`` shuffles of the subject; null when no shuffle scored above the
+#: censoring cutoff (all shuffles scored the same).  ``p_value`` is the fitted tail's
+#: P(S >= score) above the cutoff, the shuffles' own mid-P at or below it (and when the
+#: fit is null): see swdask.significance.
+SIGNIFICANCE = pa.schema(
+    [
+        pa.field("query", pa.string(), nullable=False),
+        pa.field("subject", pa.string(), nullable=False),
+        pa.field("score", pa.int32(), nullable=False),  # local (Smith-Waterman) score
+        pa.field("mu", pa.float64(), nullable=True),  # Gumbel location
+        pa.field("lambda", pa.float64(), nullable=True),  # Gumbel scale 1/beta
+        pa.field("p_value", pa.float64(), nullable=False),  # P(S >= score) under the fit
+        pa.field("n_shuffles", pa.int32(), nullable=False),
+        pa.field("seed", pa.int64(), nullable=False),
+    ],
+    metadata={"swdask.schema": "significance", "swdask.schema_version": str(SIGNIFICANCE_VERSION)},
+)
+SCHEMAS["significance"] = SIGNIFICANCE

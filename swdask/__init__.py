@@ -27,3 +27,9 @@ __all__ = ["Alignment", "Scoring", "SearchStats", "SequenceBatch", "SequenceStor
 from .allpairs import AllPairsStats, all_pairs, read_all_pairs, write_all_pairs  # noqa: E402
 
 __all__ += ["AllPairsStats", "all_pairs", "read_all_pairs", "write_all_pairs"]
+
+
+# Pairwise statistical significance (PSSE): P-values of pairs from shuffled subjects.
+from .significance import significance, significance_in_process  # noqa: E402
+
+__all__ += ["significance", "significance_in_process"]

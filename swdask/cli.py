@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT", help="also write the hits table (Parquet)")
     p.add_argument("--force", action="store_true", help="replace an existing output file")
     _add_allpairs_parser(sub)
+
+
+    _add_significance_parser(sub)
     return parser
 
 
@@ -409,3 +412,69 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# -- significance (pairwise statistical significance) -----------------------------------
+
+
+def _add_significance_parser(sub):
+    p = sub.add_parser("significance", help="P-values of (query, subject) pairs from "
+                       "shuffled subjects (PSSE)",
+                       description="Pairwise statistical significance: each subject of a "
+                       "pair shuffled N times (composition kept), the query aligned to every "
+                       "shuffle, a Gumbel fitted by censored maximum likelihood, and the real "
+                       "score's P-value. Writes a Parquet table (query, subject, score, mu, "
+                       "lambda, p_value, n_shuffles, seed).")
+    p.add_argument("queries", metavar="QUERIES", help="FASTA/FASTQ file or sequence store")
+    p.add_argument("subjects", metavar="SUBJECTS", help="FASTA/FASTQ file or sequence store")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="output Parquet file")
+    p.add_argument("--shuffles", type=_positive, default=1000, metavar="N",
+                   help="shuffles of each subject, >= 2 (default 1000)")
+    p.add_argument("--seed", type=_whole, default=0, metavar="S",
+                   help="seed of the shuffles, 0 <= S < 2**63 (default 0)")
+    p.add_argument("--pairs", default="all", metavar="all|PAIRS.tsv|HITS.parquet",
+                   help="all (every query x every subject, the default), a file of two "
+                   "tab-separated record names per line (query, subject; no header), or a "
+                   "search's hits table (.parquet) to re-rank its hits")
+    p.add_argument("--pssm", metavar="FILE", help="PSI-BLAST ASCII PSSM (-out_ascii_pssm) of "
+                   "a query: replaces the matrix for the query whose sequence it is")
+    _add_scoring(p)
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+                   help="auto (default: a GPU when one is visible), cpu, or gpu")
+    _add_cluster_options(p)
+    _add_input_options(p)
+    p.add_argument("--force", action="store_true", help="replace an existing output file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
+
+def _cmd_significance(args):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .cluster import compute, session
+    from .output import atomic_path, check_output
+    from .parquet_schemas import SIGNIFICANCE, check_table
+    from .significance import _check_options, significance
+
+    check_output(args.output, force=args.force)
+    if args.mode != "local":
+        raise ValueError(f"--mode {args.mode}: significance uses local (Smith-Waterman) scores")
+    _check_options(args.shuffles, args.seed, args.device, args.pairs)
+    scoring = _scoring(args, _database_alphabet(args.queries, args.alphabet))
+    tick = time.perf_counter()
+    with session(args.workers, scheduler=args.scheduler, device=args.device,
+                 announce=None if args.quiet else _to_stderr) as client:
+        frame = significance(args.queries, args.subjects, scoring=scoring, shuffles=args.shuffles,
+                             seed=args.seed, pairs=args.pairs, pssm=args.pssm, device=args.device,
+                             alphabet=args.alphabet, map_unknown=args.map_unknown)
+        (table,) = compute(frame, client=client, progress=_progress_wanted(args))
+    table = check_table(pa.Table.from_pandas(table, preserve_index=False), SIGNIFICANCE,
+                        where="significance")
+    with atomic_path(args.output, force=args.force) as tmp:
+        pq.write_table(table, tmp)
+    if not args.quiet:
+        print(f"wrote {table.num_rows:,} pairs to {args.output} ({args.shuffles} shuffles each, "
+              f"{time.perf_counter() - tick:.2f} s)", file=sys.stderr)
+
+
+COMMANDS["significance"] = _cmd_significance

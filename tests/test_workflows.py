@@ -70,3 +70,20 @@ def test_allpairs_benchmark_smoke(tmp_path):
     assert report["workload"]["genes"] == 40 and run["pairs"] == 40 * 39 // 2
     assert 0 < run["pairs_scored"] <= run["pairs"] and run["cells"] > 0
     assert run["passing_pairs"] <= run["traced_back"] and report["device"].startswith("CPU")
+
+
+def test_significance_benchmark_smoke(tmp_path):
+    """The PSSE benchmark on the shortest Swiss-Prot records, the GPU path in the CUDA
+    simulator (the root conftest sets NUMBA_ENABLE_CUDASIM for the subprocess too)."""
+    out = tmp_path / "significance.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "significance.py"), "--quick",
+         "--device", "gpu", "--query-file", str(ROOT / "tests" / "data" / "sprot196.fasta"),
+         "--subject-file", str(ROOT / "tests" / "data" / "sprot12071.fasta.gz"),
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "GCUPS effective" in result.stdout and "check: gpu = cpu on the slice" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["main"]["pairs"] == 6 and report["main"]["cells"] > 0
+    assert report["workload"]["shuffles"] == 10

@@ -1,0 +1,316 @@
+"""Pairwise statistical significance on the CPU: shuffles, a profile scorer, the Gumbel fit.
+
+The random shuffles and the censored Gumbel fit are written once, as plain Python
+functions of scalars and arrays (:func:`philox`, :func:`fisher_yates`,
+:func:`gumbel_fit`), and compiled twice: here with ``@njit`` and in
+:mod:`swdask.kernels.cuda.psse` with ``@cuda.jit(device=True)``.  The same integer
+arithmetic on both sides gives the same shuffles, to the residue, on every backend and
+for every launch geometry.
+
+RNG
+---
+Philox4x32-10 (Salmon et al. 2011), counter-based: the 128-bit counter is
+``(block, shuffle, key_lo, key_hi)`` (``key`` a 64-bit id of the subject, ``block`` the
+index of the 4-word block of the stream) and the 64-bit Philox key is the user's
+``seed``.  All arithmetic holds 32-bit values in uint64 variables: a 32 x 32-bit product
+fits in 64 bits, so nothing ever wraps (the CUDA simulator, which runs device code as
+numpy scalars, would warn on a wrap).  Bounded integers use Lemire's multiply-shift with
+rejection (exactly uniform; a rejected word takes the next word of the stream).
+
+Fisher-Yates
+------------
+For ``i = n-1 .. 1`` swap ``a[i]`` with ``a[j]``, ``j`` uniform in ``[0, i]``: every
+permutation equally likely, so each shuffle keeps the subject's composition exactly.
+
+Gumbel fit
+----------
+Censored maximum likelihood (Eddy, ``esl_gumbel_FitCensored``): scores at or below the
+cutoff ``phi`` are only counted (``z`` of them), the ``n`` scores above it are used.
+With ``mu`` eliminated by its own likelihood equation, ``lambda`` solves::
+
+    1/lambda - mean(x_obs) + S1/S0 = 0,
+    S0 = sum(exp(-lambda x_i)) + z exp(-lambda phi),
+    S1 = sum(x_i exp(-lambda x_i)) + z phi exp(-lambda phi)
+
+which decreases monotonically in ``lambda`` (one root); it is solved by Newton's method
+safeguarded by bisection, then ``mu = -log(S0 / n) / lambda``.  The low side is
+censored because a local-alignment score distribution is Gumbel only in its right tail:
+low scores pile up near zero (short alignments, the max(0, .) of Smith-Waterman), and
+the right tail is what a P-value reads.  The cutoff is ``phi = floor(mean) + 0.5``: scores
+are integers, so it is the boundary between the last censored score and the first
+observed one (censoring at an integer score would treat the observed score ``phi + 1``
+as the continuous value it rounds, and biases lambda low by ~10%).  It censors about
+57% of a Gumbel sample (P(X <= mean) = exp(-exp(-0.5772))).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+#: Philox4x32 round multipliers and Weyl key increments (Salmon et al. 2011).
+PHILOX_M0 = 0xD2511F53
+PHILOX_M1 = 0xCD9E8D57
+PHILOX_W0 = 0x9E3779B9
+PHILOX_W1 = 0xBB67AE85
+MASK32 = 0xFFFFFFFF
+
+
+def philox(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 of the counter ``(c0, c1, c2, c3)`` under the key ``(k0, k1)``.
+
+    Every argument and result is a 32-bit value held in a uint64.
+
+    Examples
+    --------
+    Known-answer vector of the Random123 distribution (counter and key all ones):
+
+    >>> [hex(x) for x in philox_njit(*[np.uint64(0xFFFFFFFF)] * 6)]
+    ['0x408f276d', '0x41c83b0e', '0xa20bc7c6', '0x6d5451fd']
+    """
+    m0 = np.uint64(PHILOX_M0)
+    m1 = np.uint64(PHILOX_M1)
+    w0 = np.uint64(PHILOX_W0)
+    w1 = np.uint64(PHILOX_W1)
+    mask = np.uint64(MASK32)
+    s32 = np.uint64(32)
+    for _ in range(10):
+        p0 = m0 * c0
+        p1 = m1 * c2
+        n0 = (p1 >> s32) ^ c1 ^ k0
+        n1 = p1 & mask
+        n2 = (p0 >> s32) ^ c3 ^ k1
+        n3 = p0 & mask
+        c0, c1, c2, c3 = n0, n1, n2, n3
+        k0 = (k0 + w0) & mask
+        k1 = (k1 + w1) & mask
+    return c0, c1, c2, c3
+
+
+def fisher_yates(res, start, n, out, out_start, seed, key, shuffle):
+    """Write a uniformly random permutation of ``res[start:start+n]`` to
+    ``out[out_start:out_start+n]``, drawn from Philox keyed on ``(seed, key, shuffle)``.
+
+    ``seed`` and ``key`` are uint64; ``shuffle`` the shuffle number (< 2**32).
+    """
+    mask = np.uint64(MASK32)
+    s32 = np.uint64(32)
+    k0 = np.uint64(seed) & mask
+    k1 = np.uint64(seed) >> s32
+    c1 = np.uint64(shuffle) & mask
+    c2 = np.uint64(key) & mask
+    c3 = np.uint64(key) >> s32
+    for t in range(n):
+        out[out_start + t] = res[start + t]
+    block = np.uint64(0)
+    r0, r1, r2, r3 = philox(block, c1, c2, c3, k0, k1)
+    used = 0
+    i = n - 1
+    while i > 0:
+        bound = np.uint64(i + 1)
+        # Lemire: the high word of x * bound is uniform in [0, bound) once the low words
+        # below threshold = (2**32 - bound) % bound are rejected.  threshold < bound, so
+        # the (slow, 64-bit) modulo is needed only when the low word is below bound:
+        # rarely, the acceptance decisions are the same.
+        threshold = bound
+        while True:
+            if used == 4:
+                block += np.uint64(1)
+                r0, r1, r2, r3 = philox(block, c1, c2, c3, k0, k1)
+                used = 0
+            x = r0 if used == 0 else (r1 if used == 1 else (r2 if used == 2 else r3))
+            used += 1
+            m = x * bound
+            low = m & mask
+            if low >= threshold:
+                break
+            if threshold == bound:
+                threshold = (np.uint64(1 << 32) - bound) % bound
+                if low >= threshold:
+                    break
+        j = int(m >> s32)
+        a = out[out_start + i]
+        out[out_start + i] = out[out_start + j]
+        out[out_start + j] = a
+        i -= 1
+
+
+def gumbel_fit(x, start, count):
+    """Censored ML Gumbel fit of ``x[start:start+count]`` (scores), censored below
+    ``phi = floor(mean) + 0.5`` (see the module notes).
+
+    Returns ``(mu, lambda)``; ``(nan, nan)`` when no score lies above the cutoff.
+    """
+    total = 0.0
+    for t in range(count):
+        total += x[start + t]
+    phi = math.floor(total / count) + 0.5 if count > 0 else 0.0
+    n = 0
+    obs_sum = 0.0
+    sq = 0.0
+    for t in range(count):
+        v = float(x[start + t])
+        sq += (v - total / count) * (v - total / count)
+        if v > phi:
+            n += 1
+            obs_sum += v
+    if n == 0:
+        return math.nan, math.nan
+    z = count - n
+    mean_obs = obs_sum / n
+    sd = math.sqrt(sq / count)
+    # Start from the moment estimate of the whole sample, then bracket the root.
+    lam = 1.2825 / sd if sd > 0 else 1.0  # pi / sqrt(6) / sd
+    lo = 0.0
+    hi = math.inf
+    for _ in range(100):
+        # Sums relative to phi: every exponent is <= 0, so nothing overflows.
+        s0 = float(z)
+        s1 = 0.0
+        s2 = 0.0
+        for t in range(count):
+            v = float(x[start + t])
+            if v > phi:
+                d = v - phi
+                w = math.exp(-lam * d)
+                s0 += w
+                s1 += d * w
+                s2 += d * d * w
+        ratio = s1 / s0
+        f = 1.0 / lam - (mean_obs - phi) + ratio
+        if f > 0:
+            lo = lam
+        else:
+            hi = lam
+        slope = -1.0 / (lam * lam) - (s2 / s0 - ratio * ratio)
+        step = lam - f / slope
+        if not (step > lo and step < hi):  # Newton left the bracket: bisect (or expand)
+            step = 0.5 * (lo + hi) if hi < math.inf else 2.0 * lam
+        if abs(step - lam) <= 1e-12 * lam:
+            lam = step
+            break
+        lam = step
+    s0 = float(z)
+    for t in range(count):
+        v = float(x[start + t])
+        if v > phi:
+            s0 += math.exp(-lam * (v - phi))
+    mu = phi - math.log(s0 / n) / lam
+    return mu, lam
+
+
+def gumbel_sf(score, mu, lam):
+    """P(S >= score) under the fitted Gumbel: ``1 - exp(-exp(-lam (score - mu)))``."""
+    return -math.expm1(-math.exp(-lam * (score - mu)))
+
+
+def pair_significance(scores, start, copies):
+    """``(mu, lambda, p_value)`` of one pair: ``scores[start]`` its real score, the next
+    ``copies - 1`` its shuffles' scores.
+
+    Above the censoring cutoff the P-value is the fitted Gumbel's tail,
+    ``1 - exp(-exp(-lambda (score - mu)))``.  At or below it (P-values above about 0.4)
+    the censored fit knows only how many shuffles lie there, not how they are spread,
+    so the P-value is the shuffles' own: ``(#{x > score} + #{x == score} / 2) / N`` (the
+    mid-P of discrete scores, as the Gumbel's continuous tail is of the fitted ones).
+    When the fit is impossible (no shuffle above the cutoff: all scores equal) ``mu``
+    and ``lambda`` are NaN and the P-value is the shuffles' own too.
+    """
+    n = copies - 1
+    mu, lam = gumbel_fit(scores, start + 1, n)
+    real = scores[start]
+    total = 0.0
+    for t in range(1, copies):
+        total += scores[start + t]
+    cutoff = math.floor(total / n) + 0.5 if n > 0 else 0.0
+    if lam == lam and real > cutoff:
+        return mu, lam, gumbel_sf(float(real), mu, lam)
+    above = 0.0
+    for t in range(1, copies):
+        if scores[start + t] > real:
+            above += 1.0
+        elif scores[start + t] == real:
+            above += 0.5
+    return mu, lam, above / n if n > 0 else 1.0
+
+
+def with_globals(function, **names):
+    """``function`` with some of its global names bound to other objects: how the
+    plain-Python :func:`fisher_yates` calls the compiled Philox of its target (``@njit``
+    here, a CUDA device function in :mod:`swdask.kernels.cuda.psse`)."""
+    namespace = dict(function.__globals__, **names)
+    return type(function)(function.__code__, namespace, function.__name__)
+
+
+philox_njit = njit(inline="always", cache=True)(philox)
+fisher_yates_njit = njit(cache=True)(with_globals(fisher_yates, philox=philox_njit))
+gumbel_fit_njit = njit(cache=True)(gumbel_fit)
+gumbel_sf_njit = njit(cache=True)(gumbel_sf)
+pair_significance_njit = njit(cache=True)(with_globals(
+    pair_significance, gumbel_fit=gumbel_fit_njit, gumbel_sf=gumbel_sf_njit))
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def shuffle_chunk(res, src_off, lengths, base, keys, n_shuffles, seed, out, out_off):
+    """Fill ``out`` with each subject of a chunk followed by its ``n_shuffles`` shuffles.
+
+    Subject ``b`` (``res[src_off[b]:src_off[b]+lengths[b]]``) takes copies
+    ``b*(n_shuffles+1) .. (b+1)*(n_shuffles+1)-1``: copy 0 is the subject itself, copy
+    ``k`` its shuffle ``k-1``; copy ``k`` starts at ``base[b] + k*lengths[b]`` and
+    ``out_off`` gets every copy's start and the end.
+    """
+    copies = n_shuffles + 1
+    total = lengths.shape[0] * copies
+    for c in prange(total):
+        b = c // copies
+        k = c % copies
+        at = base[b] + k * lengths[b]
+        out_off[c] = at
+        if k == 0:
+            for t in range(lengths[b]):
+                out[at + t] = res[src_off[b] + t]
+        else:
+            fisher_yates_njit(res, src_off[b], lengths[b], out, at, seed, keys[b], k - 1)
+    if total > 0:
+        last = lengths.shape[0] - 1
+        out_off[total] = base[last] + copies * lengths[last]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def fit_pairs(scores, copies, mu, lam, p_value):
+    """For each pair ``b`` (``scores[b*copies]`` its real score, the next ``copies - 1``
+    its shuffles' scores): the censored Gumbel fit and the P-value of the real score."""
+    for b in prange(mu.shape[0]):
+        mu[b], lam[b], p_value[b] = pair_significance_njit(scores, b * copies, copies)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def score_profile(profile, s_res, s_off, order, gap_open, gap_extend, scores):
+    """Local (Smith-Waterman, Gotoh) scores of one query profile ``profile[code, row]``
+    against subjects ``order`` (``scores[c]`` for subject ``order[c]``); a gap of k costs
+    ``gap_open + k * gap_extend``.  For position-specific scoring (a PSSM), where the
+    SIMD kernels of :mod:`~swdask.kernels.cpu.score` take a substitution matrix."""
+    m = profile.shape[1]
+    oe = gap_open + gap_extend
+    neg = -(1 << 30)
+    for c in prange(order.shape[0]):
+        s = order[c]
+        h = np.zeros(m + 1, np.int64)
+        e = np.full(m + 1, neg, np.int64)
+        best = 0
+        for j in range(s_off[s], s_off[s + 1]):
+            code = s_res[j]
+            diag = 0
+            f = neg
+            up = 0
+            for i in range(1, m + 1):
+                e[i] = max(e[i] - gap_extend, h[i] - oe)
+                f = max(f - gap_extend, up - oe)
+                v = max(diag + profile[code, i - 1], e[i], f, 0)
+                diag = h[i]
+                h[i] = v
+                up = v
+                if v > best:
+                    best = v
+        scores[c] = best

@@ -1,0 +1,660 @@
+"""Pairwise statistical significance (PSSE): is this pair related?
+
+For each (query, subject) pair the subject is shuffled ``N`` times (composition kept),
+the query is aligned (Smith-Waterman) against every shuffle, a Gumbel is fitted to those
+scores by censored maximum likelihood, and the real score's P-value is read from the
+fit (Agrawal & Huang 2011; on GPUs, Zhang et al. 2012).  Unlike a database E-value it
+depends only on the pair: its lengths and compositions.
+
+Reproducible: shuffle ``k`` of a subject is drawn from Philox4x32-10 keyed on
+``(seed, subject key, k)``, the subject key a 64-bit hash of the subject's name
+(:func:`subject_key`), so the numbers do not depend on the backend (CPU, simulator,
+GPU), the launch geometry, the batching, or which other records are in the files.
+A subject's shuffles are shared by every query it is paired with: each pair still sees
+``N`` independent uniform permutations of its subject (its P-value is unchanged in
+distribution), and the GPU makes them once per chunk and scores two queries per pass.
+
+References
+----------
+.. [1] A. Agrawal, X. Huang, "Pairwise statistical significance of local sequence
+   alignment using sequence-specific and position-specific substitution matrices",
+   IEEE/ACM TCBB 8(1), 2011.
+.. [2] Y. Zhang, F. Misra, A. Agrawal et al., "Accelerating pairwise statistical
+   significance estimation for local alignment by harvesting GPU's power", BMC
+   Bioinformatics 13(Suppl 5):S3, 2012.
+.. [3] S. R. Eddy, Easel ``esl_gumbel.c``: ``esl_gumbel_FitCensored``.
+.. [4] J. K. Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from .errors import EmptyInputError, InputNotFoundError, SchemaError, ScoringError
+from .scoring import Scoring
+from .store import SequenceBatch
+
+#: Devices of the significance flow.
+DEVICES = ("auto", "cpu", "gpu")
+#: Residues (subjects and shuffles) per CPU chunk: the shuffled buffer stays in cache-
+#: friendly tens of MB.
+CPU_CHUNK_RESIDUES = 1 << 24
+#: Order of the 20 score columns of a PSI-BLAST ASCII PSSM.
+PSSM_LETTERS = "ARNDCQEGHILKMFPSTWYV"
+
+
+def subject_key(name: str) -> np.uint64:
+    """The RNG key of a subject: the first 8 bytes of BLAKE2b of its name (little endian).
+
+    Examples
+    --------
+    >>> int(subject_key("sp|P69905|HBA_HUMAN")) == int(subject_key("sp|P69905|HBA_HUMAN"))
+    True
+    """
+    digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
+    return np.uint64(int.from_bytes(digest, "little"))
+
+
+# --------------------------------------------------------------------------------------
+# PSSM
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Pssm:
+    """A position-specific scoring matrix from PSI-BLAST's ASCII output.
+
+    Parameters
+    ----------
+    sequence : str
+        The query's letters, one per position.
+    scores : numpy.ndarray
+        int32, (positions, 20), columns in :data:`PSSM_LETTERS` order.
+    lambdas : dict
+        The footer's ``K`` and ``Lambda`` per line (``"PSI Gapped"`` ...), if present.
+    """
+
+    sequence: str
+    scores: np.ndarray
+    lambdas: dict = field(default_factory=dict)
+
+    def __len__(self):
+        return len(self.sequence)
+
+    def __eq__(self, other):
+        return (isinstance(other, Pssm) and self.sequence == other.sequence
+                and np.array_equal(self.scores, other.scores))
+
+    def __repr__(self):
+        return f"Pssm({len(self)} positions, {self.sequence[:10]}{'...' if len(self) > 10 else ''})"
+
+    def profile(self, scoring: Scoring) -> np.ndarray:
+        """Query profile ``[code, position]`` over the scoring's alphabet (int32).
+
+        The 20 letters take the PSSM's scores; ``B`` and ``Z`` the mean (rounded down)
+        of N and D, Q and E; ``X`` and ``*`` (which PSI-BLAST does not print) the
+        substitution matrix's score of the position's query letter against them.
+        """
+        letters = scoring.alphabet.letters
+        if scoring.alphabet.name != "protein":
+            raise ScoringError("a PSSM needs a protein scoring")
+        prof = np.zeros((len(letters), len(self)), np.int32)
+        for k, letter in enumerate(PSSM_LETTERS):
+            prof[letters.index(letter)] = self.scores[:, k]
+        for pair, letter in (("ND", "B"), ("QE", "Z")):
+            a, b = (self.scores[:, PSSM_LETTERS.index(c)] for c in pair)
+            prof[letters.index(letter)] = np.floor_divide(a + b, 2)
+        query = scoring.alphabet.encode(self.sequence, map_unknown=True)
+        for letter in "X*":
+            prof[letters.index(letter)] = scoring.matrix[query, letters.index(letter)]
+        return prof
+
+
+def read_pssm(path) -> Pssm:
+    """Read PSI-BLAST's ASCII PSSM (``psiblast -out_ascii_pssm FILE``).
+
+    The table after the ``Last position-specific scoring matrix computed`` line: a header
+    of 40 letters (scores, then weighted percentages), then one line per position:
+    number, query letter, 20 scores, 20 percentages, information and relative weight.
+    The ``K``/``Lambda`` footer is read when present.
+
+    Raises
+    ------
+    InputNotFoundError
+        No such file.
+    ScoringError
+        Not a PSSM file, or a malformed line (the message gives the line number).
+
+    Examples
+    --------
+    >>> import tempfile, os, pathlib
+    >>> text = ("\\nLast position-specific scoring matrix computed\\n"
+    ...         "   " + "  ".join(PSSM_LETTERS * 2) + "\\n"
+    ...         "    1 M   " + " ".join(["-1"] * 12 + ["5"] + ["-1"] * 7) + " "
+    ...         + " ".join(["0"] * 20) + "  0.50 0.10\\n\\n")
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = os.path.join(tmp, "q.pssm")
+    ...     _ = pathlib.Path(path).write_text(text)
+    ...     pssm = read_pssm(path)
+    >>> pssm, pssm.scores[0, PSSM_LETTERS.index("M")]
+    (Pssm(1 positions, M), np.int32(5))
+    """
+    if not os.path.exists(path):
+        raise InputNotFoundError(f"{path}: no such PSSM file")
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        lines = handle.read().splitlines()
+    start = next((k for k, line in enumerate(lines)
+                  if line.startswith("Last position-specific scoring matrix computed")), None)
+    if start is None or start + 1 >= len(lines):
+        raise ScoringError(f"{path}: not a PSI-BLAST ASCII PSSM (no 'Last position-specific "
+                           "scoring matrix computed' line)")
+    header = lines[start + 1].split()
+    if header[:20] != list(PSSM_LETTERS):
+        raise ScoringError(f"{path}: line {start + 2}: expected the 20 letters "
+                           f"{' '.join(PSSM_LETTERS)}, got {' '.join(header[:20])!r}")
+    letters, rows = [], []
+    k = start + 2
+    while k < len(lines) and lines[k].strip():
+        parts = lines[k].split()
+        try:
+            if len(parts) < 22 or int(parts[0]) != len(rows) + 1 or len(parts[1]) != 1:
+                raise ValueError
+            rows.append([int(v) for v in parts[2:22]])
+        except ValueError:
+            raise ScoringError(f"{path}: line {k + 1}: expected position {len(rows) + 1}, a "
+                               f"letter and 20 scores, got {lines[k].strip()[:60]!r}") from None
+        letters.append(parts[1])
+        k += 1
+    if not rows:
+        raise ScoringError(f"{path}: the PSSM has no positions")
+    lambdas = {}
+    for line in lines[k:]:
+        parts = line.split()
+        if len(parts) >= 4 and parts[0] in ("Standard", "PSI"):
+            try:
+                lambdas[f"{parts[0]} {parts[1]}"] = (float(parts[2]), float(parts[3]))
+            except ValueError:
+                pass
+    return Pssm("".join(letters), np.array(rows, np.int32), lambdas)
+
+
+# --------------------------------------------------------------------------------------
+# pairs
+# --------------------------------------------------------------------------------------
+
+
+def _read_pairs(pairs, queries: SequenceBatch, subjects: SequenceBatch) -> list:
+    """Per query index, the subject indices it is paired with (int64 arrays)."""
+    if isinstance(pairs, str) and pairs == "all":
+        every = np.arange(len(subjects), dtype=np.int64)
+        return [every for _ in range(len(queries))]
+    if isinstance(pairs, (str, os.PathLike)):
+        path = os.fspath(pairs)
+        if not os.path.exists(path):
+            raise InputNotFoundError(f"{path}: no such pairs file")
+        if path.endswith(".parquet") or os.path.isdir(path):
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+            for column in ("query", "subject"):
+                if column not in table.column_names:
+                    raise SchemaError(f"{path}: column {column!r} is missing (a hits table "
+                                      "has 'query' and 'subject')")
+            names = list(zip(table.column("query").to_pylist(),
+                             table.column("subject").to_pylist()))
+        else:
+            names = []
+            with open(path, encoding="utf-8") as handle:
+                for k, line in enumerate(handle, 1):
+                    if not line.strip():
+                        continue
+                    parts = line.rstrip("\r\n").split("\t")
+                    if len(parts) != 2:
+                        raise SchemaError(f"{path}: line {k}: expected two tab-separated "
+                                          f"names (query, subject), got {line.strip()[:60]!r}")
+                    names.append((parts[0], parts[1]))
+    else:
+        names = list(pairs)
+    q_index = {n: k for k, n in enumerate(queries.names)}
+    s_index = {n: k for k, n in enumerate(subjects.names)}
+    found = [[] for _ in range(len(queries))]
+    seen = set()
+    for q, s in names:
+        if q not in q_index:
+            raise EmptyInputError(f"pairs: query {q!r} is not among the queries")
+        if s not in s_index:
+            raise EmptyInputError(f"pairs: subject {s!r} is not among the subjects")
+        if (q, s) not in seen:  # a hits table may list a pair twice (two alignments)
+            seen.add((q, s))
+            found[q_index[q]].append(s_index[s])
+    return [np.array(f, np.int64) for f in found]
+
+
+# --------------------------------------------------------------------------------------
+# the job and its tasks
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SignificanceStats:
+    """Work and time of a significance run (summed over tasks)."""
+
+    pairs: int = 0
+    cells: int = 0  #: query x subject residues x (shuffles + 1), every pair
+    kernel_seconds: float = 0.0  #: score kernels (GPU) or score calls (CPU)
+    shuffle_seconds: float = 0.0
+    fit_seconds: float = 0.0
+    seconds: float = 0.0  #: task wall time
+
+    def __add__(self, other):
+        return SignificanceStats(*(a + b for a, b in zip(self._values(), other._values())))
+
+    def _values(self):
+        return (self.pairs, self.cells, self.kernel_seconds, self.shuffle_seconds,
+                self.fit_seconds, self.seconds)
+
+    @property
+    def gcups(self) -> float:
+        """Effective GCUPS: every cell of every shuffled alignment per second of wall time."""
+        return self.cells / self.seconds / 1e9 if self.seconds else 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class _Job:
+    queries: SequenceBatch
+    subjects: SequenceBatch
+    pairs: tuple  # per query, subject indices
+    profiles: tuple  # per query, int32 [code, row] profile (matrix columns or PSSM)
+    scoring: Scoring
+    shuffles: int
+    seed: int
+    backend: str
+    uses_pssm: bool
+
+
+def _empty_frame():
+    from .parquet_schemas import SIGNIFICANCE
+    from .search import _types_mapper
+
+    return SIGNIFICANCE.empty_table().to_pandas(types_mapper=_types_mapper)
+
+
+def _frame(rows: dict, n_shuffles: int, seed: int) -> pd.DataFrame:
+    from .parquet_schemas import SIGNIFICANCE, check_table
+    from .search import _types_mapper
+
+    n = len(rows["query"])
+    mu = np.asarray(rows["mu"], np.float64)
+    lam = np.asarray(rows["lambda"], np.float64)
+    data = {
+        "query": pa.array(rows["query"], pa.string()),
+        "subject": pa.array(rows["subject"], pa.string()),
+        "score": pa.array(np.asarray(rows["score"], np.int32)),
+        "mu": pa.array(mu, mask=np.isnan(mu)),
+        "lambda": pa.array(lam, mask=np.isnan(lam)),
+        "p_value": pa.array(np.asarray(rows["p_value"], np.float64)),
+        "n_shuffles": pa.array(np.full(n, n_shuffles, np.int32)),
+        "seed": pa.array(np.full(n, seed, np.int64)),
+    }
+    table = pa.table(data)
+    return check_table(table, SIGNIFICANCE, where="significance").to_pandas(
+        types_mapper=_types_mapper)
+
+
+def _run_batch(job: _Job, query_ids) -> tuple[pd.DataFrame, SignificanceStats]:
+    """Significance of every pair of the queries ``query_ids``, in this process."""
+    tick = time.perf_counter()
+    query_ids = np.asarray(query_ids, np.int64)
+    needed = np.unique(np.concatenate([job.pairs[q] for q in query_ids] + [np.zeros(0, np.int64)]))
+    # Subjects longest first: neighbours in a warp (or a SIMD vector) have equal lengths.
+    lengths = job.subjects.lengths[needed].astype(np.int64)
+    needed = needed[np.argsort(-lengths, kind="stable")]
+    backend = _backend("auto") if job.backend == "auto" else job.backend
+    if backend == "gpu":
+        from .kernels.cuda import psse as gpu
+
+        chunks = gpu.chunk_subjects(job.subjects.lengths[needed], job.shuffles)
+    else:
+        chunks = _cpu_chunks(job.subjects.lengths[needed], job.shuffles)
+    # Per query: the subjects scored so far and their (score, mu, lambda, p), chunk by chunk.
+    got = {int(q): [] for q in query_ids}
+    stats = SignificanceStats()
+    position = np.full(len(job.subjects), -1, np.int64)
+    for chunk in chunks:
+        subjects = needed[chunk]
+        position[:] = -1
+        position[subjects] = np.arange(len(subjects))
+        blocks = []
+        for q in query_ids:
+            local = position[job.pairs[q]]
+            blocks.append(tuple(np.sort(local[local >= 0]).tolist()))
+        res, off = _gather(job.subjects, subjects)
+        keys = np.array([subject_key(job.subjects.names[s]) for s in subjects], np.uint64)
+        runner = _gpu_chunk if backend == "gpu" else _cpu_chunk
+        results, chunk_stats = runner(job, res, off, keys, query_ids, blocks)
+        stats += chunk_stats
+        for q, block, result in zip(query_ids, blocks, results):
+            got[int(q)].append((subjects[np.asarray(block, np.int64)], *result))
+    columns = {name: [] for name in ("query", "subject", "score", "mu", "lambda", "p_value")}
+    subject_names = np.array(job.subjects.names, dtype=object)
+    for q in query_ids:
+        parts = got[int(q)]
+        subj = np.concatenate([p[0] for p in parts] + [np.zeros(0, np.int64)])
+        values = [np.concatenate([p[k] for p in parts]) if parts else np.zeros(0)
+                  for k in range(1, 5)]
+        # Back to the order the pairs were asked in (a query's subjects are distinct).
+        sorter = np.argsort(subj, kind="stable")
+        pick = sorter[np.searchsorted(subj, job.pairs[q], sorter=sorter)]
+        columns["query"] += [job.queries.names[q]] * len(pick)
+        columns["subject"] += subject_names[job.pairs[q]].tolist()
+        for name, value in zip(("score", "mu", "lambda", "p_value"), values):
+            columns[name].append(value[pick])
+    rows = {name: (columns[name] if name in ("query", "subject") else
+                   np.concatenate(columns[name] + [np.zeros(0)]))
+            for name in columns}
+    frame = _frame(rows, job.shuffles, job.seed)
+    cells = sum(int(job.profiles[q].shape[1]) * int(job.subjects.lengths[job.pairs[q]].sum())
+                for q in query_ids) * (job.shuffles + 1)
+    stats = SignificanceStats(len(frame), cells, stats.kernel_seconds, stats.shuffle_seconds,
+                              stats.fit_seconds, time.perf_counter() - tick)
+    return frame, stats
+
+
+def _gather(batch: SequenceBatch, indices):
+    lengths = batch.lengths[indices].astype(np.int64)
+    off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    res = np.empty(int(off[-1]), np.uint8)
+    for k, s in enumerate(indices):
+        res[off[k]:off[k + 1]] = batch.codes(int(s))
+    return res, off
+
+
+def _cpu_chunks(lengths, n_shuffles):
+    chunks, current, used = [], [], 0
+    for i, n in enumerate(np.asarray(lengths, np.int64)):
+        size = int(n) * (n_shuffles + 1)
+        if current and used + size > CPU_CHUNK_RESIDUES:
+            chunks.append(np.array(current, np.int64))
+            current, used = [], 0
+        current.append(i)
+        used += size
+    if current:
+        chunks.append(np.array(current, np.int64))
+    return chunks
+
+
+def _cpu_chunk(job: _Job, res, off, keys, query_ids, blocks):
+    """One chunk on the CPU: shuffles by the ``@njit`` twin, scores by the SIMD kernels
+    (or the profile scorer for a PSSM), fits by the ``@njit`` fit."""
+    from .kernels.cpu import psse
+    from .kernels.cpu.score import score_all
+
+    copies = job.shuffles + 1
+    lengths = np.diff(off)
+    sizes = lengths * copies
+    base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    buf = np.empty(max(int(sizes.sum()), 1), np.uint8)
+    buf_off = np.zeros(len(lengths) * copies + 1, np.int64)
+    tick = time.perf_counter()
+    psse.shuffle_chunk(res, off[:-1].copy(), lengths, base, keys, np.int64(job.shuffles),
+                       np.uint64(job.seed), buf, buf_off)
+    shuffle_seconds = time.perf_counter() - tick
+    score_seconds = 0.0
+    rows = []
+    for q, block in zip(query_ids, blocks):
+        idx = np.asarray(block, np.int64)
+        order = (idx[:, None] * copies + np.arange(copies)[None, :]).ravel()
+        tick = time.perf_counter()
+        if job.uses_pssm:
+            scores = np.zeros(len(order), np.int64)
+            psse.score_profile(job.profiles[q].astype(np.int64), buf, buf_off, order,
+                               job.scoring.gap_open, job.scoring.gap_extend, scores)
+        else:
+            query = job.queries.codes(int(q))
+            scores = score_all(query, np.array([0, len(query)], np.int64), buf, buf_off,
+                               job.scoring.matrix, job.scoring.gap_open, job.scoring.gap_extend,
+                               "local", order)[0][0]
+        score_seconds += time.perf_counter() - tick
+        rows.append(np.asarray(scores, np.int64))
+    # One parallel fit over every pair of the chunk.
+    tick = time.perf_counter()
+    scores = np.concatenate(rows + [np.zeros(0, np.int64)])
+    n = len(scores) // copies
+    mu, lam, p = (np.zeros(n) for _ in range(3))
+    if n:
+        psse.fit_pairs(scores, np.int64(copies), mu, lam, p)
+    fit_seconds = time.perf_counter() - tick
+    results, at = [], 0
+    for block in blocks:
+        part = slice(at, at + len(block))
+        results.append((scores[at * copies:(at + len(block)) * copies:copies].astype(np.int32),
+                        mu[part], lam[part], p[part]))
+        at += len(block)
+    return results, SignificanceStats(kernel_seconds=score_seconds, shuffle_seconds=shuffle_seconds,
+                                      fit_seconds=fit_seconds)
+
+
+def _gpu_chunk(job: _Job, res, off, keys, query_ids, blocks):
+    from .kernels.cuda.psse import DeviceShuffles
+
+    shuffled = DeviceShuffles(res, off, keys, job.shuffles, job.seed)
+    results, dstats = shuffled.significance([job.profiles[q] for q in query_ids], blocks,
+                                            job.scoring.gap_open, job.scoring.gap_extend)
+    return results, SignificanceStats(kernel_seconds=dstats.kernel_seconds,
+                                      shuffle_seconds=dstats.shuffle_seconds,
+                                      fit_seconds=dstats.fit_seconds)
+
+
+# --------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------
+
+
+def _check_options(shuffles, seed, device, pairs):
+    if isinstance(shuffles, bool) or not isinstance(shuffles, (int, np.integer)) or shuffles < 2:
+        raise ValueError(f"shuffles must be a whole number >= 2, got {shuffles!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be a whole number in [0, 2**63), got {seed!r}")
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; choose one of: {', '.join(DEVICES)}")
+    if isinstance(pairs, str) and pairs != "all" and not os.path.exists(pairs):
+        raise InputNotFoundError(f"{pairs}: no such pairs file (pairs is 'all', a PAIRS.tsv "
+                                 "of query/subject names or a HITS.parquet)")
+
+
+def _backend(device: str) -> str:
+    from .gpu import gpu_available, require_gpu, simulator_enabled
+
+    if device == "gpu":
+        require_gpu()
+        return "gpu"
+    if device == "auto" and not simulator_enabled() and gpu_available():
+        return "gpu"
+    return "cpu"
+
+
+def _prepare(queries, subjects, *, scoring, shuffles, seed, pairs, pssm, device, alphabet,
+             map_unknown, here=True) -> _Job:
+    from .search import as_queries
+
+    _check_options(shuffles, seed, device, pairs)
+    queries = as_queries(queries, alphabet, map_unknown)
+    subjects = as_queries(subjects, queries.alphabet.name if alphabet == "auto" else alphabet,
+                          map_unknown)
+    if len(subjects) == 0:
+        raise EmptyInputError("no subjects")
+    scoring = scoring if scoring is not None else Scoring.default(queries.alphabet)
+    if scoring.alphabet.name != queries.alphabet.name:
+        raise ScoringError(f"the sequences are {queries.alphabet.name} but the scoring "
+                           f"({scoring.name}) is for {scoring.alphabet.name}")
+    profiles = [np.ascontiguousarray(scoring.matrix[:, queries.codes(q)], np.int32)
+                for q in range(len(queries))]
+    if pssm is not None:
+        table = pssm if isinstance(pssm, Pssm) else read_pssm(pssm)
+        target = scoring.alphabet.encode(table.sequence, map_unknown=True)
+        matched = [q for q in range(len(queries)) if np.array_equal(queries.codes(q), target)]
+        if not matched:
+            raise ScoringError(f"the PSSM's query ({len(table)} positions, "
+                               f"{table.sequence[:20]}...) matches none of the queries")
+        for q in matched:
+            profiles[q] = table.profile(scoring)
+    if here:
+        backend = _backend(device)
+    else:  # tasks on a Dask cluster: checked there (see swdask.search), "auto" per worker
+        from .search import _check_cluster_device
+
+        backend = _check_cluster_device(device, "local")
+    return _Job(queries, subjects, tuple(_read_pairs(pairs, queries, subjects)), tuple(profiles),
+                scoring, int(shuffles), int(seed), backend, pssm is not None)
+
+
+def significance_in_process(queries, subjects, *, scoring: Scoring | None = None,
+                            shuffles: int = 1000, seed: int = 0, pairs="all", pssm=None,
+                            device: str = "auto", alphabet="auto", map_unknown: bool = False,
+                            progress: bool = False):
+    """:func:`significance` computed here, without Dask: returns ``(frame, stats)``.
+
+    Parameters and Raises are those of :func:`significance`; ``progress`` shows a tqdm
+    bar over the queries.
+
+    Returns
+    -------
+    frame : pandas.DataFrame
+        One row per pair, columns of ``swdask.parquet_schemas.SIGNIFICANCE``.
+    stats : SignificanceStats
+
+    Examples
+    --------
+    >>> frame, stats = significance_in_process(
+    ...     {"q": "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ"},
+    ...     {"same": "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ", "other": "GSHMLEDPVDAFQGRAGW"},
+    ...     shuffles=50, seed=1, device="cpu")
+    >>> frame[["subject", "score", "n_shuffles"]].to_string(index=False)
+    'subject  score  n_shuffles\\n   same    160          50\\n  other     15          50'
+    >>> bool(frame.p_value[0] < 1e-6), bool(frame.p_value[1] > 0.01)
+    (True, True)
+    """
+    from tqdm.auto import tqdm
+
+    job = _prepare(queries, subjects, scoring=scoring, shuffles=shuffles, seed=seed, pairs=pairs,
+                   pssm=pssm, device=device, alphabet=alphabet, map_unknown=map_unknown)
+    frames, stats = [], SignificanceStats()
+    tick = time.perf_counter()
+    for batch in tqdm(_query_batches(job), disable=not progress, desc="significance",
+                      unit="batch"):
+        frame, batch_stats = _run_batch(job, batch)
+        frames.append(frame)
+        stats += batch_stats
+    frame = pd.concat(frames, ignore_index=True) if frames else _empty_frame()
+    stats = SignificanceStats(stats.pairs, stats.cells, stats.kernel_seconds,
+                              stats.shuffle_seconds, stats.fit_seconds, time.perf_counter() - tick)
+    return frame, stats
+
+
+def _query_batches(job: _Job, per_task=None):
+    """Query indices per task: every query in one batch on a GPU (the shuffles of a
+    chunk are made once for all of them), 8 per batch on the CPU."""
+    if per_task is None:
+        per_task = len(job.queries) if job.backend != "cpu" else 8
+    ids = np.arange(len(job.queries))
+    return [ids[k:k + per_task] for k in range(0, len(ids), max(per_task, 1))]
+
+
+def significance(queries, subjects, *, scoring: Scoring | None = None, shuffles: int = 1000,
+                 seed: int = 0, pairs="all", pssm=None, device: str = "auto", alphabet="auto",
+                 map_unknown: bool = False, queries_per_task: int | None = None):
+    """Pairwise statistical significance of (query, subject) pairs: a lazy Dask DataFrame.
+
+    Parameters
+    ----------
+    queries, subjects : str, os.PathLike, SequenceBatch, dict or list
+        FASTA/FASTQ files or stores, batches, ``{name: sequence}`` or lists of sequences.
+    scoring : Scoring, optional
+        Default: BLOSUM62 with gaps 11/1 (protein), see :class:`~swdask.Scoring`.
+    shuffles : int, default 1000
+        Shuffles of each subject (>= 2).
+    seed : int, default 0
+        Seed of the shuffles, in ``[0, 2**63)``.
+    pairs : "all", path or iterable of (query, subject) names, default "all"
+        ``"all"``: every query against every subject; a ``.tsv`` of two tab-separated
+        names per line (query, subject; no header); a hits table (``.parquet`` with
+        ``query`` and ``subject`` columns, e.g. :func:`swdask.search`'s output) to
+        re-rank a search's hits.
+    pssm : str, os.PathLike or Pssm, optional
+        A PSI-BLAST ASCII PSSM (``-out_ascii_pssm``); it replaces the substitution matrix
+        for the queries whose sequence is the PSSM's.
+    device : {"auto", "cpu", "gpu"}, default "auto"
+        ``"auto"``: a GPU when one is visible.
+    alphabet : {"auto", "protein", "dna"}, default "auto"
+    map_unknown : bool, default False
+        Read unknown letters as X/N instead of failing.
+    queries_per_task : int, optional
+        Queries per Dask task (default: all of them on a GPU, 8 on the CPU).
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        Lazy; columns ``query, subject, score, mu, lambda, p_value, n_shuffles, seed``
+        (``swdask.parquet_schemas.SIGNIFICANCE``), pairs in query order, then in pair
+        order.  GPU tasks are named ``swdask_score_gpu...``, which
+        :func:`swdask.gpu_resources` routes to GPU workers.
+
+    Raises
+    ------
+    ValueError
+        ``shuffles`` < 2, a seed out of range, or an unknown device.
+    InputNotFoundError, SequenceFormatError, InvalidSequenceError, EmptyInputError
+        Unreadable inputs, or a pair naming a record that is not there.
+    ScoringError
+        A malformed PSSM, or one that matches no query.
+    DeviceError
+        ``device="gpu"`` without a GPU.
+
+    Notes
+    -----
+    Shuffles are composition-preserving permutations (Fisher-Yates, Philox4x32-10 keyed
+    on ``(seed, subject key, shuffle)``); scores are local (Smith-Waterman) scores; the
+    Gumbel is fitted by censored ML with scores below ``floor(mean) + 0.5`` censored
+    (Eddy's ``esl_gumbel_FitCensored``: local scores are Gumbel only in their right tail);
+    above the cutoff ``p_value = 1 - exp(-exp(-lambda (score - mu)))``, at or below it
+    (P-values above about 0.4, where the censored fit knows only how many shuffles lie
+    there) the shuffles' own mid-P, ``(#{x > score} + #{x == score} / 2) / N``.  See
+    :mod:`swdask.kernels.cpu.psse`.
+
+    References
+    ----------
+    Agrawal & Huang, IEEE/ACM TCBB 8(1), 2011; Zhang et al., BMC Bioinformatics 13(S5),
+    2012; Eddy, Easel ``esl_gumbel``.
+
+    Examples
+    --------
+    >>> frame = significance({"q": "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ"},
+    ...                      {"same": "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ"},
+    ...                      shuffles=50, seed=1, device="cpu")
+    >>> frame.compute()[["subject", "score"]].to_string(index=False)
+    'subject  score\\n   same    160'
+    """
+    import dask.dataframe as dd
+    from dask.base import tokenize
+
+    job = _prepare(queries, subjects, scoring=scoring, shuffles=shuffles, seed=seed, pairs=pairs,
+                   pssm=pssm, device=device, alphabet=alphabet, map_unknown=map_unknown,
+                   here=False)
+    batches = _query_batches(job, queries_per_task)
+    token = tokenize(job.queries.residues, job.subjects.residues, job.pairs, job.shuffles,
+                     job.seed, job.backend)
+    if not batches:
+        return dd.from_pandas(_empty_frame(), npartitions=1)
+    return dd.from_map(_frame_task, batches, job=job, meta=_empty_frame(),
+                       label=f"swdask_score_{job.backend}-significance-{token[:8]}",
+                       enforce_metadata=False)
+
+
+def _frame_task(batch, job: _Job) -> pd.DataFrame:
+    return _run_batch(job, batch)[0]

@@ -1,0 +1,471 @@
+"""Pairwise statistical significance: RNG, shuffles, Gumbel fit, scores, P-values, API, CLI.
+
+CUDA kernels run in the simulator here (tiny inputs); the ``gpu`` tests at the end run the
+same comparisons on a real card at a useful size.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from scipy import stats
+
+from swdask import Scoring
+from swdask.errors import EmptyInputError, InputNotFoundError, SchemaError, ScoringError
+from swdask.kernels.cpu import psse
+from swdask.kernels.cpu.reference import score_reference
+from swdask.significance import (PSSM_LETTERS, read_pssm, significance, significance_in_process,
+                                 subject_key)
+from swdask.store import load_sequences
+
+DATA = Path(__file__).parent / "data"
+PSSM_FILE = DATA / "sl_pseaac_example40.pssm"
+U64 = np.uint64
+
+
+@pytest.fixture(scope="module")
+def sprot():
+    return load_sequences(DATA / "sprot12071.fasta.gz")
+
+
+# -- RNG and shuffles -------------------------------------------------------------------
+
+#: Random123's known-answer vectors for Philox4x32-10 (counter, key, result).
+PHILOX_KAT = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+
+@pytest.mark.parametrize("counter, key, expected", PHILOX_KAT)
+def test_philox_known_answers(counter, key, expected):
+    args = [U64(v) for v in (*counter, *key)]
+    assert tuple(int(v) for v in psse.philox_njit(*args)) == expected
+    assert tuple(int(v) for v in psse.philox(*args)) == expected  # the simulator's path
+
+
+def test_fisher_yates_permutes_and_is_keyed():
+    res = np.arange(50, dtype=np.uint8)
+    draws = {}
+    for seed, key, shuffle in itertools.product((0, 1), (5, 2**63 + 7), (0, 1, 999)):
+        out = np.zeros(50, np.uint8)
+        psse.fisher_yates_njit(res, 0, 50, out, 0, U64(seed), U64(key), shuffle)
+        assert sorted(out.tolist()) == res.tolist()
+        twin = np.zeros(50, np.uint8)
+        psse.fisher_yates(res, 0, 50, twin, 0, U64(seed), U64(key), shuffle)
+        assert out.tolist() == twin.tolist(), (seed, key, shuffle)
+        draws[(seed, key, shuffle)] = out.tobytes()
+    assert len(set(draws.values())) == len(draws)  # every counter gives its own shuffle
+
+
+def test_fisher_yates_is_uniform():
+    """All 24 permutations of 4 residues, 24,000 shuffles: chi-square."""
+    res = np.arange(4, dtype=np.uint8)
+    lengths = np.array([4], np.int64)
+    n = 24_000
+    out = np.zeros(4 * (n + 1), np.uint8)
+    off = np.zeros(n + 2, np.int64)
+    psse.shuffle_chunk(res, np.array([0], np.int64), lengths, np.array([0], np.int64),
+                       np.array([123], np.uint64), np.int64(n), U64(42), out, off)
+    perms = out[4:].reshape(n, 4)
+    index = {p: k for k, p in enumerate(itertools.permutations(range(4)))}
+    counts = np.bincount([index[tuple(p)] for p in perms.tolist()], minlength=24)
+    assert stats.chisquare(counts).pvalue > 0.001, counts
+
+
+def test_shuffle_chunk_layout_edge_lengths():
+    lengths = np.array([33, 1, 0, 2], np.int64)
+    src_off = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    res = (np.arange(int(lengths.sum())) % 24).astype(np.uint8)
+    n_shuffles = 3
+    sizes = lengths * (n_shuffles + 1)
+    base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    out = np.zeros(int(sizes.sum()), np.uint8)
+    off = np.zeros(len(lengths) * (n_shuffles + 1) + 1, np.int64)
+    keys = np.array([1, 2, 3, 4], np.uint64)
+    psse.shuffle_chunk(res, src_off, lengths, base, keys, np.int64(n_shuffles), U64(9), out, off)
+    for b, n in enumerate(lengths):
+        subject = res[src_off[b]:src_off[b] + n]
+        for k in range(n_shuffles + 1):
+            c = b * (n_shuffles + 1) + k
+            copy = out[off[c]:off[c + 1]]
+            assert len(copy) == n
+            if k == 0:
+                assert copy.tolist() == subject.tolist()
+            else:
+                assert sorted(copy.tolist()) == sorted(subject.tolist())
+    assert off[-1] == len(out)
+
+
+def test_subject_key_is_stable():
+    assert subject_key("a") == subject_key("a") and subject_key("a") != subject_key("b")
+    # Pinned: a change of the key would silently change every published P-value.
+    assert int(subject_key("sp|P69905|HBA_HUMAN")) == 0xA9E4B6B562B52B23
+
+
+# -- Gumbel fit -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mu, lam, size, seed", [(30.0, 0.27, 2000, 1), (12.0, 1.1, 500, 2),
+                                                 (55.0, 0.08, 5000, 3), (0.0, 0.5, 100, 4)])
+def test_censored_fit_matches_scipy(mu, lam, size, seed):
+    """The estimator against scipy.stats.gumbel_r.fit on the same censored sample."""
+    x = stats.gumbel_r.rvs(loc=mu, scale=1 / lam, size=size, random_state=seed)
+    cutoff = math.floor(x.mean()) + 0.5
+    data = stats.CensoredData(uncensored=x[x > cutoff], left=np.full((x <= cutoff).sum(), cutoff))
+    loc, scale = stats.gumbel_r.fit(data)
+    fit_mu, fit_lam = psse.gumbel_fit_njit(x, 0, size)
+    assert fit_mu == pytest.approx(loc, rel=1e-4, abs=1e-4 / lam), (mu, lam, size)
+    assert fit_lam == pytest.approx(1 / scale, rel=1e-4), (mu, lam, size)
+    assert psse.gumbel_fit(x, 0, size) == pytest.approx((fit_mu, fit_lam), rel=1e-12)
+
+
+@pytest.mark.parametrize("mu, lam", [(25.0, 0.3), (40.0, 0.2), (8.0, 0.7)])
+def test_fit_recovers_parameters_of_integer_scores(mu, lam):
+    """Rounded (integer) Gumbel samples, as scores are: the half-integer cutoff keeps the
+    estimate unbiased."""
+    x = np.round(stats.gumbel_r.rvs(loc=mu, scale=1 / lam, size=40_000, random_state=7))
+    fit_mu, fit_lam = psse.gumbel_fit_njit(x.astype(np.int64), 0, len(x))
+    assert fit_lam == pytest.approx(lam, rel=0.04)
+    assert fit_mu == pytest.approx(mu, abs=0.1 / lam)
+
+
+def test_pair_significance_tail_body_and_degenerate():
+    rng = np.random.default_rng(3)
+    shuffles = np.round(stats.gumbel_r.rvs(loc=20, scale=1 / 0.3, size=500, random_state=rng))
+    for real in (80, 30, 10):
+        scores = np.concatenate([[real], shuffles]).astype(np.int64)
+        mu, lam, p = psse.pair_significance_njit(scores, 0, len(scores))
+        cutoff = math.floor(shuffles.mean()) + 0.5
+        if real > cutoff:
+            assert p == pytest.approx(-math.expm1(-math.exp(-lam * (real - mu))), rel=1e-12)
+        else:  # the body: the shuffles' own mid-P
+            assert p == ((shuffles > real).sum() + 0.5 * (shuffles == real).sum()) / 500
+    flat = np.full(11, 4, np.int64)
+    mu, lam, p = psse.pair_significance_njit(flat, 0, 11)
+    assert math.isnan(mu) and math.isnan(lam) and p == 0.5
+
+
+# -- scores: CPU, simulator, reference --------------------------------------------------
+
+
+def _pairs_frame(frame):
+    return frame.sort_values(["query", "subject"]).reset_index(drop=True)
+
+
+QUERIES = {"q33": "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ", "q1": "W", "qx": "GSHMLEDPVXAFQGRBZW"}
+SUBJECTS = {"s33": "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ", "s2": "WW", "sxy": "PEPTIDEXXBZCWWHK",
+            "s40": "GAAAAMSICPHIQQVFQNEKSKDGVLKTCNAARYILNHSV"}
+
+
+def test_cpu_and_simulator_agree_to_the_bit():
+    cpu, _ = significance_in_process(QUERIES, SUBJECTS, shuffles=6, seed=11, device="cpu")
+    sim, _ = significance_in_process(QUERIES, SUBJECTS, shuffles=6, seed=11, device="gpu")
+    pd.testing.assert_frame_equal(cpu, sim, check_exact=False, rtol=1e-12)
+    assert cpu.score.tolist() == sim.score.tolist()
+    scoring = Scoring()
+    for row in cpu.itertuples():
+        q = scoring.alphabet.encode(QUERIES[row.query])
+        s = scoring.alphabet.encode(SUBJECTS[row.subject])
+        assert row.score == score_reference(q, s, scoring.matrix, 11, 1)[0], row
+
+
+def _device_rows(profiles, packed, gap_open=11, gap_extend=1, n_shuffles=5, seed=3):
+    """Scores of every copy from the device kernels, and the copies themselves."""
+    from swdask.kernels.cuda.psse import DeviceShuffles
+
+    scoring = Scoring()
+    subjects = [scoring.alphabet.encode(s) for s in SUBJECTS.values()]
+    order = np.argsort([-len(s) for s in subjects], kind="stable")
+    subjects = [subjects[k] for k in order]
+    off = np.concatenate([[0], np.cumsum([len(s) for s in subjects])]).astype(np.int64)
+    keys = np.array([subject_key(n) for n in np.array(list(SUBJECTS))[order]], np.uint64)
+    shuffled = DeviceShuffles(np.concatenate(subjects), off, keys, n_shuffles, seed)
+    subset = tuple(range(len(subjects)))
+    rows, _ = shuffled._score(subset, profiles, profiles[0].shape[0], gap_open, gap_extend, packed)
+    res, res_off = shuffled.residues()
+    copies = [res[res_off[c]:res_off[c + 1]] for c in range(len(res_off) - 1)]
+    return [r.copy_to_host() for r in rows], copies, (np.concatenate(subjects), off, keys)
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_device_kernels_score_every_shuffle_exactly(packed):
+    """16-bit (two queries per launch) and 32-bit kernels over device-made shuffles
+    against the reference; the device shuffles equal the CPU twin's."""
+    scoring = Scoring()
+    queries = [scoring.alphabet.encode(q) for q in QUERIES.values()][:2 if packed else 1]
+    profiles = [np.ascontiguousarray(scoring.matrix[:, q], np.int32) for q in queries]
+    rows, copies, (res, off, keys) = _device_rows(profiles, packed)
+    lengths = np.diff(off)
+    sizes = lengths * 6
+    base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    out = np.zeros(int(sizes.sum()), np.uint8)
+    out_off = np.zeros(len(lengths) * 6 + 1, np.int64)
+    psse.shuffle_chunk(res, off[:-1].copy(), lengths, base, keys, np.int64(5), U64(3), out, out_off)
+    assert [c.tolist() for c in copies] == [out[out_off[c]:out_off[c + 1]].tolist()
+                                            for c in range(len(out_off) - 1)]
+    for q, row in zip(queries, rows):
+        expected = [score_reference(q, c, scoring.matrix, 11, 1)[0] for c in copies]
+        assert row.tolist() == expected
+
+
+def test_16bit_overflow_is_rescored_exactly():
+    """A position-specific profile with large scores wraps 16 bits on the real subject:
+    the launch re-scores those copies in 32 bits; the result equals the CPU scorer's."""
+    scoring = Scoring()
+    target = scoring.alphabet.encode(SUBJECTS["s33"])[:6]
+    profile = np.full((scoring.alphabet.size, 6), -3, np.int32)
+    profile[target, np.arange(6)] = 8000  # 6 x 8000 > 32767: the real pair wraps
+    rows, copies, _ = _device_rows([profile], True)
+    expected = np.zeros(len(copies), np.int64)
+    buf = np.concatenate(copies)
+    buf_off = np.concatenate([[0], np.cumsum([len(c) for c in copies])]).astype(np.int64)
+    psse.score_profile(profile.astype(np.int64), buf, buf_off, np.arange(len(copies)), 11, 1,
+                       expected)
+    assert rows[0].max() > 32767
+    assert rows[0].tolist() == expected.tolist()
+
+
+# -- PSSM -------------------------------------------------------------------------------
+
+
+def test_pssm_parser_on_a_real_file():
+    pssm = read_pssm(PSSM_FILE)
+    assert len(pssm) == 40 and pssm.sequence == "GAAAAMSICPHIQQVFQNEKSKDGVLKTCNAARYILNHSV"
+    assert pssm.scores.shape == (40, 20)
+    assert pssm.scores[8, PSSM_LETTERS.index("C")] == 10  # position 9, C: 10
+    assert pssm.scores[39].tolist() == [-1, 1, -2, -1, -2, -1, 1, -3, 1, 1, 1, 1, -1, -2, -1,
+                                        0, -1, -3, -2, 2]
+    assert pssm.lambdas["PSI Gapped"] == (0.0406, 0.267)
+    profile = pssm.profile(Scoring())
+    letters = Scoring().alphabet.letters
+    assert profile[letters.index("B"), 22] == (4 + 3) // 2  # mean of N and D, rounded down
+    assert profile[letters.index("X"), 0] == Scoring().score("G", "X")
+
+
+def test_pssm_errors(tmp_path):
+    with pytest.raises(InputNotFoundError, match="no such PSSM file"):
+        read_pssm(tmp_path / "missing.pssm")
+    bad = tmp_path / "bad.pssm"
+    bad.write_text("hello\n")
+    with pytest.raises(ScoringError, match="not a PSI-BLAST ASCII PSSM"):
+        read_pssm(bad)
+    lines = PSSM_FILE.read_text().splitlines()
+    lines[5] = "    3 A     2   0  -1  -2  x"
+    bad.write_text("\n".join(lines))
+    with pytest.raises(ScoringError, match=r"line 6: expected position 3, a letter and 20 scores"):
+        read_pssm(bad)
+
+
+def test_pssm_scores_against_the_expanded_reference():
+    """The profile scorer (CPU) and the kernels (simulator) with the PSSM as query profile,
+    against the reference with the PSSM expanded to a position x letter matrix."""
+    scoring = Scoring()
+    pssm = read_pssm(PSSM_FILE)
+    profile = pssm.profile(scoring)
+    subjects = {"self": pssm.sequence, **SUBJECTS}
+    for device in ("cpu", "gpu"):
+        frame, _ = significance_in_process({"p": pssm.sequence, "other": "MKV"}, subjects,
+                                           pssm=PSSM_FILE, shuffles=4, seed=2, device=device)
+        rows = frame[frame["query"] == "p"]
+        for row in rows.itertuples():
+            s = scoring.alphabet.encode(subjects[row.subject])
+            expected = score_reference(np.arange(40), s, profile.T, 11, 1)[0]
+            assert row.score == expected, (device, row.subject)
+        # A query that is not the PSSM's keeps the substitution matrix.
+        other = frame[(frame["query"] == "other") & (frame["subject"] == "s33")].score.item()
+        assert other == score_reference(scoring.alphabet.encode("MKV"),
+                                        scoring.alphabet.encode(SUBJECTS["s33"]),
+                                        scoring.matrix, 11, 1)[0]
+    with pytest.raises(ScoringError, match="matches none of the queries"):
+        significance_in_process({"x": "MKV"}, SUBJECTS, pssm=PSSM_FILE, shuffles=4, device="cpu")
+
+
+# -- calibration ------------------------------------------------------------------------
+
+
+def _unrelated_pairs(sprot, n, seed):
+    """``n`` disjoint pairs of Swiss-Prot proteins of 60-200 residues whose two members
+    differ in gene mnemonic (first 3 letters) and species: unrelated in all but rare
+    cases."""
+    rng = np.random.default_rng(seed)
+    pool = rng.permutation(np.flatnonzero((sprot.lengths >= 60) & (sprot.lengths <= 200)))
+    pairs, k = [], 0
+    while len(pairs) < n:
+        i, j = int(pool[k]), int(pool[k + 1])
+        k += 2
+        (gi, si), (gj, sj) = (sprot.names[x].split("|")[-1].split("_") for x in (i, j))
+        if gi[:3] != gj[:3] and si != sj:
+            pairs.append((i, j))
+    return pairs
+
+
+def test_p_values_of_unrelated_proteins_are_uniform(sprot):
+    pairs = _unrelated_pairs(sprot, 500, seed=11)
+    decode = sprot.alphabet.decode
+    queries = {sprot.names[i]: decode(sprot.codes(i)) for i, _ in pairs}
+    subjects = {sprot.names[j]: decode(sprot.codes(j)) for _, j in pairs}
+    frame, stats_ = significance_in_process(
+        queries, subjects, pairs=[(sprot.names[i], sprot.names[j]) for i, j in pairs],
+        shuffles=200, seed=7, device="cpu")
+    assert len(frame) == 500 and stats_.pairs == 500
+    result = stats.kstest(frame.p_value.to_numpy(float), "uniform")
+    assert result.pvalue > 0.01, result
+
+
+def test_related_pairs_are_significant(sprot):
+    """A protein against a copy with 30% of its residues substituted and two indels."""
+    rng = np.random.default_rng(5)
+    picks = rng.choice(np.flatnonzero((sprot.lengths >= 80) & (sprot.lengths <= 400)), 8,
+                       replace=False)
+    queries, subjects, pairs = {}, {}, []
+    for i in picks:
+        codes = sprot.codes(int(i)).copy()
+        flip = rng.random(len(codes)) < 0.3
+        codes[flip] = rng.integers(0, 20, flip.sum())
+        at = rng.integers(10, len(codes) - 10, 2)
+        codes = np.concatenate([codes[:at[0]], rng.integers(0, 20, 3).astype(np.uint8),
+                                np.delete(codes[at[0]:], slice(at[1] - at[0], at[1] - at[0] + 2))
+                                if at[1] > at[0] else codes[at[0]:]])
+        name = sprot.names[int(i)]
+        queries[name] = sprot.alphabet.decode(sprot.codes(int(i)))
+        subjects[name + "_mutant"] = sprot.alphabet.decode(codes)
+        pairs.append((name, name + "_mutant"))
+    frame, _ = significance_in_process(queries, subjects, pairs=pairs, shuffles=200, seed=1,
+                                       device="cpu")
+    assert (frame.p_value < 1e-6).all(), frame
+
+
+# -- API, pairs, CLI --------------------------------------------------------------------
+
+
+def test_lazy_frame_equals_in_process_and_is_reproducible():
+    import dask.dataframe as dd
+
+    lazy = significance(QUERIES, SUBJECTS, shuffles=8, seed=5, device="cpu", queries_per_task=2)
+    assert isinstance(lazy, dd.DataFrame) and lazy.npartitions == 2
+    assert list(lazy.columns) == ["query", "subject", "score", "mu", "lambda", "p_value",
+                                  "n_shuffles", "seed"]
+    here, _ = significance_in_process(QUERIES, SUBJECTS, shuffles=8, seed=5, device="cpu")
+    pd.testing.assert_frame_equal(lazy.compute().reset_index(drop=True), here)
+    other, _ = significance_in_process(QUERIES, SUBJECTS, shuffles=8, seed=6, device="cpu")
+    assert not np.allclose(other["lambda"].to_numpy(float), here["lambda"].to_numpy(float))
+    # Keyed on the subject's name: the subject set around a pair does not matter.
+    alone, _ = significance_in_process({"q33": QUERIES["q33"]}, {"s2": SUBJECTS["s2"]},
+                                       shuffles=8, seed=5, device="cpu")
+    pd.testing.assert_frame_equal(alone, here[(here["query"] == "q33") & (here.subject == "s2")]
+                                  .reset_index(drop=True))
+
+
+def test_pairs_from_tsv_and_hits(tmp_path):
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("q1\ts2\nq33\ts33\nq33\ts33\n\n")
+    frame, _ = significance_in_process(QUERIES, SUBJECTS, pairs=tsv, shuffles=5, device="cpu")
+    assert list(zip(frame["query"], frame.subject)) == [("q33", "s33"), ("q1", "s2")]
+    hits = tmp_path / "hits.parquet"
+    pq.write_table(pa.table({"query": ["qx", "q1"], "subject": ["sxy", "s40"],
+                             "score": [1, 2]}), hits)
+    frame, _ = significance_in_process(QUERIES, SUBJECTS, pairs=hits, shuffles=5, device="cpu")
+    assert list(zip(frame["query"], frame.subject)) == [("q1", "s40"), ("qx", "sxy")]
+    tsv.write_text("q1 s2\n")
+    with pytest.raises(SchemaError, match=r"pairs.tsv: line 1: expected two tab-separated names"):
+        significance_in_process(QUERIES, SUBJECTS, pairs=tsv, shuffles=5, device="cpu")
+    tsv.write_text("q1\tnope\n")
+    with pytest.raises(EmptyInputError, match="pairs: subject 'nope' is not among the subjects"):
+        significance_in_process(QUERIES, SUBJECTS, pairs=tsv, shuffles=5, device="cpu")
+    with pytest.raises(InputNotFoundError, match="no such pairs file"):
+        significance_in_process(QUERIES, SUBJECTS, pairs=tmp_path / "x.tsv", device="cpu")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"shuffles": 1}, "shuffles must be a whole number >= 2, got 1"),
+    ({"seed": -1}, r"seed must be a whole number in \[0, 2\*\*63\), got -1"),
+    ({"device": "tpu"}, "unknown device 'tpu'; choose one of: auto, cpu, gpu"),
+])
+def test_option_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        significance(QUERIES, SUBJECTS, **kwargs)
+
+
+def test_cli_writes_parquet_and_fails_cleanly(tmp_path, capsys):
+    from swdask.cli import main
+
+    queries = tmp_path / "q.fasta"
+    queries.write_text("".join(f">{k}\n{v}\n" for k, v in QUERIES.items()))
+    subjects = tmp_path / "s.fasta"
+    subjects.write_text("".join(f">{k}\n{v}\n" for k, v in SUBJECTS.items()))
+    out = tmp_path / "out.parquet"
+    assert main(["significance", str(queries), str(subjects), "-o", str(out), "--shuffles", "7",
+                 "--seed", "3", "--device", "cpu", "--quiet"]) == 0
+    table = pq.read_table(out)
+    assert table.schema.metadata[b"swdask.schema"] == b"significance"
+    assert table.num_rows == 12 and set(table.column("n_shuffles").to_pylist()) == {7}
+    here, _ = significance_in_process(queries, subjects, shuffles=7, seed=3, device="cpu")
+    assert table.column("p_value").to_pylist() == here.p_value.tolist()
+    bad = tmp_path / "bad.parquet"
+    assert main(["significance", str(queries), str(subjects), "-o", str(bad),
+                 "--shuffles", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].startswith("swdask: error: ")
+    assert not bad.exists()
+    assert main(["significance", str(queries), str(subjects), "-o", str(out), "--shuffles", "7",
+                 "--device", "cpu"]) == 2  # exists, no --force
+    assert "exists" in capsys.readouterr().err
+
+
+# -- GPU lane ---------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_gpu_equals_cpu_on_swissprot(sprot):
+    """Same seed, same numbers: 6 queries x 40 subjects x 100 shuffles on a real GPU
+    (16-bit kernel on Hopper, else 32-bit) against the CPU path."""
+    rng = np.random.default_rng(1)
+    picks = rng.choice(len(sprot), 46, replace=False)
+    decode = sprot.alphabet.decode
+    queries = {sprot.names[i]: decode(sprot.codes(int(i))) for i in picks[:6]}
+    subjects = {sprot.names[i]: decode(sprot.codes(int(i))) for i in picks[6:]}
+    cpu, _ = significance_in_process(queries, subjects, shuffles=100, seed=9, device="cpu")
+    gpu, stats_ = significance_in_process(queries, subjects, shuffles=100, seed=9, device="gpu")
+    assert cpu.score.tolist() == gpu.score.tolist()
+    pd.testing.assert_frame_equal(cpu, gpu, check_exact=False, rtol=1e-9)
+    assert stats_.cells > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("packed", [True, False])
+def test_gpu_kernels_score_every_shuffle_exactly(packed):
+    test_device_kernels_score_every_shuffle_exactly(packed)
+
+
+@pytest.mark.gpu
+def test_gpu_overflow_rescored():
+    test_16bit_overflow_is_rescored_exactly()
+
+
+@pytest.mark.gpu
+def test_gpu_pssm():
+    test_pssm_scores_against_the_expanded_reference()
+
+
+def test_on_a_dask_cluster():
+    """The lazy frame on a distributed cluster (threads), through swdask's compute."""
+    from distributed import Client, LocalCluster
+
+    from swdask.cluster import compute
+
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as local, \
+            Client(local) as client:
+        lazy = significance(QUERIES, SUBJECTS, shuffles=5, seed=2, device="cpu",
+                            queries_per_task=1)
+        (frame,) = compute(lazy, client=client)
+    here, _ = significance_in_process(QUERIES, SUBJECTS, shuffles=5, seed=2, device="cpu")
+    pd.testing.assert_frame_equal(frame.reset_index(drop=True), here)
