@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 from .align import Alignment, align  # noqa: E402
 from .cluster import cluster, gpu_resources  # noqa: E402
+from .long_align import LongAlignment, align_long  # noqa: E402
 from .errors import SwdaskError  # noqa: E402
 from .output import write_hits  # noqa: E402
 from .scoring import Scoring  # noqa: E402
@@ -22,3 +23,4 @@ from .store import SequenceBatch, SequenceStore, ingest, load_sequences  # noqa:
 __all__ = ["Alignment", "Scoring", "SearchStats", "SequenceBatch", "SequenceStore",
            "SwdaskError", "align", "cluster", "gpu_resources", "ingest", "load_sequences",
            "search", "search_in_process", "write_hits", "__version__"]
+__all__ += ["LongAlignment", "align_long"]

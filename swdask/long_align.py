@@ -37,7 +37,8 @@ from .kernels.cpu.tile import NEG, STATE_H, better, matrix_boundaries, score_til
 from .kernels.cpu.traceback import cigar_string, summarize_path
 from .scoring import Scoring
 
-__all__ = ["CostModel", "LongAlignment", "TilePlan", "align_long", "calibrate", "plan_tiles"]
+__all__ = ["CostModel", "LongAlignment", "TilePlan", "align_long", "calibrate", "plan_tiles",
+           "planted_copy", "reverse_complement"]
 
 #: Devices of :func:`align_long`, the one table of their names.
 DEVICES = ("auto", "cpu", "gpu", "both")
@@ -227,35 +228,46 @@ def _cuts(length: int, parts: int) -> tuple:
 
 
 def simulate(plan: TilePlan, model: CostModel, gpus: int, cpu_threads: int) -> float:
-    """Makespan of a plan by list scheduling: ready tiles by wavefront priority, each on
-    the worker that can finish it first (GPU rows only on GPUs)."""
+    """Makespan of a plan by list scheduling: tiles in wavefront order, each on the kind
+    of worker that can finish it first (GPU tile rows only on GPUs).
+
+    Examples
+    --------
+    >>> simulate(TilePlan((0, 100), (0, 100)), CostModel(cpu_gcups=1.0, cpu_overhead=0.0), 0, 1)
+    1e-05
+    """
     n_p, n_q = plan.shape
-    workers = [("gpu", 0.0)] * gpus + [("cpu", 0.0)] * cpu_threads
-    if not workers:
+    pools = {kind: [0.0] * count for kind, count in (("gpu", gpus), ("cpu", cpu_threads)) if count}
+    if not pools:
         return math.inf
-    free = [t for _, t in workers]
+    heights = np.diff(plan.rows)
+    widths = np.diff(plan.cols)
     finish = np.zeros((n_p, n_q))
-    order = sorted(((p + q, p, q) for p in range(n_p) for q in range(n_q)))
     cost = {}
-    for _, p, q in order:
-        h = plan.rows[p + 1] - plan.rows[p]
-        w = plan.cols[q + 1] - plan.cols[q]
-        ready = max(finish[p - 1, q] if p else 0.0, finish[p, q - 1] if q else 0.0)
-        best = None
-        for k, (kind, _) in enumerate(workers):
-            if kind == "cpu" and p < plan.gpu_rows:
-                continue
-            key = (kind, h, w)
-            if key not in cost:
-                cost[key] = model.gpu_seconds(h, w) if kind == "gpu" else model.cpu_seconds(h, w)
-            end = max(free[k], ready) + cost[key]
-            if best is None or end < best[0]:
-                best = (end, k)
-        if best is None:
-            return math.inf
-        free[best[1]] = best[0]
-        finish[p, q] = best[0]
+    for d in range(n_p + n_q - 1):
+        for p in range(max(0, d - n_q + 1), min(n_p, d + 1)):
+            q = d - p
+            h, w = int(heights[p]), int(widths[q])
+            ready = max(finish[p - 1, q] if p else 0.0, finish[p, q - 1] if q else 0.0)
+            best = None
+            for kind, pool in pools.items():
+                if kind == "cpu" and p < plan.gpu_rows:
+                    continue
+                key = (kind, h, w)
+                if key not in cost:
+                    cost[key] = model.gpu_seconds(h, w) if kind == "gpu" else model.cpu_seconds(h, w)
+                end = max(pool[0], ready) + cost[key]
+                if best is None or end < best[0]:
+                    best = (end, kind)
+            if best is None:
+                return math.inf
+            heapq.heapreplace(pools[best[1]], best[0])
+            finish[p, q] = best[0]
     return float(finish.max()) if finish.size else 0.0
+
+
+#: Most tiles of a candidate plan: more cost the scheduler more than they gain.
+MAX_TILES = 4096
 
 
 def plan_tiles(m: int, n: int, *, tile="auto", gpus: int = 0, cpu_threads: int = 1,
@@ -271,8 +283,8 @@ def plan_tiles(m: int, n: int, *, tile="auto", gpus: int = 0, cpu_threads: int =
         the candidates under ``model`` by :func:`simulate`: square CPU tiles (no GPU);
         one tile row per GPU cut into column bands (GPU only); and, with both, GPU tile
         rows over the top ``1 - f`` of the rows and square tiles below for any worker,
-        for CPU shares ``f`` from 0 to 20 %: ``f = 0`` is a candidate, so a mixed plan is
-        never predicted slower than the GPU alone.
+        for CPU shares ``f`` from 0 to 75 %, and the CPU-only plans: ``f = 0`` is a
+        candidate, so a mixed plan is never predicted slower than the GPU alone.
     gpus, cpu_threads : int
     model : CostModel, optional
 
@@ -291,14 +303,9 @@ def plan_tiles(m: int, n: int, *, tile="auto", gpus: int = 0, cpu_threads: int =
     if tile != "auto":
         t = int(tile)
         return TilePlan(_cuts(m, math.ceil(m / t)), _cuts(n, math.ceil(n / t)))
-    candidates = []
-    if cpu_threads and not gpus:
-        for t in (2 ** k for k in range(6, 21)):
-            candidates.append(TilePlan(_cuts(m, math.ceil(m / t)), _cuts(n, math.ceil(n / t))))
-            if t >= max(m, n):
-                break
+    candidates, cpu_candidates = [], []
     if gpus:
-        for shares in (0.0, 0.01, 0.02, 0.05, 0.1, 0.2) if cpu_threads else (0.0,):
+        for shares in (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75) if cpu_threads else (0.0,):
             m_cpu = int(m * shares)
             m_gpu = m - m_cpu
             if m_gpu < 1:
@@ -309,13 +316,24 @@ def plan_tiles(m: int, n: int, *, tile="auto", gpus: int = 0, cpu_threads: int =
                 rows = list(_cuts(m_gpu, gpus))
                 cols = _cuts(n, bands)
                 if m_cpu:
-                    t = max(64, math.ceil(m_cpu / max(1, cpu_threads)))
+                    t = max(64, math.ceil(m_cpu / max(1, cpu_threads)),
+                            math.isqrt(max(1, m_cpu * n // MAX_TILES)))
                     cols = tuple(sorted(set(cols) | set(_cuts(n, math.ceil(n / t)))))
                     rows += [m_gpu + x for x in _cuts(m_cpu, math.ceil(m_cpu / t))[1:]]
                 candidates.append(TilePlan(tuple(rows), cols, gpu_rows=len(_cuts(m_gpu, gpus)) - 1))
+    if cpu_threads:
+        smallest = max(64, math.isqrt(max(1, m * n // MAX_TILES)))
+        for t in (2 ** k for k in range(6, 31)):
+            if t < smallest:
+                continue
+            cpu_candidates.append(TilePlan(_cuts(m, math.ceil(m / t)), _cuts(n, math.ceil(n / t))))
+            if t >= max(m, n):
+                break
     best = None
-    for plan in candidates:
-        t = simulate(plan, model, gpus, cpu_threads)
+    # GPU plans first, so that a tie goes to them; CPU-only plans are costed without the
+    # GPUs (a CPU worker may take any of their tiles).
+    for plan, n_gpus in [(c, gpus) for c in candidates] + [(c, 0) for c in cpu_candidates]:
+        t = simulate(plan, model, n_gpus, cpu_threads)
         if best is None or t < best.predicted:
             best = replace(plan, predicted=t)
     return best if best is not None else TilePlan(_cuts(m, 1), _cuts(n, 1))
@@ -439,7 +457,7 @@ def _local_cluster(device: str, gpus: int):
         workers["cpu"] = {"cls": Worker, "options": {
             "nthreads": max(1, cores - len(workers)), "dashboard": False}}
     cluster = SpecCluster(workers=workers, scheduler={
-        "cls": Scheduler, "options": {"dashboard": False, "dashboard_address": None}},
+        "cls": Scheduler, "options": {"dashboard_address": ":0"}},
         silence_logs=40)
     return Client(cluster, set_as_default=False)
 
@@ -748,13 +766,13 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
         if device == "gpu":
             cpu_threads = 0
         plan = plan_tiles(m, n, tile=tile, gpus=n_gpus, cpu_threads=cpu_threads, model=model)
-        a_future = client.scatter(a_codes, broadcast=True)
+        a_future = client.scatter(a_codes, broadcast=True, hash=False)
         strands = [("+", b_codes)]
         if reverse_complement:
             strands.append(("-", _rc(b_codes)))
         results = []
         for strand, subject in strands:
-            b_future = client.scatter(subject, broadcast=True)
+            b_future = client.scatter(subject, broadcast=True, hash=False)
             started = time.perf_counter()
             futures, best, stats = _score_pass(client, a_future, b_future, plan, scoring,
                                                device, progress)
@@ -801,6 +819,70 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
 
 
 _rc = reverse_complement
+
+
+def planted_copy(codes, scoring: Scoring, *, spacing: int = 200, seed: int = 0):
+    """A copy of ``codes`` with known substitutions and indels, and its alignment's score.
+
+    Every ``spacing`` residues (none within ``spacing`` of either end) one mutation, in
+    turn: a substitution, an insertion of 1-3 random residues into the copy, a deletion
+    of 1-3 residues from it.  With mutations this sparse in real sequence, the planted
+    alignment of ``codes`` against the copy is the best local one, end to end.
+
+    Parameters
+    ----------
+    codes : numpy.ndarray of uint8
+        DNA codes (ACGT = 0-3).
+    scoring : Scoring
+    spacing : int, default 200
+    seed : int, default 0
+        Seed of the NumPy generator that draws the mutations.
+
+    Returns
+    -------
+    tuple
+        ``(copy, score, ops)``: the mutated copy, the planted alignment's score (by
+        :func:`swdask.kernels.cpu.traceback.rescore`) and its operations.
+
+    Examples
+    --------
+    >>> from swdask.alphabet import DNA
+    >>> seq = np.random.default_rng(1).integers(0, 4, 1000).astype(np.uint8)
+    >>> copy, score, ops = planted_copy(seq, Scoring(alphabet="dna"), spacing=300)
+    >>> len(copy) != len(seq) or score < 2 * len(seq)
+    True
+    """
+    from .kernels.cpu.reference import OP_DEL, OP_INS, OP_MATCH
+    from .kernels.cpu.traceback import rescore
+
+    rng = np.random.default_rng(seed)
+    codes = np.asarray(codes, dtype=np.uint8)
+    pieces, ops = [], []
+    pos = 0
+    for k, site in enumerate(range(spacing, len(codes) - spacing, spacing)):
+        pieces.append(codes[pos:site])
+        ops.append(np.full(site - pos, OP_MATCH, dtype=np.uint8))
+        kind = k % 3
+        if kind == 0:  # substitution
+            pieces.append(np.array([(codes[site] + rng.integers(1, 4)) % 4], dtype=np.uint8))
+            ops.append(np.array([OP_MATCH], dtype=np.uint8))
+            pos = site + 1
+        elif kind == 1:  # insertion into the copy: a gap in the query ('D')
+            size = int(rng.integers(1, 4))
+            pieces.append(rng.integers(0, 4, size).astype(np.uint8))
+            ops.append(np.full(size, OP_DEL, dtype=np.uint8))
+            pos = site
+        else:  # deletion from the copy: a gap in the subject ('I')
+            size = int(rng.integers(1, 4))
+            ops.append(np.full(size, OP_INS, dtype=np.uint8))
+            pos = site + size
+    pieces.append(codes[pos:])
+    ops.append(np.full(len(codes) - pos, OP_MATCH, dtype=np.uint8))
+    copy = np.concatenate(pieces)
+    ops = np.concatenate(ops)
+    score = rescore(codes, copy, 0, 0, ops, np.asarray(scoring.matrix), scoring.gap_open,
+                    scoring.gap_extend)
+    return copy, int(score), ops
 
 
 def _big_on_gpu(gpu_fn, threshold: int = 1 << 26):
