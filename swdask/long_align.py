@@ -351,8 +351,6 @@ def calibrate(kinds=("cpu", "gpu"), *, size: int = 2048, repeats: int = 3) -> Co
     CostModel
         The defaults, with the kinds measured replaced.
     """
-    from .gpu import gpu_available
-
     rng = np.random.default_rng(7)
     scoring = Scoring(alphabet="dna")
     matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
@@ -379,7 +377,7 @@ def calibrate(kinds=("cpu", "gpu"), *, size: int = 2048, repeats: int = 3) -> Co
     if "cpu" in kinds:
         rate, overhead = fit(score_tile, size // 4, size)
         model = replace(model, cpu_gcups=rate, cpu_overhead=overhead)
-    if "gpu" in kinds and gpu_available():
+    if "gpu" in kinds and _real_gpu():
         from numba import cuda
 
         from .kernels.cuda.tile import ROWS, WIDTH, score_tile_gpu
@@ -423,7 +421,7 @@ def _tile_task(a, b, r0, r1, c0, c1, top, left, matrix, gap_open, gap_extend, fo
 
         from .kernels.cuda.tile import score_tile_gpu
 
-        if not config.ENABLE_CUDASIM:
+        if gpu and not config.ENABLE_CUDASIM:  # GPU 0 is every thread's default device
             cuda.select_device(gpu)
         out = score_tile_gpu(a[r0:r1], b[c0:c1], matrix, gap_open, gap_extend,
                              top_h, top_f, left_h, left_e)
@@ -724,7 +722,7 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
     (16, 2, 10, '8=')
     """
     from .alphabet import get_alphabet
-    from .gpu import gpu_available, simulator_enabled
+    from .gpu import simulator_enabled
 
     check_device(device)
     if tile != "auto" and (isinstance(tile, bool) or int(tile) < 1):
@@ -788,7 +786,7 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
         if traceback:
             started = time.perf_counter()
             tile_fn = score_tile
-            if device in ("gpu", "both") and gpu_available():
+            if device in ("gpu", "both") and _real_gpu():
                 from .kernels.cuda.tile import score_tile_gpu
 
                 tile_fn = _big_on_gpu(score_tile_gpu)
@@ -819,6 +817,13 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
 
 
 _rc = reverse_complement
+
+
+def _real_gpu() -> bool:
+    """A CUDA GPU here, not the simulator."""
+    from .gpu import gpu_available, simulator_enabled
+
+    return gpu_available() and not simulator_enabled()
 
 
 def planted_copy(codes, scoring: Scoring, *, spacing: int = 200, seed: int = 0):

@@ -34,21 +34,23 @@ DEFAULT_A = ROOT.parent / "shared" / "data" / "NCTC11397_chromosome.fna.gz"
 QUICK_A = ROOT / "tests" / "data" / "NCTC11397_window40k.fna.gz"
 
 
-def gpu_name() -> str:
-    from swdask.gpu import gpu_available
+def real_gpu() -> bool:
+    from swdask.gpu import gpu_available, simulator_enabled
 
-    if not gpu_available():
+    return gpu_available() and not simulator_enabled()
+
+
+def gpu_name() -> str:
+    if not real_gpu():
         return "none"
     from numba import cuda
 
-    return cuda.get_current_device().name.decode() if isinstance(
-        cuda.get_current_device().name, bytes) else str(cuda.get_current_device().name)
+    name = cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)
 
 
 def gpu_memory_used() -> int | None:
-    from swdask.gpu import gpu_available
-
-    if not gpu_available():
+    if not real_gpu():
         return None
     from numba import cuda
 
@@ -83,7 +85,6 @@ def main(argv=None) -> int:
 
     import swdask
     from swdask import long_align as la
-    from swdask.gpu import gpu_available
     from swdask.kernels.cuda import tile as gpu_tile
     from swdask.store import load_sequences
 
@@ -110,7 +111,7 @@ def main(argv=None) -> int:
                     f"it from {args.window_start:,} with a mutation every {args.spacing} "
                     f"({len(b):,} residues, planted score {expected:,})")
     if args.devices == "auto":
-        devices = ["gpu", "both", "cpu"] if gpu_available() else ["cpu"]
+        devices = ["gpu", "both", "cpu"] if real_gpu() else ["cpu"]
     else:
         devices = args.devices.split(",")
     model = la.calibrate(kinds=("cpu", "gpu")) if args.calibrate else la.CostModel()
