@@ -187,7 +187,7 @@ def test_align_long_random_pairs_and_edges(cpu_client):
 
 
 def test_planted_answer_on_a_chromosome_window(cpu_client):
-    """20 kb of NCTC 11397 against a 14 kb stretch of it with 69 planted mutations: the
+    """20 kb of NCTC 11397 against a 14 kb stretch of it with 68 planted mutations: the
     score is the planted one, the ends and the mutations are found."""
     codes = window_codes()
     scoring = Scoring(alphabet="dna")
@@ -325,11 +325,17 @@ def test_gpu_megabase_planted_answer():
     scoring = Scoring(alphabet="dna")
     a = codes[:1_000_000]
     b, score, ops = la.planted_copy(a[200_000:800_000], scoring, spacing=1000, seed=3)
+    results = {}
     for device in ("gpu", "both"):
         r = la.align_long(a, b, scoring=scoring, device=device, traceback=device == "gpu")
         assert r.score == score, device
         assert (r.query_end, r.subject_end) == (800_000, len(b)), device
-    assert (r.query_start, r.subject_start) == (200_000, 0) or r.query_start is None
+        results[device] = r
+    r = results["gpu"]
+    assert (r.query_start, r.subject_start) == (200_000, 0)
+    n_mut = len(range(1000, 600_000 - 1000, 1000))
+    assert r.mismatches == (n_mut + 2) // 3
+    assert r.gap_opens == 2 * (n_mut // 3) + (n_mut % 3 == 2)
 
 
 @pytest.mark.gpu
