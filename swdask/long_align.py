@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from .errors import DeviceError, InvalidSequenceError, ScoringError
-from .kernels.cpu.tile import NEG, STATE_H, better, matrix_boundaries, score_tile, traceback_tile
+from .kernels.cpu.tile import STATE_H, better, matrix_boundaries, score_tile, traceback_tile
 from .kernels.cpu.traceback import cigar_string, summarize_path
 from .scoring import Scoring
 

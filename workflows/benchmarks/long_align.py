@@ -27,7 +27,6 @@ import time
 import tracemalloc
 from pathlib import Path
 
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_A = ROOT.parent / "shared" / "data" / "NCTC11397_chromosome.fna.gz"
