@@ -72,6 +72,40 @@ SCORES = pa.schema(
 
 SCHEMAS = {"sequences": SEQUENCES, "hits": HITS, "scores": SCORES}
 
+#: A long pair alignment (swdask.align_long, ``swdask align-long``): one row.  Coordinates
+#: are 0-based half-open on the sequences as aligned (strand "-": on the subject's reverse
+#: complement); the path's columns are null without traceback.
+LONG_ALIGNMENTS_VERSION = 1
+LONG_ALIGNMENTS = pa.schema(
+    [
+        pa.field("query", pa.string(), nullable=False),
+        pa.field("subject", pa.string(), nullable=False),
+        pa.field("strand", pa.string(), nullable=False),  # "+" or "-" (reverse complement)
+        pa.field("score", pa.int32(), nullable=False),
+        pa.field("query_start", pa.int64(), nullable=True),
+        pa.field("query_end", pa.int64(), nullable=False),
+        pa.field("subject_start", pa.int64(), nullable=True),
+        pa.field("subject_end", pa.int64(), nullable=False),
+        pa.field("query_length", pa.int64(), nullable=False),
+        pa.field("subject_length", pa.int64(), nullable=False),
+        pa.field("cigar", pa.string(), nullable=True),  # =/X/I/D; I consumes query, D subject
+        pa.field("matches", pa.int64(), nullable=True),
+        pa.field("mismatches", pa.int64(), nullable=True),
+        pa.field("gap_opens", pa.int64(), nullable=True),
+        pa.field("align_length", pa.int64(), nullable=True),
+        pa.field("pident", pa.float64(), nullable=True),  # BLAST pident: 100 * matches / columns
+        pa.field("cells", pa.int64(), nullable=False),  # matrix cells of the score pass(es)
+        pa.field("score_seconds", pa.float64(), nullable=False),
+        pa.field("traceback_seconds", pa.float64(), nullable=True),
+        pa.field("device", pa.string(), nullable=False),  # kernels that ran tiles: cpu, gpu, cpu+gpu
+        pa.field("tile_rows", pa.int32(), nullable=False),
+        pa.field("tile_cols", pa.int32(), nullable=False),
+    ],
+    metadata={"swdask.schema": "long_alignments",
+              "swdask.schema_version": str(LONG_ALIGNMENTS_VERSION)},
+)
+SCHEMAS["long_alignments"] = LONG_ALIGNMENTS
+
 
 def check_table(table: pa.Table, schema: pa.Schema, *, where: str = "table") -> pa.Table:
     """Check that ``table`` has every column of ``schema`` with its type; return it cast.

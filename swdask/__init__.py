@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 from .align import Alignment, align  # noqa: E402
 from .cluster import cluster, gpu_resources  # noqa: E402
+from .long_align import LongAlignment, align_long  # noqa: E402
 from .errors import SwdaskError  # noqa: E402
 from .output import write_hits  # noqa: E402
 from .scoring import Scoring  # noqa: E402
@@ -33,3 +34,6 @@ __all__ += ["AllPairsStats", "all_pairs", "read_all_pairs", "write_all_pairs"]
 from .significance import significance, significance_in_process  # noqa: E402
 
 __all__ += ["significance", "significance_in_process"]
+
+
+__all__ += ["LongAlignment", "align_long"]

@@ -173,7 +173,97 @@ def build_parser() -> argparse.ArgumentParser:
 
 
     _add_significance_parser(sub)
+
+
+    _add_align_long_parser(sub)
     return parser
+
+
+def _tile_arg(text: str):
+    return "auto" if text == "auto" else _positive(text)
+
+
+def _add_align_long_parser(sub):
+    p = sub.add_parser("align-long", help="best local alignment of two long sequences "
+                       "(megabase DNA), tiled over CPU and GPU Dask workers",
+                       description="Exact Smith-Waterman of two long sequences (the first "
+                       "record of each file): the matrix cut into tiles that Dask runs on GPU "
+                       "and CPU workers at once; with --traceback the alignment, recovered in "
+                       "bounded memory.")
+    p.add_argument("a", metavar="A", help="query: FASTA/FASTQ file (first record)")
+    p.add_argument("b", metavar="B", help="subject: FASTA/FASTQ file (first record)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="one-row Parquet table (schema long_alignments)")
+    p.add_argument("--tile", type=_tile_arg, default="auto", metavar="auto|N",
+                   help="tile side in residues, or auto (default: from the cost model)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "both"),
+                   help="auto (default: both when a GPU is visible, else cpu), cpu, gpu, or both")
+    p.add_argument("--traceback", action="store_true",
+                   help="also recover the alignment: CIGAR, identity (and --sam)")
+    p.add_argument("--sam", metavar="SAM", help="with --traceback, also write the alignment as SAM")
+    p.add_argument("--reverse-complement", action="store_true",
+                   help="also align A to B's reverse complement (DNA); report the better strand")
+    group = p.add_argument_group("scoring (a gap of k residues costs OPEN + k * EXTEND; local mode)")
+    group.add_argument("--matrix", help="BLOSUM45/50/62/80/90, PAM30/70/250, NUC.4.4, or an "
+                       "NCBI-format matrix file")
+    group.add_argument("--gap-open", type=_whole, help="gap open cost (default 11 protein, 5 DNA)")
+    group.add_argument("--gap-extend", type=_whole, help="cost per gap residue (default 1 protein, 2 DNA)")
+    group.add_argument("--match", type=_whole, help="DNA match score (default 2)")
+    group.add_argument("--mismatch", type=_whole, help="DNA mismatch score (default -3)")
+    p.add_argument("--alphabet", default="auto", choices=("auto", "protein", "dna"),
+                   help="residue alphabet of the input (default: detected)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="run the tiles on a running Dask "
+                   "scheduler (GPU workers with --resources GPU=1); default: workers in this process")
+    p.add_argument("--force", action="store_true", help="replace existing output files")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
+
+def _cmd_align_long(args):
+    import shlex
+
+    import pyarrow.parquet as pq
+
+    from .long_align import align_long
+    from .output import atomic_path, check_output
+
+    check_output(args.output, force=args.force)
+    if args.sam and not args.traceback:
+        raise ValueError("--sam needs --traceback")
+    if args.sam:
+        check_output(args.sam, force=args.force)
+    alphabet = args.alphabet if args.alphabet != "auto" else _file_alphabet(args)
+    scoring = _scoring(args, alphabet or "dna")
+    client = None
+    if args.scheduler:
+        from .cluster import cluster
+
+        client = cluster(scheduler=args.scheduler)
+    try:
+        result = align_long(args.a, args.b, scoring=scoring, tile=args.tile, device=args.device,
+                            traceback=args.traceback, reverse_complement=args.reverse_complement,
+                            client=client, progress=_progress_wanted(args))
+    finally:
+        if client is not None:
+            client.close()
+    argv = getattr(args, "argv", None)
+    with atomic_path(args.output, force=args.force) as tmp:
+        pq.write_table(result.to_table(), tmp)
+        if args.sam:
+            with atomic_path(args.sam, force=args.force) as sam_tmp:
+                with open(sam_tmp, "w") as handle:
+                    handle.writelines(result.sam_lines(
+                        None if argv is None else shlex.join(["swdask", *argv])))
+    if not args.quiet:
+        where = (f"query {result.query_start}..{result.query_end}, subject "
+                 f"{result.subject_start}..{result.subject_end}" if args.traceback else
+                 f"ends at query {result.query_end}, subject {result.subject_end}")
+        extra = f", {result.pident:.2f}% identity, CIGAR of {len(result.cigar):,} characters" \
+            if args.traceback else ""
+        gcups = result.cells / result.score_seconds / 1e9 if result.score_seconds else 0.0
+        print(f"score {result.score} on strand {result.strand}: {where}{extra}", file=sys.stderr)
+        print(f"{result.cells:,} cells in {result.score_seconds:.2f} s ({gcups:.2f} GCUPS) on "
+              f"{result.device}, {result.tile_rows} x {result.tile_cols} tiles; wrote "
+              f"{args.output}" + (f" and {args.sam}" if args.sam else ""), file=sys.stderr)
 
 
 def _database_alphabet(path, alphabet):
@@ -306,6 +396,7 @@ def _cmd_demo(args):
 
 
 COMMANDS = {"ingest": _cmd_ingest, "search": _cmd_search, "align": _cmd_align, "demo": _cmd_demo}
+COMMANDS["align-long"] = _cmd_align_long
 
 
 # --------------------------------------------------------------------------------------

@@ -87,3 +87,16 @@ def test_significance_benchmark_smoke(tmp_path):
     report = json.loads(out.read_text())
     assert report["main"]["pairs"] == 6 and report["main"]["cells"] > 0
     assert report["workload"]["shuffles"] == 10
+
+
+def test_long_align_benchmark_smoke(tmp_path):
+    out = tmp_path / "long.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "long_align.py"), "--quick",
+         "--repeats", "1", "--traceback", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "planted score found on every full run" in result.stdout
+    assert "GCUPS" in result.stdout and "traceback on cpu" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["rows"][0]["planted_score_ok"] and report["traceback"]["peak_python_bytes"] > 0

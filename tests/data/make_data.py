@@ -113,6 +113,20 @@ def make_demo_data(source: Path) -> None:
     write_fasta(DEMO / "demo_db.fasta.gz", [sprot[i] for i in sorted(keep)])
 
 
+#: The chromosome window of the long-alignment tests: 0-based start and length.
+WINDOW_START, WINDOW_LENGTH = 1_200_000, 40_000
+
+
+def make_chromosome_window(source: Path) -> None:
+    """40 kb of the NCTC 11397 chromosome, wrapped at 80 like the source."""
+    (name, sequence, raw), = read_blocks(source / "NCTC11397_chromosome.fna.gz")
+    window = sequence[WINDOW_START:WINDOW_START + WINDOW_LENGTH]
+    header = (f">{name}:{WINDOW_START + 1}-{WINDOW_START + WINDOW_LENGTH} Corynebacterium "
+              "diphtheriae NCTC11397 chromosome, window")
+    body = "".join(window[k:k + 80] + "\n" for k in range(0, len(window), 80))
+    write_fasta(HERE / "NCTC11397_window40k.fna.gz", [(name, window, header + "\n" + body)])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=Path("/work/shared/data"))
@@ -120,6 +134,7 @@ def main() -> None:
     DEMO.mkdir(exist_ok=True)
     make_test_data(args.source)
     make_demo_data(args.source)
+    make_chromosome_window(args.source)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,281 @@
+"""One tile of a long local alignment on the CPU: boundaries in, boundaries out.
+
+A tile covers rows ``(r0, r1]`` (query residues ``r0 .. r1-1``) and columns ``(c0, c1]``
+(subject residues ``c0 .. c1-1``) of the Smith-Waterman matrix of
+:mod:`swdask.kernels.cpu.reference` (local mode, ``h = r1 - r0`` rows, ``w = c1 - c0``
+columns).  Everything that crosses its border travels in four int32 arrays:
+
+==========  ========  ===============================================================
+name        length    values
+==========  ========  ===============================================================
+``top_h``   ``w + 1`` ``H(r0, c0 .. c1)``: the row above, its first cell the corner
+``top_f``   ``w``     ``F(r0, c0+1 .. c1)``: vertical gaps entering from above
+``left_h``  ``h``     ``H(r0+1 .. r1, c0)``: the column on the left
+``left_e``  ``h``     ``E(r0+1 .. r1, c0)``: horizontal gaps entering from the left
+==========  ========  ===============================================================
+
+and the tile returns the same four for its neighbours: ``bottom_h`` (``H(r1, c0 .. c1)``,
+corner included, so the tile below-right finds its corner there), ``bottom_f``,
+``right_h`` and ``right_e``.  Row 0 and column 0 of the whole matrix are ``H = 0`` with
+``E = F = -inf`` (:data:`NEG` stands for ``-inf``).  Given exact boundaries the tile's
+cells equal the reference's, so tiles compose into the whole matrix.
+
+Best cell: the tile's largest ``H`` with the reference's tie rule (smallest subject end
+``j``, then smallest query end ``i``), as 1-based tile coordinates; ``(0, 0, 0)`` when no
+cell is positive.  Since the rule is a total order on cells, the best of the whole
+matrix is the best of the tiles' bests under the same order (:func:`better`).
+
+Traceback: :func:`traceback_tile` recomputes a tile with one direction byte a cell (the
+bits of :mod:`swdask.kernels.cpu.traceback`) and walks back from a cell and a state
+until the path stops (``H == 0``) or leaves the tile through its top row or left column,
+returning where and in which state, so that the walk continues in the next tile.
+
+Scores are exact int32: callers check that ``|H|`` stays below ``2^30 - 2^20`` (local
+scores are at most ``max(s) * min(m, n)``; ``E`` and ``F`` at least ``-(o + e)`` below
+a non-negative ``H``).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .reference import OP_DEL, OP_INS, OP_MATCH
+
+#: Stands for -inf: E on column 0 and F on row 0 of the whole matrix.
+NEG = -(1 << 30)
+
+_SRC_DIAG, _SRC_E, _SRC_F, _SRC_STOP = 0, 1, 2, 3
+_SRC_MASK = 3
+_E_EXTENDS = 4
+_F_EXTENDS = 8
+
+#: Walk states of :func:`traceback_tile`.
+STATE_H, STATE_E, STATE_F = 0, 1, 2
+
+
+@njit(cache=True, nogil=True)
+def better(score_a, i_a, j_a, score_b, i_b, j_b):
+    """Whether cell a beats cell b: higher score, then smaller ``j``, then smaller ``i``."""
+    if score_a != score_b:
+        return score_a > score_b
+    if j_a != j_b:
+        return j_a < j_b
+    return i_a < i_b
+
+
+@njit(cache=True, nogil=True)
+def score_tile(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e):
+    """Local (Smith-Waterman) scores of one tile: boundaries out and the best cell.
+
+    Parameters
+    ----------
+    a, b : numpy.ndarray of uint8
+        Codes of the tile's query residues (``h``, its rows) and subject residues (``w``).
+    matrix : numpy.ndarray of int32, 2-D
+        Substitution scores indexed by codes.
+    gap_open, gap_extend : int
+        A gap of k residues costs ``gap_open + k * gap_extend``.
+    top_h, top_f, left_h, left_e : numpy.ndarray of int32
+        Boundaries (see the module docstring); they are not modified.
+
+    Returns
+    -------
+    tuple
+        ``(bottom_h, bottom_f, right_h, right_e, best, best_i, best_j)``.
+
+    Notes
+    -----
+    Row by row in three sweeps (the loops of :mod:`swdask.kernels.cpu.traceback`, without
+    the direction bits): (1) F from the row above and ``max(diagonal, F, 0)``, with no
+    dependency along the row, so it vectorises; (2) the E chain along the row, which
+    cannot; (3) ``H = max(., E)`` and the row maximum, vectorised.  E may be taken from "H
+    before E" of the cell on the left: ``E(i,j-1) - o - e <= E(i,j-1) - e`` since
+    ``o >= 0``, so the maximum is the same.
+    """
+    h = a.shape[0]
+    w = b.shape[0]
+    o = np.int32(gap_open)
+    e = np.int32(gap_extend)
+    oe = np.int32(o + e)
+    zero = np.int32(0)
+    n_codes = matrix.shape[0]
+    profile = np.empty((n_codes, w + 1), dtype=np.int32)
+    for x in range(n_codes):
+        profile[x, 0] = 0
+        for j in range(w):
+            profile[x, j + 1] = matrix[x, b[j]]
+    h_prev = top_h.copy()
+    h_cur = np.empty(w + 1, dtype=np.int32)
+    f_row = top_f.copy()
+    h_no_e = np.empty(w + 1, dtype=np.int32)
+    e_row = np.empty(w + 1, dtype=np.int32)
+    right_h = np.empty(h, dtype=np.int32)
+    right_e = np.empty(h, dtype=np.int32)
+    best = np.int32(0)
+    best_i = 0
+    best_j = 0
+    for i in range(1, h + 1):
+        prow = profile[a[i - 1]]
+        left = left_h[i - 1]
+        h_cur[0] = left
+        h_no_e[0] = left
+        # 1. F and the diagonal (vectorised; int32 casts keep the lanes 32-bit).
+        for j in range(1, w + 1):
+            f_val = max(np.int32(f_row[j - 1] - e), np.int32(h_prev[j] - oe))
+            f_row[j - 1] = f_val
+            h_no_e[j] = max(max(np.int32(h_prev[j - 1] + prow[j]), f_val), zero)
+        # 2. The E chain alone: one subtraction and one max a cell on the serial path
+        #    (fusing sweep 3 into it measured 2.4 times slower: it stops the pipelining).
+        e_val = left_e[i - 1]
+        for j in range(1, w + 1):
+            e_val = max(np.int32(e_val - e), np.int32(h_no_e[j - 1] - oe))
+            e_row[j] = e_val
+        # 3. H and the row maximum (vectorised).
+        row_max = zero
+        for j in range(1, w + 1):
+            hv = max(h_no_e[j], e_row[j])
+            h_cur[j] = hv
+            row_max = max(row_max, hv)
+        right_h[i - 1] = h_cur[w]
+        right_e[i - 1] = e_val if w > 0 else left_e[i - 1]
+        # Later rows win a tie only at a smaller column (the reference's column-major rule).
+        if row_max > 0 and row_max >= best:
+            for j in range(1, w + 1):
+                if h_cur[j] == row_max:
+                    if row_max > best or j < best_j:
+                        best = row_max
+                        best_i = i
+                        best_j = j
+                    break
+        h_prev, h_cur = h_cur, h_prev
+    if h > 0:
+        h_prev[0] = left_h[h - 1]
+    return h_prev, f_row, right_h, right_e, np.int64(best), best_i, best_j
+
+
+@njit(cache=True, nogil=True)
+def traceback_tile(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e,
+                   end_i, end_j, state):
+    """Recompute a tile with direction bytes and walk the path back from a cell.
+
+    Parameters
+    ----------
+    a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e
+        As :func:`score_tile`; only rows ``<= end_i`` and columns ``<= end_j`` are
+        computed (nothing after the start of the walk can be on the path).
+    end_i, end_j : int
+        1-based tile coordinates of the cell where the walk starts (``1 <= end_i <= h``,
+        ``1 <= end_j <= w``).
+    state : int
+        :data:`STATE_H`, :data:`STATE_E` or :data:`STATE_F`: the walk's state there.
+
+    Returns
+    -------
+    tuple
+        ``(ops_reversed, i, j, state, stopped)``: the operations emitted, last one
+        first; where the walk ended (tile coordinates) and its state; ``stopped`` is True
+        when it met ``H == 0`` in state H (the local alignment starts at ``(i, j)``),
+        False when it left through row 0 or column 0 of the tile (``i == 0`` or
+        ``j == 0``), where the caller continues in the neighbouring tile.
+
+    Notes
+    -----
+    The direction bits and the walk are those of
+    :func:`swdask.kernels.cpu.traceback.traceback_pair` (diagonal before E before F for
+    H, opening before extending inside a gap, stop at the first ``H == 0``); only the
+    boundaries come from the arguments instead of zeros, so the path is the reference's
+    path through this tile.  Memory: ``(end_i + 1) * (end_j + 1)`` bytes.
+    """
+    rows = end_i
+    cols = end_j
+    o = np.int32(gap_open)
+    e = np.int32(gap_extend)
+    oe = np.int32(o + e)
+    zero = np.int32(0)
+    n_codes = matrix.shape[0]
+    profile = np.empty((n_codes, cols + 1), dtype=np.int32)
+    for x in range(n_codes):
+        profile[x, 0] = 0
+        for j in range(cols):
+            profile[x, j + 1] = matrix[x, b[j]]
+    h_prev = top_h[:cols + 1].copy()
+    h_cur = np.empty(cols + 1, dtype=np.int32)
+    f_row = np.empty(cols + 1, dtype=np.int32)
+    f_row[0] = NEG
+    f_row[1:] = top_f[:cols]
+    e_row = np.empty(cols + 1, dtype=np.int32)
+    h_no_e = np.empty(cols + 1, dtype=np.int32)
+    direction = np.empty((rows + 1, cols + 1), dtype=np.uint8)
+    for i in range(1, rows + 1):
+        prow = profile[a[i - 1]]
+        left = left_h[i - 1]
+        h_cur[0] = left
+        h_no_e[0] = left
+        e_row[0] = left_e[i - 1]
+        dir_row = direction[i]
+        f_above = f_row.copy()
+        for j in range(1, cols + 1):
+            f_val = max(np.int32(f_above[j] - e), np.int32(h_prev[j] - oe))
+            f_row[j] = f_val
+            h_no_e[j] = max(max(np.int32(h_prev[j - 1] + prow[j]), f_val), zero)
+        e_val = e_row[0]
+        for j in range(1, cols + 1):
+            # Here the open term must use H(i, j-1) itself: the extend bit compares with it.
+            e_val = max(np.int32(e_val - e), np.int32(h_cur[j - 1] - oe))
+            e_row[j] = e_val
+            h_cur[j] = max(h_no_e[j], e_val)
+        for j in range(1, cols + 1):
+            hv = h_cur[j]
+            src = _SRC_F
+            src = _SRC_E if hv == e_row[j] else src
+            src = _SRC_DIAG if hv == np.int32(h_prev[j - 1] + prow[j]) else src
+            src = _SRC_STOP if hv == 0 else src
+            e_bit = _E_EXTENDS if e_row[j] != np.int32(h_cur[j - 1] - oe) else 0
+            f_bit = _F_EXTENDS if f_row[j] != np.int32(h_prev[j] - oe) else 0
+            dir_row[j] = src | e_bit | f_bit
+        h_prev, h_cur = h_cur, h_prev
+
+    ops_rev = np.empty(rows + cols, dtype=np.uint8)
+    k = 0
+    i = end_i
+    j = end_j
+    stopped = False
+    while i > 0 and j > 0:
+        if state == STATE_H:
+            src = direction[i, j] & _SRC_MASK
+            if src == _SRC_STOP:
+                stopped = True
+                break
+            if src == _SRC_DIAG:
+                ops_rev[k] = OP_MATCH
+                k += 1
+                i -= 1
+                j -= 1
+            elif src == _SRC_E:
+                state = STATE_E
+            else:
+                state = STATE_F
+        elif state == STATE_E:
+            ops_rev[k] = OP_DEL
+            k += 1
+            state = STATE_E if direction[i, j] & _E_EXTENDS else STATE_H
+            j -= 1
+        else:
+            ops_rev[k] = OP_INS
+            k += 1
+            state = STATE_F if direction[i, j] & _F_EXTENDS else STATE_H
+            i -= 1
+    return ops_rev[:k].copy(), i, j, state, stopped
+
+
+def matrix_boundaries(h: int, w: int):
+    """``(top_h, top_f, left_h, left_e)`` of a tile on row 0 and column 0 of the matrix.
+
+    Examples
+    --------
+    >>> top_h, top_f, left_h, left_e = matrix_boundaries(2, 3)
+    >>> top_h.tolist(), left_e.tolist() == [NEG, NEG]
+    ([0, 0, 0, 0], True)
+    """
+    return (np.zeros(w + 1, dtype=np.int32), np.full(w, NEG, dtype=np.int32),
+            np.zeros(h, dtype=np.int32), np.full(h, NEG, dtype=np.int32))
