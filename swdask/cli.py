@@ -501,8 +501,6 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 # -- significance (pairwise statistical significance) -----------------------------------
@@ -569,3 +567,7 @@ def _cmd_significance(args):
 
 
 COMMANDS["significance"] = _cmd_significance
+
+
+if __name__ == "__main__":
+    sys.exit(main())

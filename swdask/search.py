@@ -905,7 +905,12 @@ def _trace_backend(device: str, mode: str) -> str:
     """Where a traceback task traces its hits: the GPU when the search may use one and this
     worker has one (local mode), else the CPU.  Unlike a score task it never fails for
     want of a GPU: both tracebacks give the same alignments."""
-    if device == "cpu" or mode != "local":
+    from .gpu import simulator_enabled
+
+    if device == "cpu" or mode != "local" or simulator_enabled():
+        # Numba's CUDA simulator would take minutes over what the CPU traces in
+        # milliseconds; tests/test_gpu_traceback.py checks the GPU traceback against the
+        # CPU's in the simulator, and the GPU lane checks whole searches on a real card.
         return "cpu"
     try:
         return check_device(device, mode)

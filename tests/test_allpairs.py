@@ -398,16 +398,15 @@ def test_cli_killed_and_resumed(short16s, tmp_path):
     out = tmp_path / "out"
     command = [sys.executable, "-m", "swdask.cli", "allpairs", str(short16s), "-o", str(out),
                "--min-identity", "0.8", "--block-size", "2", "--device", "cpu", "--quiet"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        if len(list(out.glob("pairs-*.parquet"))) >= 3:
-            os.kill(process.pid, signal.SIGKILL)
-            break
-        time.sleep(0.02)
-    process.wait()
-    assert process.returncode == -signal.SIGKILL, process.stderr.read().decode()
-    process.stderr.close()
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as process:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            if len(list(out.glob("pairs-*.parquet"))) >= 3:
+                os.kill(process.pid, signal.SIGKILL)
+                break
+            time.sleep(0.02)
+        errors = process.stderr.read().decode()  # the pipe closes with the block
+    assert process.returncode == -signal.SIGKILL, errors
     manifest = json.loads((out / ap.MANIFEST).read_text())
     assert not manifest["finished"]
     result = subprocess.run(command + ["--resume"], capture_output=True, text=True, check=False)

@@ -59,8 +59,9 @@ def test_other_matrices_bit_identical(device, scoring):
 @pytest.mark.parametrize("packed", [True, False], ids=["16bit-dpx", "32bit"])
 def test_identical_40kb_dna_pair_exceeds_16_bits(device, packed, routing):
     """An identical 40 kb pair scores 80,000: the 16-bit kernel flags it and the 32-bit
-    re-run gives the exact score; the unrelated pair stays in 16 bits.  With the default
-    routing both 40 kb subjects go to the (32-bit) intra-task kernel instead."""
+    re-run gives the exact score; the unrelated pair stays in 16 bits.  With
+    routing from 8,192 residues both 39-40 kb subjects go to the (32-bit) intra-task kernel
+    instead."""
     from swdask.gpu import score_all_gpu
 
     rng = np.random.default_rng(40)
@@ -73,7 +74,7 @@ def test_identical_40kb_dna_pair_exceeds_16_bits(device, packed, routing):
     q_off = np.array([0, 40_000, 45_000])
     scores, q_end, s_end, stats = score_all_gpu(queries, q_off, s_res, s_off, scoring.matrix,
                                                 5, 2, packed=packed,
-                                                intra_threshold=1 << 62 if routing == "inter" else None)
+                                                intra_threshold=1 << 62 if routing == "inter" else 8192)
     assert (scores[0, 1], q_end[0, 1], s_end[0, 1]) == (80_000, 40_000, 40_000)
     want = score_all(queries, q_off, s_res, s_off, scoring.matrix, 5, 2)
     for g, w in zip((scores, q_end, s_end), want):

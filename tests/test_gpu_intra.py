@@ -74,10 +74,9 @@ def test_intra_kernel_alone_equals_cpu_at_several_delays(device, delay, monkeypa
 @pytest.mark.parametrize("packed", [True, False], ids=["16bit-dpx", "32bit"])
 def test_long_subjects_routed_by_length_bit_identical(device, packed):
     """Swiss-Prot plus six titin-like subjects of 9-35k residues (routed to the intra-task
-    kernel by the default threshold), 16 queries including two of ~5,000 residues
-    (several passes of a block)."""
+    kernel from 9,000 residues), 16 queries including two of ~5,000 residues (several
+    passes of a block)."""
     from swdask.gpu import score_all_gpu
-    from swdask.kernels.cuda import intra_task
 
     db = load_sequences("tests/data/sprot_db.fasta.gz")
     big = load_sequences("tests/data/sprot12071.fasta.gz")
@@ -89,9 +88,8 @@ def test_long_subjects_routed_by_length_bit_identical(device, packed):
     q_res, q_off = pack(queries)
     scoring = Scoring()
     *got, stats = score_all_gpu(q_res, q_off, s_res, s_off, scoring.matrix, 11, 1,
-                                packed=packed)
-    routed = sum(len(e) >= intra_task.INTRA_THRESHOLD for e in extra)
-    assert stats.pairs_intra == len(queries) * routed
+                                packed=packed, intra_threshold=9000)
+    assert stats.pairs_intra == len(queries) * len(extra)
     want = score_all(q_res, q_off, s_res, s_off, scoring.matrix, 11, 1)
     assert_same(got, want, "routed")
 

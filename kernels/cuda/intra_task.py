@@ -63,16 +63,27 @@ from .inter_task import NEG, PAD_SCORE
 #: Subjects of at least this many residues go to this kernel, the others to the
 #: inter-task kernels (the one place the threshold lives; the launcher reads it).
 #:
-#: TO BE MEASURED on the H100 with ``workflows/benchmarks/intra_threshold.py``.  Until then
-#: 8,192, argued as follows.  The inter-task 16-bit kernel ran 2.1-2.5 TCUPS on Swiss-Prot
-#: and this 32-bit kernel can at best match the 32-bit inter-task kernel (1.1-1.2 TCUPS),
-#: so per cell it is about half as fast: it pays off only where the inter-task kernel is
-#: starved of pairs (a database of long subjects has few of them: 100 M residues of 16k
-#: subjects are 6,100 pairs, about the ~4,000-8,000 warps an H100 keeps resident) or
-#: where one long pair outlasts the rest of the launch.  8,192 is above every sequence of
-#: the Swiss-Prot benchmark (longest 5,890), so the measured protein searches keep their
-#: kernel, and below titin-like proteins (10-35k) and long DNA, which come here.
-INTRA_THRESHOLD = 8192
+#: Measured on an H100 (``workflows/benchmarks/intra_threshold.py``, 2026-11-23, results in
+#: ``workflows/benchmarks/results/intra_threshold_2026-11-23_h100.json``), kernel GCUPS of
+#: the 16-bit inter-task / 32-bit inter-task / this kernel on 16 M residues of subjects of
+#: one length band:
+#:
+#: ======  ====================  ====================
+#: band    375-residue queries   2,000-residue queries
+#: ======  ====================  ====================
+#: 2,000   2418 / 1299 / 861     2441 / 1192 / 679
+#: 8,000   2155 / 1183 / 790     1956 /  970 / 724
+#: 16,000  1415 /  858 / 726     1135 /  554 / 679
+#: 32,000   736 /  511 / 423      581 /  294 / 605
+#: ======  ====================  ====================
+#:
+#: The inter-task kernels win below 32,000 residues; at 32,000 this kernel first wins, for
+#: long queries only, and its share grows with the length (0.28 -> 1.04 of the 16-bit
+#: kernel's rate from 2,000 to 32,000 residues).  Routing from 8,192 slowed a realistic
+#: search (Swiss-Prot plus 8 subjects of 13-33k residues, 375-residue queries) from 286 to
+#: 170 GCUPS.  So only subjects of 65,536 residues and more (past the last measured band,
+#: where the trend puts this kernel ahead for every query length) come here.
+INTRA_THRESHOLD = 65_536
 #: Warps per block at most (one block per pair); registers cap a block near 8 warps of
 #: 8-row lanes on Hopper.
 MAX_WARPS = 8

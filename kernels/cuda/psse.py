@@ -158,7 +158,7 @@ def resident_threads() -> int:
     if config.ENABLE_CUDASIM:
         return inter_task.threads_per_block()
     device = cuda.get_current_device()
-    return int(device.MULTIPROCESSOR_COUNT) * int(device.MAX_THREADS_PER_MULTI_PROCESSOR)
+    return int(device.MULTIPROCESSOR_COUNT) * int(device.MAX_THREADS_PER_MULTIPROCESSOR)
 
 
 def chunk_subjects(lengths, n_shuffles, budget=None):
