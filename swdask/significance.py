@@ -376,17 +376,11 @@ def _gather(batch: SequenceBatch, indices):
 
 
 def _cpu_chunks(lengths, n_shuffles):
-    chunks, current, used = [], [], 0
-    for i, n in enumerate(np.asarray(lengths, np.int64)):
-        size = int(n) * (n_shuffles + 1)
-        if current and used + size > CPU_CHUNK_RESIDUES:
-            chunks.append(np.array(current, np.int64))
-            current, used = [], 0
-        current.append(i)
-        used += size
-    if current:
-        chunks.append(np.array(current, np.int64))
-    return chunks
+    """Subjects cut into chunks of at most :data:`CPU_CHUNK_RESIDUES` residues over all
+    their shuffled copies (the GPU path's rule, with the CPU's budget)."""
+    from .kernels.cuda.psse import chunk_subjects
+
+    return chunk_subjects(lengths, n_shuffles, budget=CPU_CHUNK_RESIDUES)
 
 
 def _cpu_chunk(job: _Job, res, off, keys, query_ids, blocks):
