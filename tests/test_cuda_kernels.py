@@ -242,3 +242,21 @@ def test_16bit_kernel_ties_across_passes(rows, group, monkeypatch):
     queries.append(np.array([0, 1, 2, 3], np.uint8))
     subjects.append(np.array([2, 3, 3, 3, 3, 3, 0, 1], np.uint8))
     check_many(queries, subjects, scoring, f"R={rows} G={group}")
+
+
+def test_32bit_kernel_with_matrix_entries_beyond_int16():
+    """Entries over 32,767 do not fit the int16 shared profile: the 32-bit kernel then
+    reads the profile through L1, and the scores stay exact."""
+    db = load_sequences("tests/data/sprot_db.fasta.gz")
+    matrix = Scoring().matrix.astype(np.int64) * 20_000
+    query = db.codes(3)[:14].copy()
+    subjects = [db.codes(k)[:int(5 + k)].copy() for k in range(4, 9)] + [query.copy()]
+    s_res, s_off = pack(subjects)
+    order = np.arange(len(subjects), dtype=np.int64)
+    got = launcher.score_pairs(query, s_res, s_off, order, matrix, 11 * 20_000, 20_000,
+                               rows=4, group=4)
+    want = score_all(query, np.array([0, len(query)]), s_res, s_off, matrix, 11 * 20_000,
+                     20_000, subjects=order)
+    assert got[0].max() > 32_767
+    for name, g, w in zip(("score", "query_end", "subject_end"), got, want):
+        np.testing.assert_array_equal(g, w[0], err_msg=name)

@@ -230,6 +230,8 @@ class DeviceSubjects:
             rows, chosen = inter_task.choose_shape(m)
             group = group or chosen
         group = group or inter_task.choose_group(m, rows)
+        # The shared profile is int16: a matrix with larger entries reads it through L1.
+        shared = shared and int(np.abs(matrix).max(initial=0)) <= np.iinfo(np.int16).max
         passes = max(1, math.ceil(m / (group * rows)))
         profile = cuda.to_device(inter_task.query_profile(query, matrix, passes * group * rows),
                                  stream=self.stream)
