@@ -42,7 +42,9 @@ def _positive_number(text: str) -> float:
     return value
 
 
-def _add_scoring(parser):
+def _add_scoring(parser, *, mode: bool = True):
+    """The scoring options (and ``--mode`` unless ``mode=False``); returns their group, to
+    which a command with other modes adds its own ``--mode``."""
     group = parser.add_argument_group("scoring (a gap of k residues costs OPEN + k * EXTEND)")
     group.add_argument("--matrix", help="BLOSUM45/50/62/80/90, PAM30/70/250, NUC.4.4, or an "
                        "NCBI-format matrix file (default: BLOSUM62 for protein)")
@@ -50,9 +52,11 @@ def _add_scoring(parser):
     group.add_argument("--gap-extend", type=_whole, help="cost per gap residue, >= 1 (default 1 protein, 2 DNA)")
     group.add_argument("--match", type=_whole, help="DNA match score (default 2)")
     group.add_argument("--mismatch", type=_whole, help="DNA mismatch score (default -3)")
-    group.add_argument("--mode", default="local", choices=("local", "global", "semiglobal"),
-                       help="local (Smith-Waterman, default), global (Needleman-Wunsch), or "
-                       "semiglobal (end gaps free)")
+    if mode:
+        group.add_argument("--mode", default="local", choices=("local", "global", "semiglobal"),
+                           help="local (Smith-Waterman, default), global (Needleman-Wunsch), or "
+                           "semiglobal (end gaps free)")
+    return group
 
 
 def _add_input_options(parser):
@@ -203,13 +207,7 @@ def _add_align_long_parser(sub):
     p.add_argument("--sam", metavar="SAM", help="with --traceback, also write the alignment as SAM")
     p.add_argument("--reverse-complement", action="store_true",
                    help="also align A to B's reverse complement (DNA); report the better strand")
-    group = p.add_argument_group("scoring (a gap of k residues costs OPEN + k * EXTEND; local mode)")
-    group.add_argument("--matrix", help="BLOSUM45/50/62/80/90, PAM30/70/250, NUC.4.4, or an "
-                       "NCBI-format matrix file")
-    group.add_argument("--gap-open", type=_whole, help="gap open cost (default 11 protein, 5 DNA)")
-    group.add_argument("--gap-extend", type=_whole, help="cost per gap residue (default 1 protein, 2 DNA)")
-    group.add_argument("--match", type=_whole, help="DNA match score (default 2)")
-    group.add_argument("--mismatch", type=_whole, help="DNA mismatch score (default -3)")
+    _add_scoring(p, mode=False)  # local alignment only
     p.add_argument("--alphabet", default="auto", choices=("auto", "protein", "dna"),
                    help="residue alphabet of the input (default: detected)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="run the tiles on a running Dask "
@@ -423,13 +421,7 @@ def _add_allpairs_parser(sub):
     p.add_argument("source", metavar="STORE_OR_FASTA", help="sequence store or FASTA/FASTQ file")
     p.add_argument("-o", "--output", required=True, metavar="OUT",
                    help="output folder (one Parquet file per block pair and _manifest.json)")
-    group = p.add_argument_group("scoring (a gap of k residues costs OPEN + k * EXTEND)")
-    group.add_argument("--matrix", help="BLOSUM45/50/62/80/90, PAM30/70/250, NUC.4.4, or an "
-                       "NCBI-format matrix file (default: match/mismatch for DNA)")
-    group.add_argument("--gap-open", type=_whole, help="gap open cost, >= 0 (default 11 protein, 5 DNA)")
-    group.add_argument("--gap-extend", type=_whole, help="cost per gap residue, >= 1 (default 1 protein, 2 DNA)")
-    group.add_argument("--match", type=_whole, help="DNA match score (default 2)")
-    group.add_argument("--mismatch", type=_whole, help="DNA mismatch score (default -3)")
+    group = _add_scoring(p, mode=False)
     group.add_argument("--mode", default="global", choices=("global", "local"),
                        help="global (Needleman-Wunsch, default; the identity bound skips pairs "
                        "and blocks) or local (Smith-Waterman; give --min-score)")
