@@ -952,9 +952,9 @@ def _run_blocks(job: _Job, todo, out: str, client):
     if client is not None:
         from distributed import as_completed
 
-        from .cluster import GPU_RESOURCE, _has_gpu_workers
+        from .cluster import GPU_TASK_SHARE, _has_gpu_workers
 
-        resources = dict(GPU_RESOURCE) if job.device == "gpu" and _has_gpu_workers(client) else None
+        resources = dict(GPU_TASK_SHARE) if job.device == "gpu" and _has_gpu_workers(client) else None
         job_future = client.scatter(job, broadcast=True)
         futures = {client.submit(_write_block_pair, job_future, a, b, out, resources=resources,
                                  key=f"{_key_prefix(job)}-write-{a}-{b}-{os.getpid()}"

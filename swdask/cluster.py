@@ -34,11 +34,17 @@ __all__ = ["cluster", "compute", "gpu_resources", "session"]
 DEVICES = ("auto", "cpu", "gpu")
 #: The port of Dask's dashboard when it is free.
 DASHBOARD_PORT = 8787
-#: The resource that GPU workers advertise and GPU score tasks ask for.
+#: The resource that GPU workers advertise.
 GPU_RESOURCE = {"GPU": 1}
 #: Dask threads of a GPU worker: one feeds the GPU while the other reads the next partition
 #: (measured on an H100: see README, Benchmarks).
 GPU_WORKER_THREADS = 2
+#: What a GPU task asks for: a share of ``GPU_RESOURCE``, so that a GPU worker runs
+#: ``GPU_WORKER_THREADS`` of them at once.  Asking for the whole GPU would let Dask run one
+#: at a time whatever the worker's threads (seen on an H100: the score tasks never
+#: overlapped).  Their kernels still take turns (one lock per worker process); what
+#: overlaps is the rest of a task: reading and decoding a partition, building its table.
+GPU_TASK_SHARE = {"GPU": 1 / GPU_WORKER_THREADS}
 
 
 def cluster(n_workers: int | None = None, *, scheduler: str | None = None, device: str = "auto",
@@ -208,13 +214,14 @@ def _free_dashboard() -> str:
 
 
 def gpu_resources(key) -> dict:
-    """The resources a task of a search graph needs: ``{"GPU": 1}`` for the score tasks
-    of a ``device="gpu"`` search, none for the others.
+    """The resources a task of a search graph needs: :data:`GPU_TASK_SHARE` (half a GPU)
+    for the score tasks of a ``device="gpu"`` search, none for the others.
 
     Give it to ``client.compute(..., resources=gpu_resources)`` on a cluster of GPU and
     CPU workers: the scheduler calls it for every task, so the score tasks (which read
     their partition and run the CUDA kernel) go to workers with the resource ``GPU``
-    and the merge and traceback tasks go anywhere.
+    and the merge and traceback tasks go anywhere.  A worker advertising ``GPU=1`` runs
+    two score tasks at once: one reads its partition while the other's kernels run.
 
     Parameters
     ----------
@@ -228,12 +235,12 @@ def gpu_resources(key) -> dict:
     Examples
     --------
     >>> gpu_resources(("swdask-to_string_dtype-swdask_score_gpu-0123abcd", 3))
-    {'GPU': 1}
+    {'GPU': 0.5}
     >>> gpu_resources("_traceback_batch-0123abcd")
     {}
     """
     name = key[0] if isinstance(key, tuple) else key
-    return dict(GPU_RESOURCE) if "swdask_score_gpu" in str(name) else {}
+    return dict(GPU_TASK_SHARE) if "swdask_score_gpu" in str(name) else {}
 
 
 def _has_gpu_workers(client) -> bool:

@@ -62,6 +62,8 @@ SCORE_TABLE_BYTES = 256 * 2**20
 MERGE_FAN_IN = 8
 #: Queries per traceback task (and per partition of the hits DataFrame).
 TRACEBACK_QUERIES = 64
+#: Threads that decode a traceback task's row groups (at most one per core).
+_READ_THREADS = 8
 
 #: One score kernel at a time in a process: each uses all of Numba's threads (or the GPU).
 _KERNEL_LOCK = threading.Lock()
@@ -644,25 +646,48 @@ def _read_subjects(job: _Search, candidates: pd.DataFrame) -> dict:
 
     The score table gives each candidate's row in its partition file, so only the row
     groups holding a candidate are decoded (about 2 M residues each), and the rows are
-    taken by position; their ``seq_id`` must be the score pass's.
+    taken by position; their ``seq_id`` must be the score pass's.  The row groups are
+    decoded in parallel threads (Arrow releases the GIL): the top hits of a search are
+    spread over most of a database, and one thread decoding them all took about 0.55 s
+    of a 1.2 s traceback task on an H100 host (102 M residues, 64 queries).
     """
-    subjects = {}
+    plans = []
     for number, group in candidates.groupby("partition", sort=True):
         path = job.files[int(number)]
         wanted = group.drop_duplicates("row").sort_values("row")
         rows = wanted["row"].to_numpy()
         try:
-            reader = pq.ParquetFile(path)
-            sizes = [reader.metadata.row_group(g).num_rows for g in range(reader.num_row_groups)]
-            bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-            if rows[-1] >= bounds[-1]:
-                raise _changed(path)
-            of_row = np.searchsorted(bounds, rows, side="right") - 1
-            groups = np.unique(of_row)
-            table = reader.read_row_groups(groups.tolist(), columns=list(_FETCHED.names))
+            metadata = pq.ParquetFile(path).metadata
         except (OSError, pa.ArrowException) as exc:
             raise StoreError(f"{path}: cannot read partition {number}: {exc}") from None
-        table = check_table(table, _FETCHED, where=path)
+        sizes = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+        bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        if rows[-1] >= bounds[-1]:
+            raise _changed(path)
+        of_row = np.searchsorted(bounds, rows, side="right") - 1
+        plans.append((number, path, wanted, rows, bounds, of_row, np.unique(of_row)))
+    reads = [(number, path, int(g)) for number, path, *_, groups in plans for g in groups]
+
+    def read(item):
+        number, path, g = item
+        try:
+            table = pq.ParquetFile(path).read_row_group(g, columns=list(_FETCHED.names),
+                                                        use_threads=False)
+        except (OSError, pa.ArrowException) as exc:
+            raise StoreError(f"{path}: cannot read partition {number}: {exc}") from None
+        return check_table(table, _FETCHED, where=path)
+
+    threads = min(len(reads), os.cpu_count() or 1, _READ_THREADS)
+    if threads > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="swdask-read-subjects") as pool:
+            tables = iter(list(pool.map(read, reads)))
+    else:
+        tables = iter([read(item) for item in reads])
+    subjects = {}
+    for number, path, wanted, rows, bounds, of_row, groups in plans:
+        table = pa.concat_tables([next(tables) for _ in groups])
         read_before = np.concatenate([[0], np.cumsum(bounds[groups + 1] - bounds[groups])[:-1]])
         table = table.take(read_before[np.searchsorted(groups, of_row)] + rows - bounds[of_row])
         if not np.array_equal(table.column("seq_id").to_numpy(), wanted["subject_id"].to_numpy()):

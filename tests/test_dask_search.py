@@ -187,6 +187,34 @@ def test_gpu_score_tasks_are_routed_by_their_keys(tiny):
     assert not any(swdask.gpu_resources(key) for key in cpu_graph)
 
 
+_BARRIER = {}
+
+
+def _meet(name):
+    """Both tasks must be inside at once, or the barrier times out (BrokenBarrierError)."""
+    _BARRIER[name].wait(timeout=20)
+    return True
+
+
+def test_a_gpu_worker_runs_two_score_tasks_at_once():
+    """GPU tasks ask for a share of the worker's GPU=1: with the whole GPU, Dask would run
+    one at a time however many threads the worker has (what the H100 showed), and no
+    partition read could overlap another partition's kernels."""
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    key = ("swdask-to_string_dtype-swdask_score_gpu-0123abcd", 0)
+    assert 0 < swdask.gpu_resources(key)["GPU"] * cluster_module.GPU_WORKER_THREADS <= 1
+    _BARRIER["gpu share"] = threading.Barrier(2)  # the workers are threads of this process
+    with LocalCluster(n_workers=1, threads_per_worker=cluster_module.GPU_WORKER_THREADS,
+                      processes=False, resources=dict(cluster_module.GPU_RESOURCE),
+                      dashboard_address=":0") as local, Client(local) as client:
+        futures = [client.submit(_meet, "gpu share", key=f"{key[0]}-{k}",
+                                 resources=swdask.gpu_resources(key)) for k in range(2)]
+        assert client.gather(futures) == [True, True]
+
+
 # -- clusters ------------------------------------------------------------------------------
 
 

@@ -100,10 +100,21 @@ def kernel_only(store, queries: dict, scoring, max_hits: int, repeats: int):
     return runs, cells32 / repeats
 
 
+def most_at_once(runs) -> int:
+    """The largest number of ``(start, stop)`` intervals that overlap."""
+    edges = sorted([(a, 1) for a, _ in runs] + [(b, -1) for _, b in runs])
+    running = most = 0
+    for _, step in edges:  # a stop sorts before a start at the same instant
+        running += step
+        most = max(most, running)
+    return most
+
+
 def phases(records, t0: float, t1: float) -> str:
     """Where the wall time of one search went, from Dask's task stream: when the first
-    task started, how long the score tasks (read + kernels) kept the worker busy and over
-    which span, the traceback tasks, and the time from the last task to the result."""
+    task started, how long the score tasks (read + kernels) kept the worker busy, over
+    which span and how many at once, the traceback tasks, and the time from the last
+    task to the result."""
     spans = {}
     for record in records:
         key = str(record["key"])
@@ -119,7 +130,8 @@ def phases(records, t0: float, t1: float) -> str:
         if kind in spans:
             runs = spans[kind]
             out.append(f"{kind} {len(runs)} task(s) busy {sum(b - a for a, b in runs):.3f} s "
-                       f"from {min(a for a, _ in runs) - t0:.3f} to {max(b for _, b in runs) - t0:.3f} s")
+                       f"from {min(a for a, _ in runs) - t0:.3f} to {max(b for _, b in runs) - t0:.3f} s"
+                       f" (at most {most_at_once(runs)} at once)")
     out.append(f"last task to result {t1 - last:.3f} s")
     return "; ".join(out)
 
@@ -180,7 +192,9 @@ def main(argv=None) -> int:
     client = swdask.cluster(device="gpu")
     try:
         workers = client.scheduler_info()["workers"]
-        print(f"cluster: {type(client.cluster).__name__}, {len(workers)} worker(s), "
+        print(f"cluster: {type(client.cluster).__name__}, {len(workers)} worker(s) of "
+              f"{sorted({w['nthreads'] for w in workers.values()})} thread(s), resources "
+              f"{sorted({str(w.get('resources')) for w in workers.values()})}, "
               f"dashboard {client.dashboard_link}", flush=True)
         reference = None
         walls, runs = [], []
