@@ -153,9 +153,10 @@ def test_gpu_tile_kernel_matches_cpu_tile_kernel_in_the_simulator():
 
 def test_align_long_traceback_equals_align_codes(cpu_client, monkeypatch):
     """Tiles much smaller than the sequences, a path crossing many of them, and the
-    traceback's finer re-computation forced (tiny leaves): the alignment of align_codes."""
+    traceback's grids forced (tiny leaves, at most 3 x 3 tiles a grid, so grids within
+    grids): the alignment of align_codes."""
     monkeypatch.setattr(la, "LEAF_CELLS", 300)
-    monkeypatch.setattr(la, "TRACE_SPLIT", 3)
+    monkeypatch.setattr(la, "TRACE_MAX_SPLIT", 3)
     codes = window_codes()
     scoring = Scoring(alphabet="dna")
     a = codes[:1500]
@@ -173,6 +174,9 @@ def test_align_long_traceback_equals_align_codes(cpu_client, monkeypatch):
         assert got == want, tile
         assert r.pident == pytest.approx(100 * ref["identity"])
         assert r.tile_rows == -(-1500 // tile) and r.device == "cpu"
+        counters = r.stats["traceback"]
+        assert counters["grids"]["cpu"] > 0 and counters["depth"] >= (3 if tile == 250 else 2)
+        assert counters["leaf_cells"] < counters["grid_cells"] and counters["boundary_bytes"] == 0
 
 
 def test_align_long_random_pairs_and_edges(cpu_client):

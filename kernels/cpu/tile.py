@@ -30,11 +30,27 @@ bits of :mod:`swdask.kernels.cpu.traceback`) and walks back from a cell and a st
 until the path stops (``H == 0``) or leaves the tile through its top row or left column,
 returning where and in which state, so that the walk continues in the next tile.
 
+Grids: :func:`score_grid` computes a rectangle cut at interior row cuts ``r_1 < r_2 <
+...`` and column cuts ``c_1 < c_2 < ...`` into a grid of tiles, and keeps every tile's
+boundaries (a :class:`GridBoundaries`): for each row cut ``r`` (rectangle coordinates)
+``row_h[k] = H(r, 0 .. w)`` (index 0 is the rectangle's left boundary ``left_h[r - 1]``,
+the corner of the tiles below, as in ``bottom_h``) and ``row_f[k] = F(r, 1 .. w)``; for
+each column cut ``c``, ``col_h[k] = H(1 .. h, c)`` and ``col_e[k] = E(1 .. h, c)``.  The
+tile between row cuts ``p - 1, p`` and column cuts ``q - 1, q`` then reads its four
+boundaries from slices of those (:func:`grid_tile_inputs`), so a traceback can walk
+through the grid without recomputing it.  Memory: ``O(h * column cuts + w * row cuts)``.
+:func:`swdask.kernels.cuda.tile.score_grid_gpu` returns the same from one GPU sweep.
+
 Scores are exact int32: callers check that ``|H|`` stays below ``2^30 - 2^20`` (local
 scores are at most ``max(s) * min(m, n)``; ``E`` and ``F`` at least ``-(o + e)`` below
 a non-negative ``H``).
 """
 from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -279,3 +295,145 @@ def matrix_boundaries(h: int, w: int):
     """
     return (np.zeros(w + 1, dtype=np.int32), np.full(w, NEG, dtype=np.int32),
             np.zeros(h, dtype=np.int32), np.full(h, NEG, dtype=np.int32))
+
+
+class GridBoundaries(NamedTuple):
+    """Boundaries of every tile of a grid (layout in the module docstring), and the
+    rectangle's own result as :func:`score_tile` gives it (``tile``).
+
+    ``row_h``: int32 ``(row cuts, w + 1)``; ``row_f``: ``(row cuts, w)``; ``col_h`` and
+    ``col_e``: ``(column cuts, h)``.
+    """
+
+    row_h: np.ndarray
+    row_f: np.ndarray
+    col_h: np.ndarray
+    col_e: np.ndarray
+    tile: tuple
+
+
+def grid_lines(cuts, length: int, step: int = 1) -> tuple:
+    """``(0, *cuts, length)`` after checking that the cuts are interior, increasing and
+    multiples of ``step``.
+
+    Raises
+    ------
+    ValueError
+
+    Examples
+    --------
+    >>> grid_lines([4, 8], 10, step=4)
+    (0, 4, 8, 10)
+    """
+    cuts = tuple(int(c) for c in cuts)
+    lines = (0, *cuts, int(length))
+    if cuts and (any(x >= y for x, y in zip(lines, lines[1:])) or any(c % step for c in cuts)):
+        raise ValueError(f"cuts {list(cuts)} must be increasing multiples of {step} strictly "
+                         f"inside (0, {length})")
+    return lines
+
+
+def grid_tile_inputs(grid, rows, cols, p, q, top_h, top_f, left_h, left_e):
+    """``(top_h, top_f, left_h, left_e)`` of tile ``(p, q)`` of a grid with lines ``rows``
+    and ``cols`` (from :func:`grid_lines`): slices of the grid's cut boundaries, or of
+    the rectangle's own on its first tile row and column.  No copies."""
+    r0, r1, c0, c1 = rows[p], rows[p + 1], cols[q], cols[q + 1]
+    if p:
+        t_h, t_f = grid.row_h[p - 1, c0:c1 + 1], grid.row_f[p - 1, c0:c1]
+    else:
+        t_h, t_f = top_h[c0:c1 + 1], top_f[c0:c1]
+    if q:
+        l_h, l_e = grid.col_h[q - 1, r0:r1], grid.col_e[q - 1, r0:r1]
+    else:
+        l_h, l_e = left_h[r0:r1], left_e[r0:r1]
+    return t_h, t_f, l_h, l_e
+
+
+_POOLS = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(threads):
+    """The shared thread pool of ``threads`` workers (default: one a core)."""
+    threads = max(1, int(threads or os.cpu_count() or 1))
+    with _POOLS_LOCK:
+        if threads not in _POOLS:
+            _POOLS[threads] = ThreadPoolExecutor(max_workers=threads,
+                                                 thread_name_prefix="swdask-grid")
+        return _POOLS[threads]
+
+
+def score_grid(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e,
+               row_cuts=(), col_cuts=(), *, threads=None):
+    """:func:`score_tile` of a rectangle cut into a grid, keeping every tile's boundaries.
+
+    Parameters
+    ----------
+    a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e
+        As :func:`score_tile`, for the whole rectangle (``h x w``).
+    row_cuts, col_cuts : sequence of int, default ()
+        Interior cuts, increasing, in ``(0, h)`` and ``(0, w)``.
+    threads : int, optional
+        Tiles computed at once; default ``os.cpu_count()``.  The threads are kept
+        between calls (a traceback makes thousands of small grids).
+
+    Returns
+    -------
+    GridBoundaries
+
+    Raises
+    ------
+    ValueError
+        Cuts outside the rectangle or not increasing.
+
+    Notes
+    -----
+    Tiles of one anti-diagonal of the grid depend only on earlier anti-diagonals, so they
+    run in parallel threads (:func:`score_tile` releases the GIL).  They write disjoint
+    parts of the cut arrays: tile ``(p, q)`` writes columns ``c0 + 1 .. c1`` of row cut
+    ``p`` and rows ``r0 + 1 .. r1`` of column cut ``q``, while its neighbours on the same
+    anti-diagonal read only what earlier ones wrote (the corner ``c0`` of a row cut comes
+    from the tile on the left).  The last row and column of tiles write the rectangle's
+    own bottom and right boundaries, so the result is :func:`score_tile`'s exactly.
+    """
+    h, w = int(a.shape[0]), int(b.shape[0])
+    rows = grid_lines(row_cuts, h)
+    cols = grid_lines(col_cuts, w)
+    n_p, n_q = len(rows) - 1, len(cols) - 1
+    # One more line than the cuts each way: the last holds the rectangle's bottom / right.
+    cut_h = np.empty((n_p, w + 1), dtype=np.int32)
+    cut_f = np.empty((n_p, w), dtype=np.int32)
+    col_h = np.empty((n_q, h), dtype=np.int32)
+    col_e = np.empty((n_q, h), dtype=np.int32)
+    if h:
+        cut_h[:, 0] = left_h[np.asarray(rows[1:]) - 1]
+    else:
+        cut_h[:, 0] = top_h[0]
+    work = GridBoundaries(cut_h, cut_f, col_h, col_e, ())
+    bests = np.zeros((n_p, n_q, 3), dtype=np.int64)
+
+    def run(p, q):
+        r0, r1, c0, c1 = rows[p], rows[p + 1], cols[q], cols[q + 1]
+        out = score_tile(a[r0:r1], b[c0:c1], matrix, gap_open, gap_extend,
+                         *grid_tile_inputs(work, rows, cols, p, q, top_h, top_f, left_h, left_e))
+        cut_h[p, c0 + 1:c1 + 1] = out[0][1:]
+        cut_f[p, c0:c1] = out[1]
+        col_h[q, r0:r1] = out[2]
+        col_e[q, r0:r1] = out[3]
+        bests[p, q] = (out[4], r0 + out[5], c0 + out[6])
+
+    for d in range(n_p + n_q - 1):
+        diagonal = [(p, d - p) for p in range(max(0, d - n_q + 1), min(n_p, d + 1))]
+        if threads == 1 or len(diagonal) == 1:
+            for p, q in diagonal:
+                run(p, q)
+        else:
+            # list() waits for the whole diagonal and re-raises a tile's exception.
+            list(_pool(threads).map(lambda pq: run(*pq), diagonal))
+    best, best_i, best_j = 0, 0, 0
+    for score, i, j in bests.reshape(-1, 3):
+        if score > 0 and better(score, i, j, best, best_i, best_j):
+            best, best_i, best_j = int(score), int(i), int(j)
+    tile = (cut_h[-1].copy(), cut_f[-1].copy(), col_h[-1].copy(), col_e[-1].copy(),
+            np.int64(best), best_i, best_j)
+    return GridBoundaries(cut_h[:-1], cut_f[:-1], col_h[:-1], col_e[:-1], tile)

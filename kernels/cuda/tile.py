@@ -25,6 +25,32 @@ overwrote it).  Sub-tiles of one diagonal touch disjoint columns and rows, so a 
 needs no synchronisation between warps and no per-sub-tile storage: the tile's whole
 working memory is ``O(h + w)``.
 
+Checkpoints (:func:`score_grid_gpu`, for the traceback of :mod:`swdask.long_align`): the
+same sweep also keeps the boundaries of a grid of tiles over the tile, the layout of
+:class:`swdask.kernels.cpu.tile.GridBoundaries`.  Row cuts lie on strip boundaries
+(multiples of ``32 * R``), column cuts on sub-tile boundaries (multiples of ``SW``).  Two
+int32 arrays ``row_slot`` (one entry a strip) and ``col_slot`` (one a sub-tile column)
+give the checkpoint each strip / sub-tile column writes, or -1; four 2-D device arrays
+receive them:
+
+============  ======================  =======================================================
+array         shape                   written by
+============  ======================  =======================================================
+``ck_row_h``  (row cuts, ``w + 1``)   lane 31 of strip ``p`` (its last row, ``(p+1) * 32R``),
+                                      column by column beside ``row_h``: ``H(r, 1 .. w)``
+                                      at indices ``1 .. w``; index 0, the rectangle's left
+                                      boundary ``left_h[r - 1]``, is filled by the host
+``ck_row_f``  (row cuts, ``w``)       the same lane, ``F(r, 1 .. w)`` at ``0 .. w-1``
+``ck_col_h``  (column cuts, ``h``)    every lane of sub-tile column ``qc`` at the sub-tile's
+                                      end (column ``(qc+1) * SW``), beside ``col_h``:
+                                      ``H(1 .. h, c)`` at ``0 .. h-1``
+``ck_col_e``  (column cuts, ``h``)    the same, ``E(1 .. h, c)``
+============  ======================  =======================================================
+
+Each value is written once, by the warp that computes it, so the checkpoints need no
+synchronisation either; the kernel without them (the score pass) is generated without
+those writes.
+
 Rows past the tile's end (a last strip shorter than ``32 * R``) are *transparent*:
 they pass the H and F from above through unchanged and never count for the best cell,
 so the last lane hands on the last real row.  Ends follow the rule of every swdask kernel
@@ -44,7 +70,7 @@ import math
 import numpy as np
 from numba import config, cuda
 
-from ..cpu.tile import NEG, score_tile
+from ..cpu.tile import NEG, GridBoundaries, grid_lines, score_grid
 
 #: Query rows per lane (registers) and columns per sub-tile on a GPU.  Not tuned on a GPU
 #: yet: 8 rows is the best height of the inter-task kernel (kernels/cuda/inter_task.py),
@@ -53,6 +79,11 @@ ROWS = 8
 WIDTH = 512
 #: Warps (independent sub-tiles) per block on a GPU.
 WARPS_PER_BLOCK = 4
+#: Rows per lane and width of the sub-tiles of smaller grids (:func:`grid_shape`): 128 x 128
+#: sub-tiles, 8 times as many as 256 x 512 ones, so 8 times as many warps in flight on a
+#: tile too small to fill the GPU with the score pass's shape.  Not measured on a GPU yet.
+GRID_ROWS = 4
+GRID_WIDTH = 128
 #: The same in the simulator: small, so that CI runs many sub-tiles on tiny tiles.
 SIMULATOR_ROWS = 2
 SIMULATOR_WIDTH = 8
@@ -69,11 +100,15 @@ extern "C" __device__ int swt_vimax3_relu(int* out, int a, int b, int c)
 """
 
 
-def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int) -> str:
+def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
+                   checkpoints: bool = False) -> str:
     """Source of the anti-diagonal kernel for ``rows`` register rows per lane.
 
     ``shuffles``: lanes exchange by warp shuffles (GPU), else through shared memory and
-    block barriers (simulator, one warp a block).  ``dpx``: Hopper's fused max.
+    block barriers (simulator, one warp a block); nothing else differs.  ``dpx``:
+    Hopper's fused max.  ``checkpoints``: the kernel also takes ``row_slot``/``col_slot``
+    and the four checkpoint arrays (module docstring) and writes the cut rows and columns
+    beside the borders; without, its text is the score pass's, unchanged.
     """
     r = range(rows)
     span = 32 * rows
@@ -106,9 +141,11 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int)
         return body + [f"{pad}diag = h{k}", f"{pad}h{k} = hv", f"{pad}up = hv",
                        f"{pad}cmax = max(cmax, hv)"]
 
+    extra = (",\n           row_slot, col_slot, ck_row_h, ck_row_f, ck_col_h, ck_col_e"
+             if checkpoints else "")
     lines = [
         "def kernel(a, b, matrix, h_rows, w_cols, d, p_lo, p_hi, n_q, gap_oe, gap_e,",
-        "           row_h, row_f, col_h, col_e, corner, best_out):",
+        "           row_h, row_f, col_h, col_e, corner, best_out" + extra + "):",
         "    tx = cuda.threadIdx.x",
         "    lane = tx % 32",
         f"    n_codes = matrix.shape[0]",
@@ -133,6 +170,8 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int)
         "    gap_e = int32(gap_e)",
         "    neg_e = int32(-gap_e)",
     ]
+    if checkpoints:  # which checkpoint row / column this sub-tile writes, -1 for none
+        lines += ["    rslot = row_slot[p]", "    cslot = col_slot[qc]"]
     for k in r:  # registers: query code offsets, H and E of the column on the left
         lines += [
             f"    q{k} = int32(a[rb + {k}]) * n_codes if {k} < nv else 0",
@@ -177,6 +216,14 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int)
         "            if lane == 31:",
         "                row_h[c0 + j + 1] = up",
         "                row_f[c0 + j + 1] = f",
+    ]
+    if checkpoints:  # lane 31 holds the strip's last row: a row cut when strip p ends on one
+        lines += [
+            "                if rslot >= 0:",
+            "                    ck_row_h[rslot, c0 + j + 1] = up",
+            "                    ck_row_f[rslot, c0 + j] = f",
+        ]
+    lines += [
         "            if cmax > best:",
         "                best = cmax",
         "                best_j = c0 + j + 1",
@@ -188,6 +235,9 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int)
     for k in r:
         lines += [f"    if {k} < nv:", f"        col_h[rb + {k + 1}] = h{k}",
                   f"        col_e[rb + {k + 1}] = e{k}"]
+        if checkpoints:  # the sub-tile's last column, a column cut when it ends on one
+            lines += ["        if cslot >= 0:", f"            ck_col_h[cslot, rb + {k}] = h{k}",
+                      f"            ck_col_e[cslot, rb + {k}] = e{k}"]
     lines += ["    cuda.syncwarp()" if shuffles else "    cuda.syncthreads()"]
     shift = 1
     while shift < 32:  # warp reduction: highest score, then smallest column, then row
@@ -220,11 +270,32 @@ def shape() -> tuple[int, int, int]:
     return ROWS, WIDTH, WARPS_PER_BLOCK
 
 
-def get_kernel(rows: int, width: int, warps: int, *, dpx: bool = False):
+def grid_shape(h: int, w: int) -> tuple[int, int]:
+    """``(rows per lane, sub-tile width)`` for sweeping an ``h x w`` tile here.
+
+    The score pass's shape (:data:`ROWS`, :data:`WIDTH`) when the tile's longest
+    anti-diagonals hold at least half as many of its sub-tiles as the GPU runs at once
+    (16 warps a multiprocessor, the cost model's slots): the regime where it was measured
+    at 527 GCUPS on an H100 (1,953 sub-tiles a diagonal for 2,112 slots).  Smaller tiles
+    use :data:`GRID_ROWS` x :data:`GRID_WIDTH`: ``(h + w) / 128`` launches instead of
+    ``h / 256 + w / 512``, but each 6.8 times shorter (159 steps of 4 rows against 543 of
+    8), so a square tile's critical path is 2.5 times shorter, with 8 times as many
+    sub-tiles in flight.  The simulator's shape in the simulator.
+    """
+    if config.ENABLE_CUDASIM:
+        return SIMULATOR_ROWS, SIMULATOR_WIDTH
+    slots = int(cuda.get_current_device().MULTIPROCESSOR_COUNT) * 16
+    if 2 * min(h // (32 * ROWS), w // WIDTH) >= slots:
+        return ROWS, WIDTH
+    return GRID_ROWS, GRID_WIDTH
+
+
+def get_kernel(rows: int, width: int, warps: int, *, dpx: bool = False,
+               checkpoints: bool = False):
     """The compiled anti-diagonal kernel of a shape (compiled once per process)."""
     simulated = bool(config.ENABLE_CUDASIM)
     use_dpx = dpx and not simulated
-    key = (rows, width, warps, use_dpx, simulated)
+    key = (rows, width, warps, use_dpx, simulated, checkpoints)
     if key not in _KERNELS:
         namespace = {"cuda": cuda, "int32": np.int32, "int64": np.int64}
         link = []
@@ -233,8 +304,10 @@ def get_kernel(rows: int, width: int, warps: int, *, dpx: bool = False):
             namespace["vimax3_relu"] = cuda.declare_device("swt_vimax3_relu",
                                                            "int32(int32, int32, int32)")
             link = [cuda.CUSource(DPX_SOURCE)]
-        source = _kernel_source(rows, width, shuffles=not simulated, dpx=use_dpx, warps=warps)
-        name = f"<swdask tile kernel R={rows} W={width} warps={warps} dpx={use_dpx}>"
+        source = _kernel_source(rows, width, shuffles=not simulated, dpx=use_dpx, warps=warps,
+                                checkpoints=checkpoints)
+        name = (f"<swdask tile kernel R={rows} W={width} warps={warps} dpx={use_dpx} "
+                f"checkpoints={checkpoints}>")
         exec(compile(source, name, "exec"), namespace)
         jit = cuda.jit(link=link) if link else cuda.jit
         _KERNELS[key] = jit(namespace["kernel"])
@@ -273,16 +346,54 @@ def score_tile_gpu(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, lef
     ``32 * rows`` rows, ``Q`` sub-tiles of ``width`` columns), and downloads the
     boundaries and ``P`` strip bests.  An empty tile is left to the CPU kernel.
     """
+    return score_grid_gpu(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e,
+                          rows=rows, width=width).tile
+
+
+def score_grid_gpu(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e,
+                   row_cuts=(), col_cuts=(), *, rows=None, width=None):
+    """:func:`swdask.kernels.cpu.tile.score_grid` on the GPU: a tile and the boundaries of
+    every tile of a grid over it, from one sweep of the tile.
+
+    Parameters
+    ----------
+    a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e
+        As :func:`~swdask.kernels.cpu.tile.score_tile` (host arrays).
+    row_cuts, col_cuts : sequence of int, default ()
+        Interior cuts: row cuts multiples of the strip height ``32 * rows``, column cuts
+        multiples of ``width``, increasing, inside the tile.
+    rows, width : int, optional
+        As :func:`score_tile_gpu`.
+
+    Returns
+    -------
+    swdask.kernels.cpu.tile.GridBoundaries
+        Host arrays; equal to :func:`~swdask.kernels.cpu.tile.score_grid`'s.
+
+    Raises
+    ------
+    ValueError
+        A cut off the strip / sub-tile multiples or outside the tile; an alphabet of more
+        than 32 codes.
+
+    Notes
+    -----
+    The sweep of :func:`score_tile_gpu` with the checkpointing kernel (module docstring),
+    when there are cuts: ``(P + Q - 1)`` launches in all, the cut boundaries written as
+    they pass, ``8 * (h * column cuts + w * row cuts)`` more bytes on the device.
+    """
     h, w = int(a.shape[0]), int(b.shape[0])
-    if h == 0 or w == 0:
-        return score_tile(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e)
     default_rows, default_width, warps = shape()
     rows = default_rows if rows is None else int(rows)
     width = default_width if width is None else int(width)
+    span = 32 * rows
+    row_lines = grid_lines(row_cuts, h, span)
+    col_lines = grid_lines(col_cuts, w, width)
+    if h == 0 or w == 0:  # no cuts fit: the CPU kernel's empty tile
+        return score_grid(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e)
     matrix = np.ascontiguousarray(matrix, dtype=np.int32)
     if matrix.shape[0] > 32:
         raise ValueError(f"the GPU tile kernel takes alphabets of at most 32 codes, not {matrix.shape[0]}")
-    span = 32 * rows
     n_p = math.ceil(h / span)
     n_q = math.ceil(w / width)
     row_h = np.ascontiguousarray(top_h, dtype=np.int32).copy()
@@ -297,7 +408,6 @@ def score_tile_gpu(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, lef
     col_e[1:] = left_e
     corner = col_h[np.arange(n_p) * span].copy()  # H(r0, c0) of every strip's first sub-tile
     use_dpx = has_dpx()
-    kernel = get_kernel(rows, width, warps, dpx=use_dpx)
     d_a = cuda.to_device(np.ascontiguousarray(a, dtype=np.uint8))
     d_b = cuda.to_device(np.ascontiguousarray(b, dtype=np.uint8))
     d_m = cuda.to_device(matrix)
@@ -305,6 +415,25 @@ def score_tile_gpu(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, lef
     d_col_h, d_col_e = cuda.to_device(col_h), cuda.to_device(col_e)
     d_corner = cuda.to_device(corner)
     d_best = cuda.to_device(np.zeros((n_p, 3), dtype=np.int64))
+    r_cuts = np.asarray(row_lines[1:-1], dtype=np.int64)
+    c_cuts = np.asarray(col_lines[1:-1], dtype=np.int64)
+    checkpoints = bool(len(r_cuts) or len(c_cuts))
+    extra = ()
+    if checkpoints:
+        # Strip p ends on row cut k when (p + 1) * span == r_cuts[k]; sub-tile column qc
+        # ends on column cut k when (qc + 1) * width == c_cuts[k].
+        row_slot = np.full(n_p, -1, dtype=np.int32)
+        row_slot[r_cuts // span - 1] = np.arange(len(r_cuts))
+        col_slot = np.full(n_q, -1, dtype=np.int32)
+        col_slot[c_cuts // width - 1] = np.arange(len(c_cuts))
+        # At least one row each: the kernel takes no empty arrays, and writes none of these
+        # when the slots say -1.
+        d_ck = [cuda.device_array((max(len(r_cuts), 1), w + 1), dtype=np.int32),
+                cuda.device_array((max(len(r_cuts), 1), w), dtype=np.int32),
+                cuda.device_array((max(len(c_cuts), 1), h), dtype=np.int32),
+                cuda.device_array((max(len(c_cuts), 1), h), dtype=np.int32)]
+        extra = (cuda.to_device(row_slot), cuda.to_device(col_slot), *d_ck)
+    kernel = get_kernel(rows, width, warps, dpx=use_dpx, checkpoints=checkpoints)
     threads = 32 * warps
     o_e = int(gap_open) + int(gap_extend)
     for d in range(n_p + n_q - 1):
@@ -312,7 +441,7 @@ def score_tile_gpu(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, lef
         p_hi = min(n_p - 1, d)
         blocks = math.ceil((p_hi - p_lo + 1) / warps)
         kernel[blocks, threads](d_a, d_b, d_m, h, w, d, p_lo, p_hi, n_q, o_e, int(gap_extend),
-                                d_row_h, d_row_f, d_col_h, d_col_e, d_corner, d_best)
+                                d_row_h, d_row_f, d_col_h, d_col_e, d_corner, d_best, *extra)
     bottom_h = d_row_h.copy_to_host()
     bottom_h[0] = left_h[h - 1]
     bottom_f = d_row_f.copy_to_host()[1:].copy()
@@ -323,4 +452,15 @@ def score_tile_gpu(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, lef
     for score, i, j in bests:  # strips in order; the rule picks among them
         if score > best or (score == best and score > 0 and (j < best_j or (j == best_j and i < best_i))):
             best, best_i, best_j = int(score), int(i), int(j)
-    return bottom_h, bottom_f, col_h[1:].copy(), col_e[1:].copy(), np.int64(best), best_i, best_j
+    tile = (bottom_h, bottom_f, col_h[1:].copy(), col_e[1:].copy(), np.int64(best), best_i, best_j)
+    if checkpoints:
+        ck_row_h, ck_row_f, ck_col_h, ck_col_e = (x.copy_to_host() for x in d_ck)
+        ck_row_h, ck_row_f = ck_row_h[:len(r_cuts)], ck_row_f[:len(r_cuts)]
+        ck_col_h, ck_col_e = ck_col_h[:len(c_cuts)], ck_col_e[:len(c_cuts)]
+        ck_row_h[:, 0] = np.asarray(left_h)[r_cuts - 1]  # the left boundary, as bottom_h[0]
+    else:
+        ck_row_h = np.empty((0, w + 1), dtype=np.int32)
+        ck_row_f = np.empty((0, w), dtype=np.int32)
+        ck_col_h = np.empty((0, h), dtype=np.int32)
+        ck_col_e = np.empty((0, h), dtype=np.int32)
+    return GridBoundaries(ck_row_h, ck_row_f, ck_col_h, ck_col_e, tile)

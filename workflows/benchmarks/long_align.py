@@ -5,7 +5,9 @@ Default workload (issue 7): A = the whole NCTC 11397 chromosome (2.46 Mb), B = a
 window of it (from 700,000) with a planted mutation every 1,000 residues (substitutions,
 insertions and deletions of 1-3 residues: ``swdask.long_align.planted_copy``), so the
 best score is known and checked.  GCUPS = m x n / seconds of the score pass (the tile
-DAG, from submission to the best cell, JIT warm-up excluded by a warm-up run).
+DAG, from submission to the best cell, JIT warm-up excluded by a warm-up run).  With
+``--traceback``: the traceback's seconds, peak memory (tracemalloc, max RSS, GPU memory in
+use) and the cells it recomputed (grid sweeps and leaf walks, ``stats["traceback"]``).
 
     python workflows/benchmarks/long_align.py --a PATH/NCTC11397_chromosome.fna.gz \\
         --devices gpu,both --traceback --json out.json
@@ -166,7 +168,8 @@ def main(argv=None) -> int:
                      "query": [result.query_start, result.query_end],
                      "subject": [result.subject_start, result.subject_end],
                      "pident": result.pident, "gap_opens": result.gap_opens,
-                     "mismatches": result.mismatches, "score": result.score}
+                     "mismatches": result.mismatches, "score": result.score,
+                     "recomputed": result.stats["traceback"]}
         print(f"traceback on {device}: {result.traceback_seconds:.2f} s (wall {wall:.2f} s with "
               f"the score pass), peak traced memory {peak / 2**20:.1f} MiB, max RSS "
               f"{traceback['max_rss_bytes'] / 2**20:.0f} MiB, GPU memory in use "
@@ -174,6 +177,14 @@ def main(argv=None) -> int:
               f"query {result.query_start:,}..{result.query_end:,}, subject "
               f"{result.subject_start:,}..{result.subject_end:,}, {result.pident:.3f}% identity, "
               f"{result.mismatches} mismatches, {result.gap_opens} gap opens")
+        counts = result.stats["traceback"]
+        cells = len(a) * len(b)
+        print(f"traceback recomputed {counts['grid_cells']:,} cells in "
+              f"{sum(counts['grids'].values()):,} grid sweeps ({counts['grids']['gpu']:,} on "
+              f"the GPU; {counts['grid_cells'] / cells:.2f} x the matrix) and "
+              f"{counts['leaf_cells']:,} cells in {counts['leaves']:,} leaf walks; "
+              f"{counts['depth']} levels of grids; peak cut boundaries held "
+              f"{counts['peak_boundary_bytes'] / 2**20:.2f} MiB")
     ok = all(r.get("planted_score_ok", True) for r in rows)
     if expected is not None:
         print("planted score found on every full run" if ok else "PLANTED SCORE MISSED")
