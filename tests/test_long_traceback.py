@@ -77,6 +77,16 @@ def assert_grids_equal(got, want, where):
         np.testing.assert_array_equal(x, y, err_msg=f"{name}, {where}")
 
 
+def tile_inputs(scoring, h, w, r0, c0, *, seed):
+    """An ``h x w`` tile at ``(r0, c0)`` of a related random pair: its residues, the
+    scoring's arrays, and its exact upstream boundaries."""
+    a, b = related(np.random.default_rng(seed), scoring.matrix.shape[0] - 1, r0 + h, c0 + w)
+    matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
+    o, e = scoring.gap_open, scoring.gap_extend
+    bounds = upstream_boundaries(a, b, matrix, o, e, r0, c0)
+    return a[r0:], b[c0:], matrix, o, e, bounds
+
+
 # Odd sizes; cuts next to the edges (1 and h - 1), a single line, none on one side.
 CPU_CASES = [
     (Scoring(alphabet="dna"), 37, 29, (1, 12, 36), (5, 28), 0, 0),
@@ -89,13 +99,7 @@ CPU_CASES = [
 
 @pytest.mark.parametrize("scoring, h, w, row_cuts, col_cuts, r0, c0", CPU_CASES)
 def test_cpu_grid_equals_tiles_one_by_one(scoring, h, w, row_cuts, col_cuts, r0, c0):
-    rng = np.random.default_rng(h * w)
-    alphabet = scoring.matrix.shape[0] - 1
-    a, b = related(rng, alphabet, r0 + h, c0 + w)
-    matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
-    o, e = scoring.gap_open, scoring.gap_extend
-    bounds = upstream_boundaries(a, b, matrix, o, e, r0, c0)
-    a, b = a[r0:], b[c0:]
+    a, b, matrix, o, e, bounds = tile_inputs(scoring, h, w, r0, c0, seed=h * w)
     want = tiles_one_by_one(a, b, matrix, o, e, bounds, grid_lines(row_cuts, h),
                             grid_lines(col_cuts, w))
     whole = score_tile(a, b, matrix, o, e, *bounds)
@@ -141,13 +145,7 @@ def test_gpu_checkpoint_grid_equals_cpu_grid(scoring, h, w, rows, width, row_cut
                                              r0, c0):
     from swdask.kernels.cuda.tile import score_grid_gpu
 
-    rng = np.random.default_rng(h + w)
-    alphabet = scoring.matrix.shape[0] - 1
-    a, b = related(rng, alphabet, r0 + h, c0 + w)
-    matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
-    o, e = scoring.gap_open, scoring.gap_extend
-    bounds = upstream_boundaries(a, b, matrix, o, e, r0, c0)
-    a, b = a[r0:], b[c0:]
+    a, b, matrix, o, e, bounds = tile_inputs(scoring, h, w, r0, c0, seed=h + w)
     where = str((scoring, h, w, rows, width, row_cuts, col_cuts, r0, c0))
     cpu = score_grid(a, b, matrix, o, e, *bounds, row_cuts, col_cuts)
     gpu = score_grid_gpu(a, b, matrix, o, e, *bounds, row_cuts, col_cuts, rows=rows, width=width)
