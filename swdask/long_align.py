@@ -180,28 +180,29 @@ class CostModel:
     """Seconds per tile on each kind of worker, and the per-task overheads.
 
     A CPU tile of ``c`` cells takes ``cpu_overhead + c / (cpu_gcups * 1e9)`` on one
-    worker thread.  A GPU tile of ``h x w`` cells is ``P x Q`` sub-tiles swept in
-    ``P + Q - 1`` launches; a launch of ``L`` sub-tiles takes
-    ``gpu_launch + ceil(L / gpu_slots) * sub_cells * gpu_slots / (gpu_gcups * 1e9)``
-    (``gpu_slots`` sub-tiles run at once at the saturated rate ``gpu_gcups``), plus
-    ``gpu_overhead`` per task.  This is ASW's per-tile cost with the non-saturated start
-    and end of the wavefront inside a GPU tile made explicit.
+    worker thread.  A GPU tile of ``h x w`` cells is ``P x Q`` sub-tiles of ``sub_cells``
+    swept in ``P + Q - 1`` launches; a launch of ``L`` sub-tiles takes
+    ``gpu_launch + sub_cells * max(L / (gpu_gcups * 1e9), 1 / (gpu_warp_gcups * 1e9))``:
+    the whole GPU's rate bounds a wide launch, one warp's (a sub-tile is one warp's
+    sequential sweep) a narrow one; plus ``gpu_overhead`` per task.  This is ASW's
+    per-tile cost with the non-saturated start and end of the wavefront inside a GPU tile
+    made explicit: below ``gpu_gcups / gpu_warp_gcups`` sub-tiles a launch does not fill
+    the GPU.
 
     Defaults: the CPU rate was measured on this project's 2-core development machine
     while other jobs shared it (``calibrate(kinds=("cpu",))``: 0.33-0.37 GCUPS a thread
     for tiles of 512-2048 squared, kernel overhead below the fit's resolution); the
     per-task overhead of 2 ms is Dask's, from the tests (450 tiles of 61 x 61 in about 2 s
-    on those 2 busy cores: at most 4 ms a tile).  The GPU figures are placeholders until
-    :func:`calibrate` runs on a GPU (``workflows/benchmarks/long_align.py --calibrate``
-    prints them).
+    on those 2 busy cores: at most 4 ms a tile).  GPU: :func:`calibrate` on an H100
+    (README, Long pair alignment, for the numbers and the command).
     """
 
     cpu_gcups: float = 0.35
     cpu_overhead: float = 2e-3
     gpu_gcups: float = 500.0
+    gpu_warp_gcups: float = 500.0 / 2112
     gpu_overhead: float = 5e-3
     gpu_launch: float = 2e-5
-    gpu_slots: int = 2112
     gpu_sub_rows: int = 256
     gpu_sub_cols: int = 512
 
@@ -213,10 +214,10 @@ class CostModel:
         q = max(1, math.ceil(w / self.gpu_sub_cols))
         d = np.arange(p + q - 1)
         per_diag = np.minimum(np.minimum(d + 1, p), np.minimum(q, p + q - 1 - d))
-        rounds = np.ceil(per_diag / self.gpu_slots).sum()
         sub = self.gpu_sub_rows * self.gpu_sub_cols
-        return (self.gpu_overhead + (p + q - 1) * self.gpu_launch
-                + rounds * sub * self.gpu_slots / (self.gpu_gcups * 1e9))
+        compute = sub * np.maximum(per_diag / (self.gpu_gcups * 1e9),
+                                   1.0 / (self.gpu_warp_gcups * 1e9)).sum()
+        return self.gpu_overhead + (p + q - 1) * self.gpu_launch + float(compute)
 
 
 @dataclass(frozen=True)
@@ -358,11 +359,16 @@ def plan_tiles(m: int, n: int, *, tile="auto", gpus: int = 0, cpu_threads: int =
 def calibrate(kinds=("cpu", "gpu"), *, size: int = 2048, repeats: int = 3) -> CostModel:
     """Measure the cost model's rates and overheads here.
 
-    Times tiles of ``size/4`` and ``size`` squared (random DNA, default scoring) on each
-    kind asked for and fits ``seconds = overhead + cells / rate`` through the medians.
-    GPU: tiles of ``16 * size`` and ``64 * size`` when a GPU is visible.  The kernels'
-    own overhead is tiny; a task's overhead is at least Dask's per-task cost, the
-    defaults' ``cpu_overhead``/``gpu_overhead``, which are kept when larger.
+    CPU: times tiles of ``size/4`` and ``size`` squared (random DNA, default scoring) and
+    fits ``seconds = overhead + cells / rate`` through the medians.  GPU, when one is
+    visible: one strip of the kernel (one sub-tile a launch) 16 and 64 sub-tiles wide
+    gives the warp's rate and the task overhead (the slope and intercept of ``seconds``
+    against launches); then a tile of 2,048 x 2,048 sub-tiles (512 K x 1 M cells; its
+    middle launches as wide as the megabase benchmark's) gives the whole GPU's rate, the
+    ``gpu_gcups`` for which :meth:`CostModel.gpu_seconds` equals its time (bisection).  A
+    tile that ran as fast as its warps alone allow never filled the GPU and only bounds
+    that rate from below; the default is kept when larger.  A task's overhead is at least Dask's per-task cost, the defaults'
+    ``cpu_overhead``/``gpu_overhead``, which are kept when larger.
 
     Returns
     -------
@@ -374,10 +380,10 @@ def calibrate(kinds=("cpu", "gpu"), *, size: int = 2048, repeats: int = 3) -> Co
     matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
     model = CostModel()
 
-    def timed(fn, side):
-        a = rng.integers(0, 4, side).astype(np.uint8)
-        b = rng.integers(0, 4, side).astype(np.uint8)
-        bounds = matrix_boundaries(side, side)
+    def timed(fn, h, w):
+        a = rng.integers(0, 4, h).astype(np.uint8)
+        b = rng.integers(0, 4, w).astype(np.uint8)
+        bounds = matrix_boundaries(h, w)
         fn(a[:64], b[:64], matrix, 5, 2, *matrix_boundaries(64, 64))  # compile
         times = []
         for _ in range(repeats):
@@ -386,25 +392,40 @@ def calibrate(kinds=("cpu", "gpu"), *, size: int = 2048, repeats: int = 3) -> Co
             times.append(time.perf_counter() - t0)
         return float(np.median(times))
 
-    def fit(fn, small, large):
-        t_small, t_large = timed(fn, small), timed(fn, large)
+    if "cpu" in kinds:
+        small, large = size // 4, size
+        t_small, t_large = timed(score_tile, small, small), timed(score_tile, large, large)
         rate = (large ** 2 - small ** 2) / max(t_large - t_small, 1e-9) / 1e9
         overhead = max(0.0, t_small - small ** 2 / (rate * 1e9))
-        return rate, overhead
-
-    if "cpu" in kinds:
-        rate, overhead = fit(score_tile, size // 4, size)
         model = replace(model, cpu_gcups=rate, cpu_overhead=max(overhead, model.cpu_overhead))
     if "gpu" in kinds and _real_gpu():
-        from numba import cuda
-
         from .kernels.cuda.tile import ROWS, WIDTH, score_tile_gpu
 
-        rate, overhead = fit(score_tile_gpu, 16 * size, 64 * size)
-        dev = cuda.get_current_device()
-        model = replace(model, gpu_gcups=rate, gpu_overhead=max(overhead, model.gpu_overhead),
-                        gpu_slots=int(dev.MULTIPROCESSOR_COUNT) * 16,
-                        gpu_sub_rows=32 * ROWS, gpu_sub_cols=WIDTH)
+        sub_rows, sub_cols = 32 * ROWS, WIDTH
+        sub = sub_rows * sub_cols
+        model = replace(model, gpu_sub_rows=sub_rows, gpu_sub_cols=sub_cols)
+        t16 = timed(score_tile_gpu, sub_rows, 16 * sub_cols)
+        t64 = timed(score_tile_gpu, sub_rows, 64 * sub_cols)
+        per_launch = max((t64 - t16) / 48, model.gpu_launch + 1e-9)
+        overhead = max(0.0, t16 - 16 * per_launch)
+        model = replace(model, gpu_warp_gcups=sub / (per_launch - model.gpu_launch) / 1e9,
+                        gpu_overhead=max(overhead, model.gpu_overhead))
+        side = 2048
+        h, w = side * sub_rows, side * sub_cols
+        measured = timed(score_tile_gpu, h, w)
+        if replace(model, gpu_gcups=1e6).gpu_seconds(h, w) >= 0.98 * measured:
+            # As fast as its warps alone allow: the GPU was never full, and its rate is
+            # only known to exceed what the widest launch ran at.
+            model = replace(model, gpu_gcups=max(model.gpu_gcups, side * model.gpu_warp_gcups))
+        else:
+            low, high = 1.0, 1e6  # GCUPS; gpu_seconds falls as gpu_gcups grows
+            for _ in range(60):
+                mid = math.sqrt(low * high)
+                if replace(model, gpu_gcups=mid).gpu_seconds(h, w) > measured:
+                    low = mid
+                else:
+                    high = mid
+            model = replace(model, gpu_gcups=high)
     return model
 
 

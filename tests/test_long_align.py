@@ -257,7 +257,7 @@ def test_cost_model_plans():
     assert both.predicted <= gpu.predicted  # "no CPU" is one of the mixed candidates
     assert gpu.gpu_rows == 1 and both.gpu_rows == 1
     # A slow GPU makes CPU tiles pay: the plan then gives rows to the CPUs.
-    slow = la.CostModel(gpu_gcups=20.0)
+    slow = la.CostModel(gpu_gcups=20.0, gpu_warp_gcups=20.0 / 2112)
     assert la.plan_tiles(100_000, 100_000, gpus=1, cpu_threads=16, model=slow).shape[0] > 1
     assert la.simulate(la.plan_tiles(10, 10, tile=5), model, 0, 0) == float("inf")
 
@@ -356,3 +356,13 @@ def test_gpu_tile_kernel_matches_cpu_on_a_real_gpu():
         args = (a[:h], b[:w], matrix, 5, 2, *matrix_boundaries(h, w))
         for x, y in zip(score_tile(*args), score_tile_gpu(*args)):
             np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=str((h, w)))
+
+
+@pytest.mark.gpu
+def test_calibrate_gpu_on_a_real_gpu():
+    """The GPU fit: a warp's rate from one strip, the GPU's from a wide tile, and a model
+    that predicts the wide tile's time it was fitted to."""
+    model = la.calibrate(kinds=("gpu",), repeats=1)
+    assert 0 < model.gpu_warp_gcups < model.gpu_gcups
+    assert model.cpu_gcups == la.CostModel().cpu_gcups
+    assert model.gpu_overhead >= la.CostModel().gpu_overhead
