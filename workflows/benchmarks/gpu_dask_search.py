@@ -74,30 +74,50 @@ def pick_queries(pool_path: Path, db_path: Path, lengths, per_length: int) -> di
 
 
 def kernel_only(store, queries: dict, scoring, max_hits: int, repeats: int):
-    """Median (over repeats) of the summed score-kernel seconds of all partitions."""
+    """Median (over repeats) of the summed score-kernel seconds of all partitions, and
+    the median costs per partition of what a score task does besides its kernels."""
+    import importlib
+
     from swdask.kernels.cuda.launcher import DeviceSubjects
     from swdask.store import SequenceStore
 
+    search_module = importlib.import_module("swdask.search")
     store = SequenceStore.open(store.path)
     codes = [scoring.alphabet.encode(seq) for seq in queries.values()]
+    frames = store.to_dask(columns=list(search_module._SUBJECT_COLUMNS))
+    reads, uploads = [], []
+    for number in range(frames.npartitions):  # a score task's read, as the task does it
+        tick = time.perf_counter()
+        frame = frames.get_partition(number).compute(scheduler="sync")
+        search_module._subject_arrays(frame, str(number))
+        reads.append(time.perf_counter() - tick)
     partitions = []
     for part in store.iter_partitions():
+        tick = time.perf_counter()
         subjects = DeviceSubjects(part.residues, part.offsets)
         subjects.stream.synchronize()
+        uploads.append(time.perf_counter() - tick)
         partitions.append(subjects)
     for subjects in partitions:  # warm-up: compiles the kernels of every shape
         subjects.top_many(codes, scoring.matrix, scoring.gap_open, scoring.gap_extend, max_hits)
-    runs, cells32 = [], 0
+    runs, walls, cells32 = [], [], 0
     for _ in range(repeats):
-        seconds = 0.0
+        seconds = wall = 0.0
         for subjects in partitions:
+            tick = time.perf_counter()
             _, stats = subjects.top_many(codes, scoring.matrix, scoring.gap_open,
                                          scoring.gap_extend, max_hits)
+            wall += time.perf_counter() - tick
             seconds += stats.seconds
             cells32 += stats.cells_32bit
         runs.append(seconds)
+        walls.append(wall)
     del partitions
-    return runs, cells32 / repeats
+    costs = {"read_seconds": statistics.median(reads),
+             "upload_seconds": statistics.median(uploads),
+             "top_many_wall_seconds": statistics.median(walls) / len(uploads),
+             "kernel_seconds": statistics.median(runs) / len(uploads)}
+    return runs, cells32 / repeats, costs
 
 
 def most_at_once(runs) -> int:
@@ -184,10 +204,15 @@ def main(argv=None) -> int:
           f"{query_residues:,} residues; {cells:,} cells; BLOSUM62 11/1, local, "
           f"top {args.max_hits} per query, all traced back\n")
 
-    kernel_runs, cells32 = kernel_only(store, queries, scoring, args.max_hits, args.repeats)
+    kernel_runs, cells32, costs = kernel_only(store, queries, scoring, args.max_hits,
+                                              args.repeats)
     kernel_gcups = cells / statistics.median(kernel_runs) / 1e9
     print(f"kernel only: {statistics.median(kernel_runs):.3f} s, {kernel_gcups:.1f} GCUPS "
           f"(32-bit cells {100 * cells32 / cells:.3f}%)", flush=True)
+    print(f"a score task's parts, median per partition: read and decode "
+          f"{costs['read_seconds']:.3f} s, device upload {costs['upload_seconds']:.3f} s, "
+          f"top_many {costs['top_many_wall_seconds']:.3f} s of which kernels "
+          f"{costs['kernel_seconds']:.3f} s", flush=True)
 
     client = swdask.cluster(device="gpu")
     try:
@@ -238,7 +263,7 @@ def main(argv=None) -> int:
             gpu=gpu, host=platform.node(), copies=copies, residues=store.n_residues,
             sequences=store.n_records, partitions=len(store.files), queries=list(queries),
             query_residues=query_residues, cells=cells, max_hits=args.max_hits,
-            kernel_seconds=kernel_runs, kernel_gcups=kernel_gcups, runs=runs,
+            kernel_seconds=kernel_runs, kernel_gcups=kernel_gcups, task_parts=costs, runs=runs,
             end_to_end_gcups=e2e_gcups, ratio=ratio), indent=1))
     return 0
 
