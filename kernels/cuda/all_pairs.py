@@ -63,6 +63,7 @@ import time
 import numpy as np
 from numba import config, cuda
 
+from .codegen import lane_exchange
 from .inter_task import NEG, threads_per_block
 
 #: Query rows per lane (unrolled registers).  12 rows give 384-row passes: a 1.5 kb 16S
@@ -124,17 +125,7 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
     r = range(rows)
     span = GROUP * rows
 
-    if shuffles:
-        exchange = ["            in_h = cuda.shfl_up_sync(0xFFFFFFFF, out_h, 1)",
-                    "            in_f = cuda.shfl_up_sync(0xFFFFFFFF, out_f, 1)"]
-        sync = "cuda.syncwarp()"
-    else:
-        exchange = ["            xch[0, tx] = out_h", "            xch[1, tx] = out_f",
-                    "            cuda.syncthreads()",
-                    "            in_h = xch[0, tx - 1] if lane > 0 else out_h",
-                    "            in_f = xch[1, tx - 1] if lane > 0 else out_f",
-                    "            cuda.syncthreads()"]
-        sync = "cuda.syncthreads()"
+    sync = "cuda.syncwarp()" if shuffles else "cuda.syncthreads()"
     lines = [
         "def kernel(q_res, q_off, s_res, s_off, q_list, s_lo, pair_start, matrix, alpha,",
         "           gap_oe, gap_e, num, den, ident, penalty, local, min_score, amax, boundary,",
@@ -203,7 +194,7 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
         f"            for step in range(n + {GROUP - 1}):",
         "                j = step - lane",
     ]
-    lines += ["    " + x for x in exchange]
+    lines += lane_exchange("                ", shuffles=shuffles, lane="lane")
     lines += [
         "                if lane == 0:",
         "                    if p > 0:",

@@ -40,6 +40,8 @@ import math
 import numpy as np
 from numba import config, cuda
 
+from .codegen import best_reduction, lane_exchange, shuffle_down, thread_pair, write_best
+
 THREADS = 128
 SIMULATOR_THREADS = 32
 #: Query rows per lane (registers per lane grow with it).  Measured on an H100 with the
@@ -72,22 +74,9 @@ def _kernel_source(rows: int, group: int, threads: int, shuffles: bool, shared: 
     r = range(rows)
     span = group * rows
 
-    def exchange(pad):
-        if group == 1:
-            return [f"{pad}in_h = out_h", f"{pad}in_f = out_f"]
-        if shuffles:
-            return [f"{pad}in_h = cuda.shfl_up_sync(0xFFFFFFFF, out_h, 1)",
-                    f"{pad}in_f = cuda.shfl_up_sync(0xFFFFFFFF, out_f, 1)"]
-        return [f"{pad}xch[0, tx] = out_h", f"{pad}xch[1, tx] = out_f", f"{pad}cuda.syncthreads()",
-                f"{pad}in_h = xch[0, tx - 1] if tx > 0 else out_h",
-                f"{pad}in_f = xch[1, tx - 1] if tx > 0 else out_f", f"{pad}cuda.syncthreads()"]
-
     def down(name, shift):
-        if shuffles:
-            return [f"    o_{name} = cuda.shfl_down_sync(0xFFFFFFFF, {name}, {shift})"]
-        return [f"    xch[0, tx] = {name}", "    cuda.syncthreads()",
-                f"    o_{name} = xch[0, tx + {shift}] if tx + {shift} < {threads} else {name}",
-                "    cuda.syncthreads()"]
+        return shuffle_down(name, shift, shuffles=shuffles, scratch="xch[0, {}]",
+                            guard=f"tx + {shift} < {threads}")
 
     lines = [
         "def kernel(profile, passes, s_res, s_off, order, warp_len, warp_base, pad_code, gap_oe,",
@@ -96,19 +85,9 @@ def _kernel_source(rows: int, group: int, threads: int, shuffles: bool, shared: 
         "    tx = cuda.threadIdx.x",
         f"    xch = cuda.shared.array((2, {threads}), int32)" if not shuffles else "    pass",
         f"    sprof = cuda.shared.array(({alphabet}, {span}), int16)" if shared else "    pass",
-        "    n_codes = profile.shape[0]",
-        f"    pair = tid // {group}",
-        f"    lane = tid % {group}",
-        "    n_pairs = order.shape[0]",
-        "    valid = pair < n_pairs",
-        "    subject = order[pair] if valid else order[n_pairs - 1]",
-        "    start = s_off[subject]",
-        "    n = s_off[subject + 1] - start",
-        "    if not valid:",
-        "        n = 0",
-        "    warp = tid // 32",
-        "    n_steps = warp_len[warp] if warp < warp_len.shape[0] else 0",
-        f"    slot = warp_base[warp] + ((tid % 32) // {group}) * n_steps if warp < warp_len.shape[0] else 0",
+    ]
+    lines += thread_pair(group)
+    lines += [
         "    zero = int32(0)",
         "    gap_oe = int32(gap_oe)",
         "    gap_e = int32(gap_e)",
@@ -134,7 +113,7 @@ def _kernel_source(rows: int, group: int, threads: int, shuffles: bool, shared: 
         f"        for step in range(n_steps + {group} - 1):",
         "            j = step - lane",
     ]
-    lines += exchange("            ")
+    lines += lane_exchange("            ", shuffles=shuffles, single=group == 1)
     lines += [
         "            if lane == 0:",
         "                if p > 0 and j < n_steps:",
@@ -188,26 +167,8 @@ def _kernel_source(rows: int, group: int, threads: int, shuffles: bool, shared: 
     for k in reversed(r):  # the first row holding the maximum wins: scan upwards
         lines += [f"                    if h{k} == cmax:", f"                        best_i = row0 + {k + 1}"]
     lines += ["        cuda.syncwarp()" if shuffles else "        cuda.syncthreads()"]
-    shift = 1
-    while shift < group:  # group reduction: highest score, then smallest column, then row
-        lines += down("best", shift) + down("best_j", shift) + down("best_i", shift)
-        lines += [
-            f"    if lane + {shift} < {group} and (o_best > best or (o_best == best and "
-            "(o_best_j < best_j or (o_best_j == best_j and o_best_i < best_i)))):",
-            "        best = o_best",
-            "        best_j = o_best_j",
-            "        best_i = o_best_i",
-        ]
-        shift *= 2
-    lines += [
-        "    if valid and lane == 0:",
-        "        if best == 0:",
-        "            best_i = 0",
-        "            best_j = 0",
-        "        out_score[pair] = best",
-        "        out_qend[pair] = best_i",
-        "        out_send[pair] = best_j",
-    ]
+    lines += best_reduction(group, down)  # the group's best cell, by the tie rule
+    lines += ["    if valid and lane == 0:"] + write_best("        ")
     return "\n".join(lines) + "\n"
 
 

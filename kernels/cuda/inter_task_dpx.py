@@ -42,6 +42,7 @@ from __future__ import annotations
 import numpy as np
 from numba import config, cuda
 
+from .codegen import lane_exchange, shuffle_down, take_better, thread_pair
 from .inter_task import PAD_SCORE
 
 #: Largest 16-bit value.
@@ -211,22 +212,9 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
     r = range(rows)
     span = group * rows
 
-    def exchange(pad):
-        if group == 1:
-            return [f"{pad}in_h = out_h", f"{pad}in_f = out_f"]
-        if shuffles:
-            return [f"{pad}in_h = cuda.shfl_up_sync(0xFFFFFFFF, out_h, 1)",
-                    f"{pad}in_f = cuda.shfl_up_sync(0xFFFFFFFF, out_f, 1)"]
-        return [f"{pad}xch[0, tx] = out_h", f"{pad}xch[1, tx] = out_f", f"{pad}cuda.syncthreads()",
-                f"{pad}in_h = xch[0, tx - 1] if tx > 0 else out_h",
-                f"{pad}in_f = xch[1, tx - 1] if tx > 0 else out_f", f"{pad}cuda.syncthreads()"]
-
     def down(name, shift):
-        if shuffles:
-            return [f"    o_{name} = cuda.shfl_down_sync(0xFFFFFFFF, {name}, {shift})"]
-        return [f"    xch[0, tx] = {name}", "    cuda.syncthreads()",
-                f"    o_{name} = xch[0, tx + {shift}] if tx + {shift} < {threads} else {name}",
-                "    cuda.syncthreads()"]
+        return shuffle_down(name, shift, shuffles=shuffles, scratch="xch[0, {}]",
+                            guard=f"tx + {shift} < {threads}")
 
     lines = [
         "def kernel(profile, passes, s_res, s_off, order, warp_len, warp_base, pad_code, neg_oe,",
@@ -235,19 +223,9 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
         "    tx = cuda.threadIdx.x",
         f"    xch = cuda.shared.array((2, {threads}), int32)" if not shuffles else "    pass",
         f"    sprof = cuda.shared.array({alphabet * span}, int32)",
-        "    n_codes = profile.shape[0]",
-        f"    pair = tid // {group}",
-        f"    lane = tid % {group}",
-        "    n_pairs = order.shape[0]",
-        "    valid = pair < n_pairs",
-        "    subject = order[pair] if valid else order[n_pairs - 1]",
-        "    start = s_off[subject]",
-        "    n = s_off[subject + 1] - start",
-        "    if not valid:",
-        "        n = 0",
-        "    warp = tid // 32",
-        "    n_steps = warp_len[warp] if warp < warp_len.shape[0] else 0",
-        f"    slot = warp_base[warp] + ((tid % 32) // {group}) * n_steps if warp < warp_len.shape[0] else 0",
+    ]
+    lines += thread_pair(group)
+    lines += [
         "    zero = int32(0)",
         f"    lbase = uint32(lane * {rows})",
         "    neg_oe = int32(neg_oe)",
@@ -283,7 +261,7 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
         f"        for step in range(n_steps + {group} - 1):",
         "            j = step - lane",
     ]
-    lines += exchange("            ")
+    lines += lane_exchange("            ", shuffles=shuffles, single=group == 1)
     lines += [
         "            if lane == 0:",
         "                if p > 0 and j < n_steps:",
@@ -362,14 +340,7 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
             names = (f"best_{half}", f"best_{half}j", f"best_{half}i")
             for name in names:
                 lines += down(name, shift)
-            s, jj, ii = names
-            lines += [
-                f"    if lane + {shift} < {group} and (o_{s} > {s} or (o_{s} == {s} and "
-                f"(o_{jj} < {jj} or (o_{jj} == {jj} and o_{ii} < {ii})))):",
-                f"        {s} = o_{s}",
-                f"        {jj} = o_{jj}",
-                f"        {ii} = o_{ii}",
-            ]
+            lines += take_better(names, shift, group)
         shift *= 2
     lines += ["    if valid and lane == 0:"]
     for row, half in ((0, "a"), (1, "b")):

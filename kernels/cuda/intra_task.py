@@ -58,6 +58,7 @@ import math
 import numpy as np
 from numba import config, cuda
 
+from .codegen import lane_exchange, write_best
 from .inter_task import NEG, PAD_SCORE
 
 #: Subjects of at least this many residues go to this kernel, the others to the
@@ -180,15 +181,7 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         "                cuda.syncthreads()",
         "            j = step - lag",
     ]
-    if shuffles:
-        lines += ["            in_h = cuda.shfl_up_sync(0xFFFFFFFF, out_h, 1)",
-                  "            in_f = cuda.shfl_up_sync(0xFFFFFFFF, out_f, 1)"]
-    else:
-        lines += ["            xch[0, tx] = out_h", "            xch[1, tx] = out_f",
-                  "            cuda.syncthreads()",
-                  "            in_h = xch[0, tx - 1] if lane > 0 else out_h",
-                  "            in_f = xch[1, tx - 1] if lane > 0 else out_f",
-                  "            cuda.syncthreads()"]
+    lines += lane_exchange("            ", shuffles=shuffles, lane="lane")
     lines += [
         "            if lane == 0:",
         "                if warp == 0:",
@@ -255,13 +248,7 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         "                best = o_best",
         "                best_j = o_j",
         "                best_i = o_i",
-        "        if best == 0:",
-        "            best_i = 0",
-        "            best_j = 0",
-        "        out_score[pair] = best",
-        "        out_qend[pair] = best_i",
-        "        out_send[pair] = best_j",
-    ]
+    ] + write_best("        ")
     return "\n".join(lines) + "\n"
 
 

@@ -71,6 +71,7 @@ import numpy as np
 from numba import config, cuda
 
 from ..cpu.tile import NEG, GridBoundaries, grid_lines, score_grid
+from .codegen import best_reduction, lane_exchange, shuffle_down
 
 #: Query rows per lane (registers) and columns per sub-tile on a GPU.  Not tuned on a GPU
 #: yet: 8 rows is the best height of the inter-task kernel (kernels/cuda/inter_task.py),
@@ -114,20 +115,9 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
     span = 32 * rows
     threads = 32 * warps
 
-    def exchange(pad):
-        if shuffles:
-            return [f"{pad}in_h = cuda.shfl_up_sync(0xFFFFFFFF, out_h, 1)",
-                    f"{pad}in_f = cuda.shfl_up_sync(0xFFFFFFFF, out_f, 1)"]
-        return [f"{pad}xch[0, tx] = out_h", f"{pad}xch[1, tx] = out_f", f"{pad}cuda.syncthreads()",
-                f"{pad}in_h = xch[0, tx - 1] if lane > 0 else out_h",
-                f"{pad}in_f = xch[1, tx - 1] if lane > 0 else out_f", f"{pad}cuda.syncthreads()"]
-
     def down(name, shift):
-        if shuffles:
-            return [f"    o_{name} = cuda.shfl_down_sync(0xFFFFFFFF, {name}, {shift})"]
-        return [f"    xch64[tx] = {name}", "    cuda.syncthreads()",
-                f"    o_{name} = xch64[tx + {shift}] if lane + {shift} < 32 else {name}",
-                "    cuda.syncthreads()"]
+        return shuffle_down(name, shift, shuffles=shuffles, scratch="xch64[{}]",
+                            guard=f"lane + {shift} < 32")
 
     def cell(k, pad):
         if dpx:
@@ -189,7 +179,7 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
         "    for step in range(wq + 31):",
         "        j = step - lane",
     ]
-    lines += exchange("        ")
+    lines += lane_exchange("        ", shuffles=shuffles, lane="lane")
     lines += [
         "        if j >= 0 and j < wq:",
         "            if lane == 0:",
@@ -239,17 +229,7 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
             lines += ["        if cslot >= 0:", f"            ck_col_h[cslot, rb + {k}] = h{k}",
                       f"            ck_col_e[cslot, rb + {k}] = e{k}"]
     lines += ["    cuda.syncwarp()" if shuffles else "    cuda.syncthreads()"]
-    shift = 1
-    while shift < 32:  # warp reduction: highest score, then smallest column, then row
-        lines += down("best", shift) + down("best_j", shift) + down("best_i", shift)
-        lines += [
-            f"    if lane + {shift} < 32 and (o_best > best or (o_best == best and "
-            "(o_best_j < best_j or (o_best_j == best_j and o_best_i < best_i)))):",
-            "        best = o_best",
-            "        best_j = o_best_j",
-            "        best_i = o_best_i",
-        ]
-        shift *= 2
+    lines += best_reduction(32, down)  # the warp's best cell, by the tie rule
     lines += [
         "    if lane == 0:",
         "        corner[p] = new_corner",
