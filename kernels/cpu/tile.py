@@ -56,14 +56,13 @@ import numpy as np
 from numba import njit
 
 from .reference import OP_DEL, OP_INS, OP_MATCH
+# The direction bits, the profile and the tie rule of the whole-pair traceback: a tile's
+# cells and path are that kernel's.
+from .traceback import (_E_EXTENDS, _F_EXTENDS, _NEG, _SRC_DIAG, _SRC_E, _SRC_F, _SRC_MASK,
+                        _SRC_STOP, row_best, subject_profile)
 
 #: Stands for -inf: E on column 0 and F on row 0 of the whole matrix.
-NEG = -(1 << 30)
-
-_SRC_DIAG, _SRC_E, _SRC_F, _SRC_STOP = 0, 1, 2, 3
-_SRC_MASK = 3
-_E_EXTENDS = 4
-_F_EXTENDS = 8
+NEG = _NEG
 
 #: Walk states of :func:`traceback_tile`.
 STATE_H, STATE_E, STATE_F = 0, 1, 2
@@ -114,12 +113,7 @@ def score_tile(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e)
     e = np.int32(gap_extend)
     oe = np.int32(o + e)
     zero = np.int32(0)
-    n_codes = matrix.shape[0]
-    profile = np.empty((n_codes, w + 1), dtype=np.int32)
-    for x in range(n_codes):
-        profile[x, 0] = 0
-        for j in range(w):
-            profile[x, j + 1] = matrix[x, b[j]]
+    profile = subject_profile(matrix, b, w)
     h_prev = top_h.copy()
     h_cur = np.empty(w + 1, dtype=np.int32)
     f_row = top_f.copy()
@@ -154,15 +148,7 @@ def score_tile(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e)
             row_max = max(row_max, hv)
         right_h[i - 1] = h_cur[w]
         right_e[i - 1] = e_val if w > 0 else left_e[i - 1]
-        # Later rows win a tie only at a smaller column (the reference's column-major rule).
-        if row_max > 0 and row_max >= best:
-            for j in range(1, w + 1):
-                if h_cur[j] == row_max:
-                    if row_max > best or j < best_j:
-                        best = row_max
-                        best_i = i
-                        best_j = j
-                    break
+        best, best_i, best_j = row_best(h_cur, w, row_max, i, best, best_i, best_j)
         h_prev, h_cur = h_cur, h_prev
     if h > 0:
         h_prev[0] = left_h[h - 1]
@@ -208,12 +194,7 @@ def traceback_tile(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, lef
     e = np.int32(gap_extend)
     oe = np.int32(o + e)
     zero = np.int32(0)
-    n_codes = matrix.shape[0]
-    profile = np.empty((n_codes, cols + 1), dtype=np.int32)
-    for x in range(n_codes):
-        profile[x, 0] = 0
-        for j in range(cols):
-            profile[x, j + 1] = matrix[x, b[j]]
+    profile = subject_profile(matrix, b, cols)
     h_prev = top_h[:cols + 1].copy()
     h_cur = np.empty(cols + 1, dtype=np.int32)
     f_row = np.empty(cols + 1, dtype=np.int32)

@@ -70,6 +70,35 @@ _CIGAR_EQ, _CIGAR_X, _CIGAR_I, _CIGAR_D = 0, 1, 2, 3
 _CIGAR_LETTERS = np.frombuffer(b"=XID", dtype=np.uint8).copy()
 
 
+@njit(cache=True, nogil=True)
+def subject_profile(matrix, subject, cols):
+    """``profile[a, j] = s(a, subject[j - 1])`` for ``j`` in ``1 .. cols`` (column 0 is 0):
+    a row of the DP then reads its substitution scores contiguously, and vectorises."""
+    n_codes = matrix.shape[0]
+    profile = np.empty((n_codes, cols + 1), dtype=np.int32)
+    for a in range(n_codes):
+        profile[a, 0] = 0
+        for j in range(cols):
+            profile[a, j + 1] = matrix[a, subject[j]]
+    return profile
+
+
+@njit(cache=True, nogil=True)
+def row_best(h_row, cols, row_max, i, best, best_i, best_j):
+    """The best cell after row ``i`` (maximum ``row_max``): a later row wins a tie only
+    at a smaller column, the reference's column-major rule.  Returns
+    ``(best, best_i, best_j)``."""
+    if row_max > 0 and row_max >= best:
+        for j in range(1, cols + 1):
+            if h_row[j] == row_max:
+                if row_max > best or j < best_j:
+                    best = row_max
+                    best_i = i
+                    best_j = j
+                break
+    return best, best_i, best_j
+
+
 @njit(cache=True, nogil=True)  # tracebacks of a worker's threads run at once
 def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_i, end_j):
     """Align one pair with affine gaps and trace the path back, as the reference does.
@@ -121,14 +150,7 @@ def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_
         rows = m
         cols = n
 
-    # Subject profile: profile[a, j] = s(a, subject[j]), so that a row reads its
-    # substitution scores contiguously (the sweeps below then vectorise).
-    n_codes = matrix.shape[0]
-    profile = np.empty((n_codes, cols + 1), dtype=np.int32)
-    for a in range(n_codes):
-        profile[a, 0] = 0
-        for j in range(cols):
-            profile[a, j + 1] = matrix[a, subject[j]]
+    profile = subject_profile(matrix, subject, cols)
     h_prev = np.zeros(cols + 1, dtype=np.int32)
     h_cur = np.zeros(cols + 1, dtype=np.int32)
     f_row = np.full(cols + 1, _NEG, dtype=np.int32)
@@ -190,14 +212,8 @@ def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_
             e_bit = _E_EXTENDS if e_val != np.int32(h_cur[j - 1] - oe) else 0
             f_bit = _F_EXTENDS if f_row[j] != np.int32(h_prev[j] - oe) else 0
             dir_row[j] = src | e_bit | f_bit
-        if local and row_max >= best and row_max > 0:
-            for j in range(1, cols + 1):
-                if h_cur[j] == row_max:
-                    if row_max > best or j < best_j:
-                        best = row_max
-                        best_i = i
-                        best_j = j
-                    break
+        if local:
+            best, best_i, best_j = row_best(h_cur, cols, row_max, i, best, best_i, best_j)
         last_col[i] = h_cur[cols]
         h_prev, h_cur = h_cur, h_prev
     # h_prev now holds the last row computed (row 0 when rows == 0).
