@@ -23,3 +23,11 @@ def _gpu_lane(argv) -> bool:
 
 if "NUMBA_ENABLE_CUDASIM" not in os.environ and not _gpu_lane(sys.argv):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
+
+# Compiled kernels and rendered kernel text go to a cache of this test session, not the
+# user's (the kernel cache's own tests point it elsewhere per test).
+if "SWDASK_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["SWDASK_CACHE_DIR"] = tempfile.mkdtemp(prefix="swdask-test-cache-")

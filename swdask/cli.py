@@ -1,4 +1,4 @@
-"""The ``swdask`` command line: ingest, search, align, demo.
+"""The ``swdask`` command line: ingest, search, align, demo, warmup.
 
 Every error on bad input prints one line (``swdask: error: ...``) naming the file,
 record and position where there is one, exits with status 2, and leaves no partial
@@ -173,6 +173,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_options(p)
     p.add_argument("-o", "--output", metavar="OUT", help="also write the hits table (Parquet)")
     p.add_argument("--force", action="store_true", help="replace an existing output file")
+    p = sub.add_parser("warmup", help="build every kernel now, so that later runs start "
+                       "without compiling",
+                       description="Compile every CUDA kernel shape the jobs can launch (in "
+                       "parallel processes) and run each job once on the bundled data, so "
+                       "that later processes on this machine load the compiled kernels "
+                       "instead of compiling them. The kernels are kept in SWDASK_CACHE_DIR "
+                       "(default: the user's cache folder).")
+    p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+                   help="the kernels to build (default auto: the GPU's when one is visible)")
+    p.add_argument("--jobs", type=_positive, default=None,
+                   help="processes compiling at once (default: the CPU cores)")
     _add_allpairs_parser(sub)
 
 
@@ -393,7 +404,16 @@ def _cmd_demo(args):
         print(f"wrote {len(hits)} hits to {args.output}")
 
 
-COMMANDS = {"ingest": _cmd_ingest, "search": _cmd_search, "align": _cmd_align, "demo": _cmd_demo}
+def _cmd_warmup(args):
+    from .warmup import warmup
+
+    started = time.perf_counter()
+    report = warmup(args.device, jobs=args.jobs, progress=print)
+    print(f"{report.summary()}; {time.perf_counter() - started:.1f} s in all")
+
+
+COMMANDS = {"ingest": _cmd_ingest, "search": _cmd_search, "align": _cmd_align, "demo": _cmd_demo,
+            "warmup": _cmd_warmup}
 COMMANDS["align-long"] = _cmd_align_long
 
 

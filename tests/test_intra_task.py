@@ -12,6 +12,7 @@ from numba import config
 
 from swdask.kernels.cpu.score import score_all
 from swdask.kernels.cuda import intra_task, launcher
+from swdask.kernels.cuda.compile import get_kernel
 from swdask.scoring import Scoring
 from swdask.store import load_sequences
 
@@ -53,8 +54,8 @@ def run_kernel(query, subjects, scoring, rows, warps, lanes, delay):
     assert profile.dtype == dtype
     b_off, size = intra_task.boundary_offsets([len(s) for s in subjects])
     outs = [np.full(len(subjects), -7, np.int32) for _ in range(3)]
-    kernel = intra_task.get_kernel(rows, warps, scoring.matrix.shape[0], lanes=lanes,
-                                   delay=delay, dtype=dtype)
+    kernel = get_kernel("intra_task", rows=rows, warps=warps, alphabet=scoring.matrix.shape[0],
+                        lanes=lanes, delay=delay, dtype=dtype.name)
     kernel[len(subjects), warps * lanes](
         profile, passes, s_res, s_off, np.arange(len(subjects), dtype=np.int64), b_off,
         np.int32(scoring.gap_open + scoring.gap_extend), np.int32(scoring.gap_extend),

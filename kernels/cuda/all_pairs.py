@@ -64,6 +64,7 @@ import numpy as np
 from numba import config, cuda
 
 from .codegen import lane_exchange
+from .compile import Rendered, get_kernel
 from .inter_task import NEG, threads_per_block
 
 #: Query rows per lane (unrolled registers).  12 rows give 384-row passes: a 1.5 kb 16S
@@ -84,7 +85,6 @@ WARPS_PER_SM = 64
 #: Simulator: blocks launched (each a warp of 32 Python threads).
 SIMULATOR_BLOCKS = 2
 
-_KERNELS = {}
 
 
 def lowest_score(m, n, num, den, ident, penalty, local):
@@ -287,27 +287,38 @@ extern "C" __device__ int ap_vimax3(int* out, int a, int b, int c)
 """
 
 
-def get_kernel(rows: int = ROWS, *, dpx: bool = False):
-    """The compiled kernel for ``rows`` register rows per lane (compiled once per process).
+#: Argument types of a launch (:func:`score_pairs`), for building ahead.
+SIGNATURE = ("void(uint8[::1], int64[::1], uint8[::1], int64[::1], int64[::1], int64[::1], "
+             "int64[::1], int32[::1], int64, int64, int64, int64, int64, int64, int64, int64, "
+             "int64, int64, int32[::1], int64, int64[::1], int64[::1], int64[::1], int32[::1])")
+
+
+def render(rows: int = ROWS, *, dpx: bool = False) -> Rendered:
+    """The kernel's text for ``rows`` register rows per lane, for
+    :func:`swdask.kernels.cuda.compile.get_kernel` (``family="all_pairs"``).
 
     In the simulator the DPX variant runs its plain-max twin and lanes exchange through
     shared memory; on a GPU through warp shuffles.
     """
     simulated = bool(config.ENABLE_CUDASIM)
     use_dpx = dpx and not simulated
-    key = (rows, use_dpx, simulated)
-    if key not in _KERNELS:
-        namespace = {"cuda": cuda, "int32": np.int32, "lowest_score": _lowest_score_device}
-        link = []
-        if use_dpx:
-            namespace["viaddmax"] = cuda.declare_device("ap_viaddmax", "int32(int32, int32, int32)")
-            namespace["vimax3"] = cuda.declare_device("ap_vimax3", "int32(int32, int32, int32)")
-            link = [cuda.CUSource(DPX_SOURCE)]
-        source = _kernel_source(rows, threads_per_block(), shuffles=not simulated, dpx=use_dpx)
-        name = f"<swdask all-pairs NW kernel R={rows} dpx={use_dpx}>"
-        exec(compile(source, name, "exec"), namespace)
-        _KERNELS[key] = cuda.jit(link=link)(namespace["kernel"]) if link else cuda.jit(namespace["kernel"])
-    return _KERNELS[key]
+    namespace = {"cuda": cuda, "int32": np.int32, "lowest_score": _lowest_score_device}
+    if use_dpx:
+        namespace["viaddmax"] = cuda.declare_device("ap_viaddmax", "int32(int32, int32, int32)")
+        namespace["vimax3"] = cuda.declare_device("ap_vimax3", "int32(int32, int32, int32)")
+    source = _kernel_source(rows, threads_per_block(), shuffles=not simulated, dpx=use_dpx)
+    return Rendered(name=f"all_pairs-R{rows}-dpx{int(use_dpx)}", source=source,
+                    namespace=namespace, link=(DPX_SOURCE,) if use_dpx else ())
+
+
+def signature(**shape) -> str:
+    """The argument types of a launch (the same for every shape)."""
+    return SIGNATURE
+
+
+def shapes(dpx: bool) -> list:
+    """The shape :func:`score_pairs` launches by default, as ``render`` arguments."""
+    return [dict(rows=ROWS, dpx=dpx)]
 
 
 def _has_dpx() -> bool:
@@ -390,7 +401,7 @@ def score_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_o
     if rows is None:
         rows = SIMULATOR_ROWS if config.ENABLE_CUDASIM else ROWS
     threads = threads_per_block()
-    kernel = get_kernel(rows, dpx=dpx)
+    kernel = get_kernel("all_pairs", rows=rows, dpx=dpx)
     grid = _grid(n_pairs, threads)
     n_warps = grid * threads // GROUP
     s_len = np.diff(np.asarray(s_off, dtype=np.int64))

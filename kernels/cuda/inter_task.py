@@ -41,6 +41,7 @@ import numpy as np
 from numba import config, cuda
 
 from .codegen import best_reduction, lane_exchange, shuffle_down, thread_pair, write_best
+from .compile import Rendered
 
 THREADS = 128
 SIMULATOR_THREADS = 32
@@ -57,7 +58,6 @@ ROW_RATES = {8: 1170.0, 12: 1220.0}
 PAD_SCORE = -(1 << 14)  # fits the int16 shared profile; any negative score would do
 NEG = -(1 << 29)
 
-_KERNELS = {}
 
 
 def _kernel_source(rows: int, group: int, threads: int, shuffles: bool, shared: bool = False,
@@ -187,30 +187,47 @@ extern "C" __device__ int sw_vimax3_relu(int* out, int a, int b, int c)
 """
 
 
-def get_kernel(rows: int = ROWS, group: int = 32, *, shared: bool = False, dpx: bool = False,
-               alphabet: int = 25):
-    """The compiled kernel for a shape and variant (compiled once per process).
+#: Argument types of a launch (:mod:`~swdask.kernels.cuda.launcher`), for building ahead:
+#: profile, passes, s_res, s_off, order, warp_len, warp_base, alpha, gap_oe, gap_e,
+#: boundary, out_score, out_qend, out_send.
+SIGNATURE = ("void(int32[:, ::1], int64, uint8[::1], int64[::1], int64[::1], int64[::1], "
+             "int64[::1], int64, int32, int32, int32[::1], int32[::1], int32[::1], int32[::1])")
+
+
+def render(rows: int = ROWS, group: int = 32, *, shared: bool = False, dpx: bool = False,
+           alphabet: int = 25) -> Rendered:
+    """The 32-bit kernel's text for a shape and variant, for
+    :func:`swdask.kernels.cuda.compile.get_kernel` (``family="inter_task"``).
 
     In the simulator the DPX variant runs its pure-Numba twin (plain max) and the
     exchange goes through shared memory; on a GPU through warp shuffles.
     """
     simulated = bool(config.ENABLE_CUDASIM)
     use_dpx = dpx and not simulated
-    key = (rows, group, shared, use_dpx, alphabet, simulated)
-    if key not in _KERNELS:
-        namespace = {"cuda": cuda, "int32": np.int32, "int16": np.int16}
-        link = []
-        if use_dpx:
-            namespace["viaddmax"] = cuda.declare_device("sw_viaddmax", "int32(int32, int32, int32)")
-            namespace["vimax3_relu"] = cuda.declare_device("sw_vimax3_relu",
-                                                           "int32(int32, int32, int32)")
-            link = [cuda.CUSource(DPX_SOURCE)]
-        source = _kernel_source(rows, group, threads_per_block(), shuffles=not simulated, shared=shared,
-                                dpx=use_dpx, alphabet=alphabet)
-        name = f"<swdask sw kernel R={rows} G={group} shared={shared} dpx={use_dpx}>"
-        exec(compile(source, name, "exec"), namespace)
-        _KERNELS[key] = cuda.jit(link=link)(namespace["kernel"]) if link else cuda.jit(namespace["kernel"])
-    return _KERNELS[key]
+    namespace = {"cuda": cuda, "int32": np.int32, "int16": np.int16}
+    if use_dpx:
+        namespace["viaddmax"] = cuda.declare_device("sw_viaddmax", "int32(int32, int32, int32)")
+        namespace["vimax3_relu"] = cuda.declare_device("sw_vimax3_relu",
+                                                       "int32(int32, int32, int32)")
+    source = _kernel_source(rows, group, threads_per_block(), shuffles=not simulated,
+                            shared=shared, dpx=use_dpx, alphabet=alphabet)
+    return Rendered(name=f"inter_task-R{rows}-G{group}-A{alphabet}-shared{int(shared)}"
+                         f"-dpx{int(use_dpx)}",
+                    source=source, namespace=namespace, link=(DPX_SOURCE,) if use_dpx else ())
+
+
+def signature(**shape) -> str:
+    """The argument types of a launch (the same for every shape)."""
+    return SIGNATURE
+
+
+def shapes(alphabets, longest: int = 8192) -> list:
+    """The shapes the launcher's 32-bit passes pick (:func:`choose_shape`, the int16
+    shared profile, DPX where the GPU has it) for queries of 1 to ``longest`` residues,
+    as ``render`` arguments (``alphabets``: matrix sizes; the kernel adds a pad code)."""
+    found = {choose_shape(m) for m in range(1, longest + 1)}
+    return [dict(rows=r, group=g, shared=True, dpx=has_dpx(), alphabet=a + 1)
+            for (r, g) in sorted(found) for a in alphabets]
 
 
 def choose_shape(m: int) -> tuple[int, int]:

@@ -43,7 +43,8 @@ import numpy as np
 from numba import config, cuda
 
 from .codegen import lane_exchange, shuffle_down, take_better, thread_pair
-from .inter_task import PAD_SCORE
+from .compile import Rendered
+from .inter_task import PAD_SCORE, threads_per_block
 
 #: Largest 16-bit value.
 MAX16 = 32767
@@ -55,7 +56,6 @@ MAX_GAP = 8192
 #: Static shared memory per block (bytes) that the packed profile may take.
 SHARED_BYTES = 48 * 1024
 
-_KERNELS = {}
 
 
 def fits_16bit(matrix, gap_open: int, gap_extend: int) -> bool:
@@ -365,29 +365,52 @@ def shared_fits(rows: int, group: int, alphabet: int) -> bool:
     return alphabet * rows * group * 4 <= SHARED_BYTES
 
 
-def get_kernel(rows: int, group: int, alphabet: int, threads: int):
-    """The compiled packed kernel for a shape (compiled once per process): DPX on a GPU,
-    the twins in the simulator."""
+#: Argument types of a launch (:mod:`~swdask.kernels.cuda.launcher`), for building ahead:
+#: profile, passes, s_res, s_off, order, warp_len, warp_base, pad_code, neg_oe, neg_e,
+#: limit, boundary, out_score, out_qend, out_send, n_overflow.
+SIGNATURE = ("void(int32[:, ::1], int64, uint8[::1], int64[::1], int64[::1], int64[::1], "
+             "int64[::1], int64, int32, int32, int32, int32[::1], int32[:, ::1], "
+             "int32[:, ::1], int32[:, ::1], int32[::1])")
+
+
+def render(rows: int, group: int, alphabet: int, threads: int) -> Rendered:
+    """The packed kernel's text for a shape, for :func:`swdask.kernels.cuda.compile.get_kernel`
+    (``family="inter_task_dpx"``): DPX helpers linked on a GPU, their twins in the simulator.
+
+    Raises
+    ------
+    ValueError
+        If a pass's packed profile would not fit the block's shared memory.
+    """
     simulated = bool(config.ENABLE_CUDASIM)
-    key = (rows, group, alphabet, threads, simulated)
-    if key not in _KERNELS:
-        if not shared_fits(rows, group, alphabet):
-            raise ValueError(f"{rows} rows x {group} lanes x {alphabet} codes exceed "
-                             f"{SHARED_BYTES} bytes of shared memory")
-        namespace = {"cuda": cuda, "int32": np.int32, "uint32": np.uint32, "uint64": np.uint64,
-                     "USPAN": np.uint32(rows * group)}
-        namespace.update({f"U{k}": np.uint32(k) for k in range(rows)})
-        if simulated:
-            namespace.update(TWINS)
-        else:
-            for name, (symbol, signature) in _SIGNATURES.items():
-                namespace[name] = cuda.declare_device(symbol, signature)
-        source = kernel_source(rows, group, threads, shuffles=not simulated, alphabet=alphabet)
-        exec(compile(source, f"<swdask 16-bit kernel R={rows} G={group}>", "exec"), namespace)
-        function = namespace["kernel"]
-        _KERNELS[key] = (cuda.jit(function) if simulated
-                         else cuda.jit(link=[cuda.CUSource(DPX16_SOURCE)])(function))
-    return _KERNELS[key]
+    if not shared_fits(rows, group, alphabet):
+        raise ValueError(f"{rows} rows x {group} lanes x {alphabet} codes exceed "
+                         f"{SHARED_BYTES} bytes of shared memory")
+    namespace = {"cuda": cuda, "int32": np.int32, "uint32": np.uint32, "uint64": np.uint64,
+                 "USPAN": np.uint32(rows * group)}
+    namespace.update({f"U{k}": np.uint32(k) for k in range(rows)})
+    if simulated:
+        namespace.update(TWINS)
+    else:
+        for name, (symbol, declared) in _SIGNATURES.items():
+            namespace[name] = cuda.declare_device(symbol, declared)
+    return Rendered(name=f"inter_task_dpx-R{rows}-G{group}-A{alphabet}-T{threads}",
+                    source=kernel_source(rows, group, threads, shuffles=not simulated,
+                                         alphabet=alphabet),
+                    namespace=namespace, link=() if simulated else (DPX16_SOURCE,))
+
+
+def signature(**shape) -> str:
+    """The argument types of a launch (the same for every shape); see the launcher."""
+    return SIGNATURE
+
+
+def shapes(alphabets, longest: int = 8192) -> list:
+    """Every shape :func:`choose_shape` picks for queries of 1 to ``longest`` residues
+    (past a warp's span only the padding changes), as ``render`` arguments."""
+    threads = threads_per_block()
+    found = {(choose_shape(m, a), a) for a in alphabets for m in range(1, longest + 1)}
+    return [dict(rows=r, group=g, alphabet=a, threads=threads) for (r, g), a in sorted(found)]
 
 
 #: GCUPS of each tile height (rows per lane), net of padded rows, measured on an H100

@@ -59,6 +59,7 @@ import numpy as np
 from numba import config, cuda
 
 from .codegen import lane_exchange, write_best
+from .compile import Rendered
 from .inter_task import NEG, PAD_SCORE
 
 #: Subjects of at least this many residues go to this kernel, the others to the
@@ -100,7 +101,6 @@ PROFILE_BYTES = 40 * 1024
 #: hand values across several warps with few Python threads.  On a GPU a warp is 32.
 SIMULATOR_LANES = 8
 
-_KERNELS = {}
 
 
 def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
@@ -257,33 +257,61 @@ def lanes_per_warp() -> int:
     return SIMULATOR_LANES if config.ENABLE_CUDASIM else 32
 
 
-def get_kernel(rows: int, warps: int, alphabet: int, *, lanes: int | None = None,
-               delay: int | None = None, dtype=np.int8):
-    """The compiled kernel for a shape and profile type (compiled once per process).
+#: Argument types of a launch (:mod:`~swdask.kernels.cuda.launcher`), for building ahead:
+#: profile (``PROFILE``: the profile's integer type), passes, s_res, s_off, order,
+#: boundary offsets, gap_oe, gap_e, boundary, out_score, out_qend, out_send.
+SIGNATURE = ("void(PROFILE[:, ::1], int64, uint8[::1], int64[::1], int64[::1], int64[::1], "
+             "int32, int32, int32[::1], int32[::1], int32[::1], int32[::1])")
+
+
+def render(rows: int, warps: int, alphabet: int, *, lanes: int | None = None,
+           delay: int | None = None, dtype: str = "int8") -> Rendered:
+    """The block-per-pair kernel's text for a shape and profile type, for
+    :func:`swdask.kernels.cuda.compile.get_kernel` (``family="intra_task"``).
 
     ``lanes`` defaults to :func:`lanes_per_warp` (on a GPU it must be 32), ``delay`` to
-    :data:`DELAY`; ``dtype`` is the profile's (:func:`profile_dtype`).
+    :data:`DELAY`; ``dtype`` is the profile's (:func:`profile_dtype`), by name.
+
+    Raises
+    ------
+    ValueError
+        If a pass's profile would not fit :data:`PROFILE_BYTES`.
     """
     simulated = bool(config.ENABLE_CUDASIM)
     lanes = lanes or lanes_per_warp()
     delay = delay or DELAY
     dtype = np.dtype(dtype)
-    key = (rows, warps, alphabet, lanes, delay, dtype.name, simulated)
-    if key not in _KERNELS:
-        if not shared_fits(rows, warps * lanes, alphabet, dtype.itemsize):
-            raise ValueError(f"{rows} rows x {warps * lanes} threads x {alphabet} codes exceed "
-                             f"{PROFILE_BYTES} bytes of shared memory")
-        source = kernel_source(rows, warps, lanes, delay, shuffles=not simulated,
-                               alphabet=alphabet, dtype=dtype.name)
-        namespace = {"cuda": cuda, "int32": np.int32, "int16": np.int16, "int8": np.int8,
-                     "uint32": np.uint32, "uint64": np.uint64}
-        # Unsigned profile indices: Numba adds a negative-index wrap-around (a compare and
-        # a select) to every signed index, which cost the 16-bit kernel 30%.
-        namespace.update({f"U{k}": np.uint32(k) for k in range(rows)})
-        exec(compile(source, f"<swdask intra-task kernel R={rows} W={warps} L={lanes} "
-                             f"D={delay} {dtype.name}>", "exec"), namespace)
-        _KERNELS[key] = cuda.jit(namespace["kernel"])
-    return _KERNELS[key]
+    if not shared_fits(rows, warps * lanes, alphabet, dtype.itemsize):
+        raise ValueError(f"{rows} rows x {warps * lanes} threads x {alphabet} codes exceed "
+                         f"{PROFILE_BYTES} bytes of shared memory")
+    source = kernel_source(rows, warps, lanes, delay, shuffles=not simulated,
+                           alphabet=alphabet, dtype=dtype.name)
+    namespace = {"cuda": cuda, "int32": np.int32, "int16": np.int16, "int8": np.int8,
+                 "uint32": np.uint32, "uint64": np.uint64}
+    # Unsigned profile indices: Numba adds a negative-index wrap-around (a compare and
+    # a select) to every signed index, which cost the 16-bit kernel 30%.
+    namespace.update({f"U{k}": np.uint32(k) for k in range(rows)})
+    return Rendered(name=f"intra_task-R{rows}-W{warps}-A{alphabet}-L{lanes}-D{delay}-{dtype.name}",
+                    source=source, namespace=namespace)
+
+
+def signature(dtype: str = "int8", **shape) -> str:
+    """The argument types of a launch: the profile's type follows ``dtype``."""
+    return SIGNATURE.replace("PROFILE", np.dtype(dtype).name)
+
+
+def shapes(alphabets, longest: int = 65_536) -> list:
+    """The shapes :func:`choose_shape` picks for queries up to ``longest`` residues with
+    int8 profiles (every standard matrix), as ``render`` arguments."""
+    lanes = lanes_per_warp()
+    found = set()
+    for a in alphabets:
+        m = 1
+        while m <= longest:
+            found.add((choose_shape(m, a, lanes, 1), a))
+            m += max(1, m // 64)
+    return [dict(rows=r, warps=w, alphabet=a, lanes=lanes, dtype="int8")
+            for (r, w), a in sorted(found)]
 
 
 def shared_fits(rows: int, threads: int, alphabet: int, itemsize: int = 1) -> bool:

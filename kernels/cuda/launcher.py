@@ -45,6 +45,7 @@ import numpy as np
 from numba import config, cuda
 
 from . import inter_task, inter_task_dpx, intra_task
+from .compile import build, get_kernel, jit
 from .inter_task import has_dpx, launch_plan, threads_per_block
 
 #: Bound on the score tables (scores and both ends, int32) on the device; two batches are
@@ -238,8 +239,8 @@ class DeviceSubjects:
         warp_len, warp_base, slots, n_warps = subset.plan(group)
         boundary = self._boundary_for(2 * slots if passes > 1 else 2)
         threads = threads_per_block()
-        kernel = inter_task.get_kernel(rows, group, shared=shared, dpx=dpx,
-                                       alphabet=matrix.shape[0] + 1)
+        kernel = get_kernel("inter_task", rows=rows, group=group, shared=shared, dpx=dpx,
+                            alphabet=matrix.shape[0] + 1)
         if len(subset.lengths):
             with _quiet():
                 kernel[max(1, math.ceil(n_warps * 32 / threads)), threads, self.stream](
@@ -260,7 +261,8 @@ class DeviceSubjects:
         if profile is None:
             profile = cuda.to_device(
                 intra_task.query_profile(query, matrix, passes * span, dtype), stream=stream)
-        kernel = intra_task.get_kernel(rows, warps, alphabet, lanes=lanes, dtype=dtype)
+        kernel = get_kernel("intra_task", rows=rows, warps=warps, alphabet=alphabet, lanes=lanes,
+                            dtype=np.dtype(dtype).name)
         with _quiet():
             kernel[self.n_intra, warps * lanes, stream](
                 profile, passes, self._res, self._off, self._long_order, self._long_boff,
@@ -426,6 +428,7 @@ class DeviceSubjects:
                       and inter_task_dpx.fits_16bit(matrix, gap_open, gap_extend))
         # Longest first, so paired queries have similar lengths.
         order = np.argsort([-len(q) for q in queries], kind="stable")
+        self.prepare([queries[r] for r in order], matrix, packed)
         n = len(self.subjects)
         per_batch = max(2, min(BATCH_QUERIES, SCORE_TABLE_BYTES // (24 * max(n, 1))))
         per_batch -= per_batch % 2
@@ -439,6 +442,33 @@ class DeviceSubjects:
             rows = order[b0:b0 + per_batch]
             yield self._stage(rows, [queries[r] for r in rows], matrix, gap_open, gap_extend,
                               packed, sets[b % len(sets)], hists[b % len(sets)], b % len(sets))
+
+    def prepare(self, queries, matrix, packed) -> list:
+        """Build, in parallel processes, the kernels that scoring ``queries`` (longest
+        first) will launch and that no earlier process on this machine has built
+        (:func:`swdask.kernels.cuda.compile.build`); returns what was built."""
+        alphabet = matrix.shape[0]
+        specs = []
+        if packed and len(self._short.lengths):
+            threads = threads_per_block()
+            for p in range(0, len(queries), 2):  # the pairs _pair_profiles forms
+                rows, group = inter_task_dpx.choose_shape(max(len(queries[p]), 1), alphabet)
+                specs.append(("inter_task_dpx", dict(rows=rows, group=group, alphabet=alphabet,
+                                                     threads=threads)))
+        elif len(self._short.lengths):
+            shared = int(np.abs(matrix).max(initial=0)) <= np.iinfo(np.int16).max
+            for query in queries:
+                rows, group = inter_task.choose_shape(len(query))
+                specs.append(("inter_task", dict(rows=rows, group=group, shared=shared,
+                                                 dpx=has_dpx(), alphabet=alphabet + 1)))
+        if self.n_intra:
+            lanes = intra_task.lanes_per_warp()
+            dtype = intra_task.profile_dtype(matrix)
+            for query in queries:
+                rows, warps = intra_task.choose_shape(len(query), alphabet, lanes, dtype.itemsize)
+                specs.append(("intra_task", dict(rows=rows, warps=warps, alphabet=alphabet,
+                                                 lanes=lanes, dtype=dtype.name)))
+        return build(specs)
 
     def _stage(self, rows, queries, matrix, gap_open, gap_extend, packed, tables, hist, slot):
         k = len(queries)
@@ -577,7 +607,8 @@ class DeviceSubjects:
             at += size
             warp_len, warp_base, slots, n_warps = subset.plan(group)
             boundary = self._boundary_for(2 * slots if passes > 1 else 2)
-            kernel = inter_task_dpx.get_kernel(rows, group, alphabet, threads)
+            kernel = get_kernel("inter_task_dpx", rows=rows, group=group, alphabet=alphabet,
+                                threads=threads)
             pair = slice(2 * p, 2 * p + 2)
             with _quiet():
                 kernel[max(1, math.ceil(n_warps * 32 / threads)), threads, self.stream](
@@ -672,7 +703,7 @@ def _grid(total, stream):
     return max(1, min(math.ceil(total / 256), 4096)), 256, stream
 
 
-@cuda.jit
+@jit
 def _fill(array, value):
     """``array[...] = value`` for a 2-D array, any grid (grid-stride loop)."""
     n = array.shape[1]
@@ -680,7 +711,7 @@ def _fill(array, value):
         array[i // n, i % n] = value
 
 
-@cuda.jit
+@jit
 def _histogram(scores, hist):
     """``hist[q, min(score, HIST_BINS - 1)] += 1`` over a (queries, subjects) table; a
     16-bit overflow's ``-1`` counts in bin 0 (its query's row is redone after the re-run)."""
@@ -690,7 +721,7 @@ def _histogram(scores, hist):
         cuda.atomic.add(hist, (q, max(min(scores[q, i % n], HIST_BINS - 1), 0)), 1)
 
 
-@cuda.jit
+@jit
 def _select(scores, q_end, s_end, cuts, starts, found, columns, out_score, out_qend, out_send):
     """Append each subject scoring at least its query's cut to that query's slice
     (``starts[q]`` on); order within a slice is not kept."""
@@ -707,7 +738,7 @@ def _select(scores, q_end, s_end, cuts, starts, found, columns, out_score, out_q
                 out_send[slot] = s_end[q, c]
 
 
-@cuda.jit
+@jit
 def _scatter(where, score, qend, send, out_score, out_qend, out_send):
     """Write re-scored pairs back into a query's row of the score tables."""
     i = cuda.grid(1)

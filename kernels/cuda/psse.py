@@ -41,6 +41,7 @@ from numba import config, cuda
 
 from ..cpu import psse as cpu_psse
 from . import inter_task, inter_task_dpx
+from .compile import get_kernel, jit
 
 #: Residues (subjects and their shuffles) of one chunk on the device.  With the 8 bytes
 #: per residue of a multi-pass query's boundary row, about 9 GiB at this size.
@@ -58,7 +59,7 @@ _pair_significance = cuda.jit(device=True)(cpu_psse.with_globals(
     cpu_psse.pair_significance, gumbel_fit=_gumbel_fit, gumbel_sf=_gumbel_sf))
 
 
-@cuda.jit
+@jit
 def _shuffle_kernel(res, src_off, lengths, base, keys, n_shuffles, seed, out, out_off):
     """One thread per copy (``subjects x (n_shuffles + 1)``): copy 0 of a block is the
     subject, copy ``k`` its shuffle ``k - 1``; layout as :func:`cpu_psse.shuffle_chunk`."""
@@ -79,7 +80,7 @@ def _shuffle_kernel(res, src_off, lengths, base, keys, n_shuffles, seed, out, ou
             out_off[total] = at + lengths[b]
 
 
-@cuda.jit
+@jit
 def _order_kernel(blocks, copies, order):
     """``order`` lists the copies of the subject blocks ``blocks``, block by block."""
     i = cuda.grid(1)
@@ -87,7 +88,7 @@ def _order_kernel(blocks, copies, order):
         order[i] = blocks[i // copies] * copies + i % copies
 
 
-@cuda.jit
+@jit
 def _fit_kernel(scores, copies, out_score, mu, lam, p_value):
     """One thread per pair ``b``: fit its ``copies - 1`` shuffle scores (from
     ``scores[b*copies + 1]``) and the P-value of its real score ``scores[b*copies]``."""
@@ -100,7 +101,7 @@ def _fit_kernel(scores, copies, out_score, mu, lam, p_value):
         out_score[b] = scores[b * copies]
 
 
-@cuda.jit
+@jit
 def _scatter(where, values, out):
     i = cuda.grid(1)
     if i < where.shape[0]:
@@ -339,7 +340,8 @@ class DeviceShuffles:
             tables += [self._buffer(f"ends{k}", (2, n), np.int32) for k in range(2)]
             overflows = cuda.to_device(np.zeros(2, np.int32), stream=s)
             threads = inter_task.threads_per_block()
-            kernel = inter_task_dpx.get_kernel(r, group, alphabet, threads)
+            kernel = get_kernel("inter_task_dpx", rows=r, group=group, alphabet=alphabet,
+                                threads=threads)
             with _quiet():
                 kernel[_grid(n_warps * 32, threads), threads, s](
                     profile, passes, self.res, self.off, order, warp_len, warp_base,
@@ -372,8 +374,8 @@ class DeviceShuffles:
         warp_len, warp_base, slots = inter_task.launch_plan(lengths, group, uniform)
         boundary = self._buffer("boundary", (2 * slots if passes > 1 else 2,), np.int32)
         threads = inter_task.threads_per_block()
-        kernel = inter_task.get_kernel(r, group, shared=True, dpx=inter_task.has_dpx(),
-                                       alphabet=alphabet + 1)
+        kernel = get_kernel("inter_task", rows=r, group=group, shared=True,
+                            dpx=inter_task.has_dpx(), alphabet=alphabet + 1)
         ends = [self._buffer(f"ends32_{k}", (len(lengths),), np.int32) for k in range(2)]
         with _quiet():
             kernel[_grid(len(warp_len) * 32, threads), threads, s](

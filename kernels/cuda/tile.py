@@ -72,6 +72,7 @@ from numba import config, cuda
 
 from ..cpu.tile import NEG, GridBoundaries, grid_lines, score_grid
 from .codegen import best_reduction, lane_exchange, shuffle_down
+from .compile import Rendered, get_kernel
 
 #: Query rows per lane (registers) and columns per sub-tile on a GPU.  Not tuned on a GPU
 #: yet: 8 rows is the best height of the inter-task kernel (kernels/cuda/inter_task.py),
@@ -89,7 +90,6 @@ GRID_WIDTH = 128
 SIMULATOR_ROWS = 2
 SIMULATOR_WIDTH = 8
 
-_KERNELS = {}
 
 #: Hopper DPX instructions (as in kernels/cuda/inter_task.py; copied, not imported, so
 #: that this module does not depend on that one's internals).
@@ -270,28 +270,42 @@ def grid_shape(h: int, w: int) -> tuple[int, int]:
     return GRID_ROWS, GRID_WIDTH
 
 
-def get_kernel(rows: int, width: int, warps: int, *, dpx: bool = False,
-               checkpoints: bool = False):
-    """The compiled anti-diagonal kernel of a shape (compiled once per process)."""
+#: Argument types of a launch (:func:`score_grid_gpu`), for building ahead; a kernel with
+#: checkpoints takes :data:`CHECKPOINT_ARGUMENTS` more.
+SIGNATURE = ("uint8[::1], uint8[::1], int32[:, ::1], int64, int64, int64, int64, int64, int64, "
+             "int64, int64, int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], "
+             "int64[:, ::1]")
+CHECKPOINT_ARGUMENTS = "int32[::1], int32[::1], int32[:, ::1], int32[:, ::1], int32[:, ::1], int32[:, ::1]"
+
+
+def render(rows: int, width: int, warps: int, *, dpx: bool = False,
+           checkpoints: bool = False) -> Rendered:
+    """The anti-diagonal kernel's text for a shape, for
+    :func:`swdask.kernels.cuda.compile.get_kernel` (``family="tile"``)."""
     simulated = bool(config.ENABLE_CUDASIM)
     use_dpx = dpx and not simulated
-    key = (rows, width, warps, use_dpx, simulated, checkpoints)
-    if key not in _KERNELS:
-        namespace = {"cuda": cuda, "int32": np.int32, "int64": np.int64}
-        link = []
-        if use_dpx:
-            namespace["viaddmax"] = cuda.declare_device("swt_viaddmax", "int32(int32, int32, int32)")
-            namespace["vimax3_relu"] = cuda.declare_device("swt_vimax3_relu",
-                                                           "int32(int32, int32, int32)")
-            link = [cuda.CUSource(DPX_SOURCE)]
-        source = _kernel_source(rows, width, shuffles=not simulated, dpx=use_dpx, warps=warps,
-                                checkpoints=checkpoints)
-        name = (f"<swdask tile kernel R={rows} W={width} warps={warps} dpx={use_dpx} "
-                f"checkpoints={checkpoints}>")
-        exec(compile(source, name, "exec"), namespace)
-        jit = cuda.jit(link=link) if link else cuda.jit
-        _KERNELS[key] = jit(namespace["kernel"])
-    return _KERNELS[key]
+    namespace = {"cuda": cuda, "int32": np.int32, "int64": np.int64}
+    if use_dpx:
+        namespace["viaddmax"] = cuda.declare_device("swt_viaddmax", "int32(int32, int32, int32)")
+        namespace["vimax3_relu"] = cuda.declare_device("swt_vimax3_relu",
+                                                       "int32(int32, int32, int32)")
+    source = _kernel_source(rows, width, shuffles=not simulated, dpx=use_dpx, warps=warps,
+                            checkpoints=checkpoints)
+    return Rendered(name=f"tile-R{rows}-W{width}-warps{warps}-dpx{int(use_dpx)}"
+                         f"-checkpoints{int(checkpoints)}",
+                    source=source, namespace=namespace, link=(DPX_SOURCE,) if use_dpx else ())
+
+
+def signature(checkpoints: bool = False, **shape) -> str:
+    """The argument types of a launch, with or without checkpoint outputs."""
+    return f"void({SIGNATURE}, {CHECKPOINT_ARGUMENTS})" if checkpoints else f"void({SIGNATURE})"
+
+
+def shapes(dpx: bool) -> list:
+    """The shapes :func:`shape` can choose (the score pass's and the grids'), with and
+    without checkpoints, as ``render`` arguments."""
+    return [dict(rows=r, width=w, warps=WARPS_PER_BLOCK, dpx=dpx, checkpoints=c)
+            for r, w in ((ROWS, WIDTH), (GRID_ROWS, GRID_WIDTH)) for c in (False, True)]
 
 
 def has_dpx() -> bool:
@@ -413,7 +427,8 @@ def score_grid_gpu(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, lef
                 cuda.device_array((max(len(c_cuts), 1), h), dtype=np.int32),
                 cuda.device_array((max(len(c_cuts), 1), h), dtype=np.int32)]
         extra = (cuda.to_device(row_slot), cuda.to_device(col_slot), *d_ck)
-    kernel = get_kernel(rows, width, warps, dpx=use_dpx, checkpoints=checkpoints)
+    kernel = get_kernel("tile", rows=rows, width=width, warps=warps, dpx=use_dpx,
+                        checkpoints=checkpoints)
     threads = 32 * warps
     o_e = int(gap_open) + int(gap_extend)
     for d in range(n_p + n_q - 1):

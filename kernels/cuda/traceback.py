@@ -42,6 +42,7 @@ from numba import config, cuda, int16, int32, uint32
 
 from ..cpu.reference import OP_DEL, OP_INS, OP_MATCH
 from ..cpu.traceback import _E_EXTENDS, _F_EXTENDS, _NEG, _SRC_DIAG, _SRC_E, _SRC_F, _SRC_STOP
+from .compile import jit
 
 #: Query rows per lane: the eight decision nibbles of a lane's rows make one 32-bit word.
 ROWS = 8
@@ -74,7 +75,7 @@ else:
         return cuda.shfl_up_sync(0xFFFFFFFF, value, 1)
 
 
-@cuda.jit
+@jit
 def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i, ends_j,
                     dir_base, bound_base, n_codes, gap_oe, gap_e, directions, boundary,
                     end_score):
@@ -187,7 +188,7 @@ def _nibble(directions, base, cols, i, j):
     return (word >> uint32(4 * ((i - 1) % ROWS))) & uint32(15)
 
 
-@cuda.jit
+@jit
 def _walk_kernel(directions, dir_base, ends_i, ends_j, ops_base, ops, out_len, out_i, out_j):
     """The path of every pair from its end cell (one thread per pair), operations in
     reverse order at ``ops[ops_base[p]:]``; the start cell in ``out_i/out_j``."""

@@ -1,0 +1,123 @@
+"""``swdask warmup``: build every kernel ahead of time, once per machine.
+
+A job builds only the kernels it launches, the first time it launches them on a machine
+(:mod:`swdask.kernels.cuda.compile` keeps them, :mod:`numba`'s cache keeps the CPU
+ones).  This command builds them all at once, for an image, a shared node or before a
+benchmark: every generated CUDA kernel shape the jobs can pick, in parallel processes,
+then a small run of each job on the bundled data, which builds the hand-written kernels
+(selection, traceback, shuffles) and the CPU kernels.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from importlib.resources import files
+
+
+@dataclass
+class WarmupReport:
+    """What :func:`warmup` did.
+
+    Attributes
+    ----------
+    device : str
+        ``"gpu"`` or ``"cpu"``.
+    built : list of (str, dict, float)
+        CUDA kernels compiled ahead: family, shape, seconds (in its build process).
+    compiled, loaded : int
+        CUDA kernels this process compiled while running the jobs, and loaded from the
+        cache.
+    seconds : dict
+        Wall time of each step.
+    """
+
+    device: str
+    built: list = field(default_factory=list)
+    compiled: int = 0
+    loaded: int = 0
+    seconds: dict = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One line: what was built and how long it took."""
+        steps = ", ".join(f"{k} {v:.1f} s" for k, v in self.seconds.items())
+        kernels = (f"{len(self.built)} CUDA kernel shapes built ahead, {self.compiled} more "
+                   f"compiled and {self.loaded} loaded while running the jobs; "
+                   if self.device == "gpu" else "")
+        return f"warmup on {self.device}: {kernels}{steps}"
+
+
+def kernel_specs() -> list:
+    """``(family, shape)`` of every generated CUDA kernel the jobs can launch on this GPU:
+    the search kernels for the protein and DNA alphabets, the all-pairs kernel and the
+    long-alignment tiles."""
+    from .kernels.cuda import all_pairs, inter_task, inter_task_dpx, intra_task, tile
+    from .scoring import Scoring
+
+    alphabets = sorted({Scoring().matrix.shape[0], Scoring("NUC.4.4").matrix.shape[0]})
+    dpx = inter_task.has_dpx()
+    specs = [("inter_task_dpx", s) for s in inter_task_dpx.shapes(alphabets)]
+    specs += [("inter_task", s) for s in inter_task.shapes(alphabets)]
+    specs += [("intra_task", s) for s in intra_task.shapes(alphabets)]
+    specs += [("all_pairs", s) for s in all_pairs.shapes(dpx)]
+    specs += [("tile", s) for s in tile.shapes(dpx)]
+    return specs
+
+
+def warmup(device: str = "auto", *, jobs: int | None = None, progress=None) -> WarmupReport:
+    """Build the kernels of ``device`` so that later processes start without compiling.
+
+    Parameters
+    ----------
+    device : {"auto", "cpu", "gpu"}, default "auto"
+        ``"auto"``: the GPU when one is visible, else the CPU.
+    jobs : int, optional
+        Processes that compile CUDA kernels at once (default: the CPU cores).
+    progress : callable, optional
+        Called with a line of text after each step and each kernel built.
+
+    Returns
+    -------
+    WarmupReport
+    """
+    from .search import check_device
+
+    device = check_device(device)
+    say = progress or (lambda line: None)
+    report = WarmupReport(device)
+    data = files("swdask") / "data"
+    queries, database = str(data / "demo_queries.fasta"), str(data / "demo_db.fasta.gz")
+    if device == "gpu":
+        from .kernels.cuda import compile as kernels
+
+        start = time.perf_counter()
+        specs = kernel_specs()
+        say(f"{len(specs)} CUDA kernel shapes; building those not in {kernels.kernel_dir()}")
+
+        def built(family, shape, seconds):
+            text = " ".join(f"{k}={v}" for k, v in shape.items())
+            say(f"  built {family} {text} in {seconds:.1f} s")
+
+        report.built = kernels.build(specs, jobs=jobs, progress=built)
+        report.seconds["generated kernels"] = time.perf_counter() - start
+        before = dict(kernels.STATS)
+    start = time.perf_counter()
+    from .search import search_in_process
+
+    search_in_process(queries, database, device=device, max_hits=3)
+    report.seconds["search"] = time.perf_counter() - start
+    say(f"search kernels ready ({report.seconds['search']:.1f} s)")
+    start = time.perf_counter()
+    from .significance import significance_in_process
+
+    from .store import load_sequences
+
+    query, pool = load_sequences(queries), load_sequences(database)
+    significance_in_process({query.names[0]: query.alphabet.decode(query.codes(0))},
+                            {pool.names[k]: pool.alphabet.decode(pool.codes(k)) for k in range(3)},
+                            shuffles=50, device=device)
+    report.seconds["significance"] = time.perf_counter() - start
+    say(f"significance kernels ready ({report.seconds['significance']:.1f} s)")
+    if device == "gpu":
+        report.compiled = kernels.STATS["compiled"] - before["compiled"]
+        report.loaded = kernels.STATS["loaded"] - before["loaded"]
+    return report
