@@ -309,7 +309,8 @@ def _summary(stats):
     return (f"{stats.n_queries:,} queries x {stats.n_subjects:,} subjects, "
             f"{stats.cells:,} cells: score pass {stats.score_seconds:.2f} s "
             f"({stats.kernel_gcups:.2f} GCUPS), traceback {stats.traceback_seconds:.2f} s, "
-            f"total {stats.total_seconds:.2f} s ({stats.gcups:.2f} GCUPS) on {stats.device}, "
+            f"total {stats.total_seconds:.2f} s ({stats.gcups:.2f} GCUPS) on {stats.device}"
+            f"{f' ({stats.device_reason})' if stats.device_reason else ''}, "
             f"{stats.workers} worker(s)")
 
 

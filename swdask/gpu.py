@@ -69,3 +69,44 @@ def top_hits_gpu(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, max_h
     candidates, stats = DeviceSubjects(s_res, s_off).top_many(
         queries, np.asarray(matrix), gap_open, gap_extend, max_hits, min_score)
     return candidates, stats.seconds
+
+
+#: Rates and fixed costs of the ``device="auto"`` choice (:func:`choose_device`).
+#: CPU: the 8-bit SIMD kernel's GCUPS per Numba thread (12.6 GCUPS on two Zen cores,
+#: ``workflows/benchmarks/cpu_search.py``).  GPU: the 16-bit kernel's whole-card rate on
+#: an H100 (2,000-2,600 GCUPS, ``gpu_search.py``), the first use of the GPU in a process
+#: (CUDA context, numba.cuda, loading the kernels, the first upload: 1.8 s measured as
+#: the first in-process search minus the second, 20 queries x 102.6 M residues, H100),
+#: and a kernel compiled for the first time on this machine (2-7 s each, measured by
+#: ``swdask warmup``; built in parallel processes, one per core).
+CPU_GCUPS_PER_THREAD = 6.0
+GPU_GCUPS = 2000.0
+GPU_FIRST_USE_SECONDS = 1.8
+COMPILE_SECONDS = 6.0
+
+
+def choose_device(cells: int, threads: int, kernels_due: int = 0,
+                  compile_jobs: int | None = None) -> tuple[str, str]:
+    """``("gpu" | "cpu", reason)`` for ``device="auto"``: the GPU only where its expected
+    time (first use in this process, kernels still to compile, the kernels) beats the
+    CPU kernels' on ``threads`` threads.  ``kernels_due`` kernels not yet compiled on
+    this machine are built ``compile_jobs`` at a time (default: one per core).
+
+    Examples
+    --------
+    >>> choose_device(4_284_806_223_096, 16)[0]  # 20 queries x 102.6 M residues
+    'gpu'
+    >>> choose_device(28_000_000_000, 16)[0]  # 22 queries x a 2,100-protein proteome
+    'cpu'
+    >>> choose_device(4_284_806_223_096, 16, kernels_due=5, compile_jobs=16)[1]
+    'auto: GPU expected 9.9 s (5 kernels to compile), CPU 45 s'
+    """
+    import os
+
+    cpu = cells / (CPU_GCUPS_PER_THREAD * 1e9 * max(threads, 1))
+    jobs = compile_jobs or os.cpu_count() or 1
+    compile_seconds = -(-kernels_due // jobs) * COMPILE_SECONDS if kernels_due else 0.0
+    gpu = GPU_FIRST_USE_SECONDS + compile_seconds + cells / (GPU_GCUPS * 1e9)
+    due = f" ({kernels_due} kernels to compile)" if kernels_due else ""
+    reason = f"auto: GPU expected {gpu:.2g} s{due}, CPU {cpu:.2g} s"
+    return ("gpu" if gpu < cpu else "cpu"), reason

@@ -96,6 +96,8 @@ class SearchStats:
     n_hits: int
     workers: int
     device: str = "cpu"
+    #: Why ``device="auto"`` chose the device (empty when the device was given).
+    device_reason: str = ""
 
     @property
     def kernel_gcups(self) -> float:
@@ -791,6 +793,9 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
     job = _prepare(queries, database, scoring=scoring, mode=mode, max_hits=int(max_hits),
                    min_score=min_score, evalue=evalue, device=backend, alphabet=alphabet,
                    map_unknown=map_unknown, owner="caller")
+    reason = ""
+    if device == "auto" and backend == "gpu":
+        backend, reason = _auto_device(job, threads)
     try:
         previous = numba.get_num_threads()
         numba.set_num_threads(threads)
@@ -802,8 +807,19 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
         if job.keep:
             shutil.rmtree(job.store_path, ignore_errors=True)
     stats = SearchStats(**stats, total_seconds=time.perf_counter() - started, workers=threads,
-                        device=backend)
+                        device=backend, device_reason=reason)
     return (frame, stats) if return_stats else frame
+
+
+def _auto_device(job, threads: int) -> tuple[str, str]:
+    """``device="auto"`` where a GPU is visible: the GPU or the CPU by expected time
+    (:func:`swdask.gpu.choose_device`), and why."""
+    from .gpu import choose_device
+    from .kernels.cuda.launcher import kernels_due
+
+    lengths = job.queries.lengths
+    due = kernels_due(lengths, job.scoring.matrix, job.scoring.gap_open, job.scoring.gap_extend)
+    return choose_device(int(lengths.sum()) * job.db_residues, threads, due)
 
 
 def _threads(threads) -> int:

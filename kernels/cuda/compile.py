@@ -130,10 +130,11 @@ def max_bytes() -> int:
 _SHARED_KEY = None
 
 
-def _kernels_digest() -> str:
-    """SHA-256 of every source file of ``swdask.kernels``: device functions, constants
-    and generators live there, so an edit to any of them must miss the cache."""
-    package = Path(__file__).resolve().parents[1]
+def kernels_digest(package: Path | None = None) -> str:
+    """SHA-256 of every source file of ``swdask.kernels`` (or of ``package``): device
+    functions, constants and generators live there, so an edit to any of them must miss
+    the cache."""
+    package = package or Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
         digest.update(str(path.relative_to(package)).encode())
@@ -164,14 +165,14 @@ def _shared_key() -> str:
     """The part of every key that is the same for all kernels of this process."""
     global _SHARED_KEY
     if _SHARED_KEY is None:
-        _SHARED_KEY = json.dumps({"kernels": _kernels_digest(), **_toolchain()},
+        _SHARED_KEY = json.dumps({"kernels": kernels_digest(), **_toolchain()},
                                  sort_keys=True, default=str)
     return _SHARED_KEY
 
 
 def _describe(value) -> str:
     """A namespace value as key text: constants by value, code objects by name (their
-    source is in :func:`_kernels_digest`)."""
+    source is in :func:`kernels_digest`)."""
     if isinstance(value, types.ModuleType):
         return f"module {value.__name__}"
     if isinstance(value, (int, float, str, bytes, bool)) or hasattr(value, "dtype"):
@@ -186,13 +187,15 @@ def _describe(value) -> str:
 # ---------------------------------------------------------------------------------------
 # Entries on disk.
 
-def _entry_bytes(key: str, signature: str, payload: bytes) -> bytes:
+def entry_bytes(key: str, signature: str, payload: bytes) -> bytes:
+    """An entry: magic, header length, a JSON header (format, key, argument types, the
+    payload's SHA-256), the payload."""
     header = json.dumps({"format": FORMAT, "key": key, "signature": signature,
                          "sha256": hashlib.sha256(payload).hexdigest()}).encode()
     return _MAGIC + struct.pack("<I", len(header)) + header + payload
 
 
-def _read_entry(path: Path, key: str):
+def read_entry(path: Path, key: str):
     """``(signature, payload)`` of an entry, or None (and the entry deleted) when it is
     corrupted, truncated or written for another key."""
     try:
@@ -220,7 +223,7 @@ def _discard(path: Path) -> None:
         pass
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a
     rename, so a reader sees the old entry, the new one, or none."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -361,7 +364,7 @@ class Kernel:
             have = {str(tuple(argtypes)) for argtypes in self.dispatcher.overloads}
             loaded = 0
             for path in kernel_dir().glob(f"{self.key()}-*{_SUFFIX}"):
-                entry = _read_entry(path, self.key())
+                entry = read_entry(path, self.key())
                 if entry is None:
                     STATS["discarded"] += 1
                     continue
@@ -392,7 +395,7 @@ class Kernel:
                 if path.exists():
                     continue
                 try:
-                    _write_atomic(path, _entry_bytes(self.key(), signature, _pack(kernel)))
+                    write_atomic(path, entry_bytes(self.key(), signature, _pack(kernel)))
                     saved += 1
                 except OSError:
                     pass  # a read-only or full cache costs a compile later, nothing else
@@ -465,7 +468,7 @@ def _source_file(rendered: Rendered, digest: str) -> Path:
     folder = kernel_dir() / "source"
     path = folder / f"{rendered.name}-{digest[:12]}.py"
     if not path.exists():
-        _write_atomic(path, rendered.source.encode())
+        write_atomic(path, rendered.source.encode())
     dump = os.environ.get(ENV_DUMP)
     if dump:
         target = Path(dump) / f"{rendered.name}.py"
@@ -474,7 +477,9 @@ def _source_file(rendered: Rendered, digest: str) -> Path:
     return path
 
 
-def _identity(kind: str, name: str, source: str, namespace: dict, link, options: dict) -> str:
+def identity_text(kind: str, name: str, source: str, namespace: dict, link, options: dict) -> str:
+    """What decides a kernel's machine code besides the shared toolchain facts: its text,
+    the values its text reads, the linked sources and the jit options."""
     lines = [f"{kind} {name}", source]
     lines += [f"{k} = {_describe(v)}" for k, v in sorted(namespace.items())]
     lines += [f"link {text}" for text in link]
@@ -502,7 +507,7 @@ def get_kernel(family: str, **shape) -> Kernel:
         if kernel is None:
             module = _family_module(family)
             rendered = module.render(**shape)
-            identity = _identity("family", rendered.name, rendered.source,
+            identity = identity_text("family", rendered.name, rendered.source,
                                  rendered.namespace, rendered.link, {})
             digest = hashlib.sha256(identity.encode()).hexdigest()
             path = _source_file(rendered, digest)
@@ -529,7 +534,7 @@ def jit(function=None, **options):
     def wrap(function):
         import inspect
 
-        identity = _identity("kernel", f"{function.__module__}.{function.__qualname__}",
+        identity = identity_text("kernel", f"{function.__module__}.{function.__qualname__}",
                              inspect.getsource(function), {}, (), options)
         return Kernel(cuda.jit(**options)(function), identity)
 

@@ -45,7 +45,7 @@ import numpy as np
 from numba import config, cuda
 
 from . import inter_task, inter_task_dpx, intra_task
-from .compile import build, get_kernel, jit
+from .compile import build, get_kernel, is_cached, jit
 from .inter_task import has_dpx, launch_plan, threads_per_block
 
 #: Bound on the score tables (scores and both ends, int32) on the device; two batches are
@@ -447,26 +447,15 @@ class DeviceSubjects:
         """Build, in parallel processes, the kernels that scoring ``queries`` (longest
         first) will launch and that no earlier process on this machine has built
         (:func:`swdask.kernels.cuda.compile.build`); returns what was built."""
-        alphabet = matrix.shape[0]
-        specs = []
-        if packed and len(self._short.lengths):
-            threads = threads_per_block()
-            for p in range(0, len(queries), 2):  # the pairs _pair_profiles forms
-                rows, group = inter_task_dpx.choose_shape(max(len(queries[p]), 1), alphabet)
-                specs.append(("inter_task_dpx", dict(rows=rows, group=group, alphabet=alphabet,
-                                                     threads=threads)))
-        elif len(self._short.lengths):
-            shared = int(np.abs(matrix).max(initial=0)) <= np.iinfo(np.int16).max
-            for query in queries:
-                rows, group = inter_task.choose_shape(len(query))
-                specs.append(("inter_task", dict(rows=rows, group=group, shared=shared,
-                                                 dpx=has_dpx(), alphabet=alphabet + 1)))
+        specs = search_specs([len(q) for q in queries], matrix, packed,
+                             short=len(self._short.lengths) > 0)
         if self.n_intra:
             lanes = intra_task.lanes_per_warp()
             dtype = intra_task.profile_dtype(matrix)
             for query in queries:
-                rows, warps = intra_task.choose_shape(len(query), alphabet, lanes, dtype.itemsize)
-                specs.append(("intra_task", dict(rows=rows, warps=warps, alphabet=alphabet,
+                rows, warps = intra_task.choose_shape(len(query), matrix.shape[0], lanes,
+                                                      dtype.itemsize)
+                specs.append(("intra_task", dict(rows=rows, warps=warps, alphabet=matrix.shape[0],
                                                  lanes=lanes, dtype=dtype.name)))
         return build(specs)
 
@@ -615,6 +604,40 @@ class DeviceSubjects:
                     device_profile, passes, self._res, self._off, subset.order, warp_len,
                     warp_base, np.int64(0), neg_oe, neg_e, limit, boundary,
                     *(t[pair] for t in tables), overflows[pair])
+
+
+def search_specs(lengths, matrix, packed: bool, *, short: bool = True) -> list:
+    """``(family, shape)`` of the inter-task kernels that scoring queries of ``lengths``
+    (longest first) launches: the 16-bit kernel per query pair when ``packed``, else the
+    32-bit kernel per query (``short``: there are subjects below the intra-task
+    threshold)."""
+    alphabet = matrix.shape[0]
+    specs = []
+    if not short:
+        return specs
+    if packed:
+        threads = threads_per_block()
+        for p in range(0, len(lengths), 2):  # the pairs DeviceSubjects._pair_profiles forms
+            rows, group = inter_task_dpx.choose_shape(max(lengths[p], 1), alphabet)
+            specs.append(("inter_task_dpx", dict(rows=rows, group=group, alphabet=alphabet,
+                                                 threads=threads)))
+    else:
+        shared = int(np.abs(matrix).max(initial=0)) <= np.iinfo(np.int16).max
+        for m in lengths:
+            rows, group = inter_task.choose_shape(m)
+            specs.append(("inter_task", dict(rows=rows, group=group, shared=shared,
+                                             dpx=has_dpx(), alphabet=alphabet + 1)))
+    return specs
+
+
+def kernels_due(lengths, matrix, gap_open, gap_extend) -> int:
+    """How many distinct search kernels for queries of ``lengths`` are not compiled on
+    this machine yet (what ``device="auto"`` weighs)."""
+    matrix = np.asarray(matrix)
+    packed = has_dpx() and inter_task_dpx.fits_16bit(matrix, gap_open, gap_extend)
+    specs = search_specs(sorted(lengths, reverse=True), matrix, packed)
+    unique = {(family, tuple(sorted(shape.items()))) for family, shape in specs}
+    return sum(not is_cached(family, **dict(shape)) for family, shape in unique)
 
 
 def _counts(stats):

@@ -1,0 +1,50 @@
+"""The GPU lane of the kernel cache: a second process loads every kernel it needs
+without compiling, and a damaged entry is rebuilt (``python -m pytest -m gpu``)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+#: A GPU search of the bundled demo data in a fresh process; prints the hits' digest and
+#: the kernel room's counters.
+SCRIPT = """
+import hashlib, json
+from importlib.resources import files
+import swdask
+from swdask.kernels.cuda import compile as room
+data = files("swdask") / "data"
+hits = swdask.search_in_process(str(data / "demo_queries.fasta"), str(data / "demo_db.fasta.gz"),
+                                device="gpu", max_hits=5)
+digest = hashlib.sha256(hits.to_csv(index=False).encode()).hexdigest()
+print(json.dumps({"hits": digest, **room.STATS}))
+"""
+
+
+def run(cache):
+    env = dict(os.environ, SWDASK_CACHE_DIR=str(cache))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_second_process_loads_without_compiling(tmp_path):
+    first = run(tmp_path)
+    assert first["compiled"] > 0 and first["loaded"] == 0
+    entries = list((tmp_path / "cuda").glob("*.nbk"))
+    assert len(entries) >= first["compiled"]
+    second = run(tmp_path)
+    assert second["compiled"] == 0, second
+    assert second["loaded"] >= first["compiled"]
+    assert second["hits"] == first["hits"]
+    # Damaged entries are deleted and rebuilt, with the same results.
+    for path in entries:
+        path.write_bytes(path.read_bytes()[:100])
+    third = run(tmp_path)
+    assert third["discarded"] == len(entries) and third["compiled"] > 0
+    assert third["hits"] == first["hits"]
