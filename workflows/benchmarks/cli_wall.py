@@ -63,7 +63,8 @@ it finished).  The bars are reported, not enforced: the exit status is 0 unless 
 fails or a check (planted score) does.
 
 Run from the repository root on the GPU machine (one case or a few per run keeps each
-under the machine's 10-minute limit)::
+under the machine's 10-minute limit; CUDASW++ built first with
+``bash .anchors/build-cudasw4.sh``, see that script's header)::
 
     python workflows/benchmarks/cli_wall.py --cases search \\
         --queries .anchors/cudasw4/allqueries.fasta --cudasw4 .anchors/cudasw4 \\
@@ -72,8 +73,8 @@ under the machine's 10-minute limit)::
         --genes .data/refseq_16S.fna.gz --chromosome .data/NCTC11397_chromosome.fna.gz \\
         --json cli_wall_rest.json
 
-``--quick`` is a smoke run for CI (about 40 s on 2 cores): tiny inputs, every case on
-the CPU, one repeat.
+``--quick`` is a smoke run for CI (``--cases search,small``: about 50 s on 2 cores):
+tiny inputs, every case on the CPU, one repeat.
 """
 from __future__ import annotations
 
@@ -128,8 +129,11 @@ def machine() -> dict:
         done = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
                               capture_output=True, text=True, check=False)
         gpus = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True, check=False).stdout.strip()
+    try:  # the GPU machine's copy of the checkout may have no git
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        commit = ""
     import swdask
 
     return {"cpu": cpu, "cores": os.cpu_count(), "gpus": gpus, "platform": platform.platform(),
@@ -640,7 +644,8 @@ def report_table(results: dict) -> None:
     for name, result in results.items():
         for r in result["rows"]:
             wall = "" if r["wall_s"] is None else f"{r['wall_s']:.2f}"
-            gcups = "" if r["gcups"] is None else f"{r['gcups']:.1f}"
+            gcups = "" if r["gcups"] is None else f"{r['gcups']:,.0f}" if r["gcups"] >= 100 \
+                else f"{r['gcups']:.3g}"
             own = "" if not r.get("reported_s") else f"{r['reported_s']:.2f}"
             print(f"| {name} | {wall} | {gcups} | {r['run']} | {own} |")
     print()
