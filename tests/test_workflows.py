@@ -102,3 +102,26 @@ def test_long_align_benchmark_smoke(tmp_path):
     traceback = report["traceback"]
     assert report["rows"][0]["planted_score_ok"]
     assert traceback["peak_rss_bytes"] >= traceback["rss_before_bytes"] > 0
+
+
+def test_cli_wall_benchmark_smoke(tmp_path):
+    """The command-line wall-clock benchmark, search and small cases on tiny inputs (CPU)."""
+    out = tmp_path / "cli_wall.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "cli_wall.py"), "--quick",
+         "--device", "cpu", "--cases", "search,small", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "| case | wall s | GCUPS |" in result.stdout
+    assert "bar search (b) - (c) <= 1.0 s" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["machine"]["cores"] and "gpus" in report["machine"]
+    assert report["device"] == "cpu" and set(report["cases"]) == {"search", "small"}
+    search, small = report["cases"]["search"], report["cases"]["small"]
+    assert search["workload"]["n_queries"] == 3 and search["workload"]["cells"] > 0
+    runs = [r["run"] for r in search["rows"]]
+    assert runs[0].startswith("(a) empty cache") and runs[1].startswith("(b) filled cache")
+    assert all(r["wall_s"] > 0 for r in search["rows"])
+    assert len(search["runs"]["warm"]["runs_s"]) == 2
+    assert {"b_minus_c_s", "a_s"} <= set(search["bars"])
+    assert small["bars"]["auto_chose"] == "cpu" and small["workload"]["n_queries"] == 4
