@@ -128,10 +128,25 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
         except ImportError:
             raise DeviceError("a GPU cluster needs dask-cuda: pip install 'swdask[gpu]' (or use "
                               "device='cpu')") from None
-        return Client(LocalCUDACluster(**options, **kwargs))
+        client = Client(LocalCUDACluster(**options, **kwargs))
+        client.run(warm_gpu_worker)  # now, not in each worker's first task
+        return client
     from distributed import LocalCluster
 
     return Client(LocalCluster(**options, **kwargs))
+
+
+def warm_gpu_worker() -> int:
+    """Make a GPU worker ready before its first task: Numba's CUDA target imported, the
+    worker's CUDA context created, and every kernel compiled on this machine before
+    loaded from the kernel cache (:mod:`swdask.kernels.cuda.compile`).  Returns the
+    kernels loaded."""
+    from numba import cuda
+
+    from .kernels.cuda.compile import preload
+
+    cuda.current_context()
+    return preload()
 
 
 def _plan(n_workers, scheduler, device, threads_per_worker, dashboard_address, *, gpus: int,

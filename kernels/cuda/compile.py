@@ -187,10 +187,11 @@ def _describe(value) -> str:
 # ---------------------------------------------------------------------------------------
 # Entries on disk.
 
-def entry_bytes(key: str, signature: str, payload: bytes) -> bytes:
+def entry_bytes(key: str, signature: str, payload: bytes, spec=None) -> bytes:
     """An entry: magic, header length, a JSON header (format, key, argument types, the
-    payload's SHA-256), the payload."""
-    header = json.dumps({"format": FORMAT, "key": key, "signature": signature,
+    payload's SHA-256, and ``spec``, what re-creates the kernel for :func:`preload`),
+    the payload."""
+    header = json.dumps({"format": FORMAT, "key": key, "signature": signature, "spec": spec,
                          "sha256": hashlib.sha256(payload).hexdigest()}).encode()
     return _MAGIC + struct.pack("<I", len(header)) + header + payload
 
@@ -324,11 +325,15 @@ class Kernel:
         Numba's kernel (compiles lazily; unused until the first launch).
     identity : str
         Everything besides the shared toolchain facts that decides the machine code.
+    spec : dict, optional
+        How to get this kernel again (``{"family": ..., "shape": ...}`` or
+        ``{"kernel": "module:qualname"}``), kept in its entries for :func:`preload`.
     """
 
-    def __init__(self, dispatcher, identity: str):
+    def __init__(self, dispatcher, identity: str, spec=None):
         self.dispatcher = dispatcher
         self.identity = identity
+        self.spec = spec
         self.simulated = bool(config.ENABLE_CUDASIM)
         self.launched = set()
         self._key = None
@@ -395,7 +400,8 @@ class Kernel:
                 if path.exists():
                     continue
                 try:
-                    write_atomic(path, entry_bytes(self.key(), signature, _pack(kernel)))
+                    write_atomic(path, entry_bytes(self.key(), signature, _pack(kernel),
+                                                   self.spec))
                     saved += 1
                 except OSError:
                     pass  # a read-only or full cache costs a compile later, nothing else
@@ -521,7 +527,8 @@ def get_kernel(family: str, **shape) -> Kernel:
                 dispatcher = cuda.jit(link=[cuda.CUSource(s) for s in rendered.link])(function)
             else:
                 dispatcher = cuda.jit(function)
-            kernel = _KERNELS[key] = Kernel(dispatcher, identity)
+            kernel = _KERNELS[key] = Kernel(dispatcher, identity,
+                                            {"family": family, "shape": dict(shape)})
         return kernel
 
 
@@ -536,9 +543,48 @@ def jit(function=None, **options):
 
         identity = identity_text("kernel", f"{function.__module__}.{function.__qualname__}",
                              inspect.getsource(function), {}, (), options)
-        return Kernel(cuda.jit(**options)(function), identity)
+        return Kernel(cuda.jit(**options)(function), identity,
+                      {"kernel": f"{function.__module__}:{function.__qualname__}"})
 
     return wrap(function) if function is not None else wrap
+
+
+def _header(path: Path):
+    """The JSON header of an entry, or None."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8)
+            if head[:4] != _MAGIC:
+                return None
+            return json.loads(handle.read(struct.unpack("<I", head[4:8])[0]))
+    except (OSError, ValueError):
+        return None
+
+
+def preload() -> int:
+    """Load every kernel saved in the cache for this device into this process (a Dask
+    worker at start-up, so that its first task launches at once); returns how many
+    specialisations were loaded.  Entries of other devices or toolchains stay on disk
+    (their keys do not match), damaged ones are deleted."""
+    if config.ENABLE_CUDASIM:
+        return 0
+    before = STATS["loaded"]
+    seen = set()
+    for path in kernel_dir().glob(f"*{_SUFFIX}"):
+        spec = (_header(path) or {}).get("spec")
+        if not spec or json.dumps(spec, sort_keys=True) in seen:
+            continue
+        seen.add(json.dumps(spec, sort_keys=True))
+        try:
+            if "family" in spec:
+                kernel = get_kernel(spec["family"], **spec["shape"])
+            else:
+                module, _, name = spec["kernel"].partition(":")
+                kernel = getattr(importlib.import_module(module), name)
+            kernel.load()
+        except Exception:  # a kernel renamed or removed since: its entries age out
+            continue
+    return STATS["loaded"] - before
 
 
 def _family_module(family: str):
