@@ -373,6 +373,11 @@ def _search_here(queries, database, **options):
     (:func:`swdask.search_in_process`, the same hits as the Dask graph).  Its kernels take
     every core already, so Dask's threads would add only their start-up: importing Dask
     takes about a second on a small machine, longer than a whole small search."""
+    if options.get("device", "auto") != "gpu":
+        from .kernels.cpu import prebuild
+
+        # Before the heavy imports: on a first run the helper has a head start.
+        prebuild.start(prebuild.SEARCH)
     from .search import search_in_process
 
     return search_in_process(queries, database, **options)

@@ -32,9 +32,10 @@ import numba
 import numpy as np
 from numba import njit
 
+from . import prebuild
 from .reference import GLOBAL, LOCAL, mode_code
 from .simd import HAS_AVX2, LANES, column_sweep, first_rows, next_index, profile_u8
-from .traceback import _SCORE_LIMIT, traceback_pair
+from .traceback import _SCORE_LIMIT, _frozen, traceback_pair
 
 INT16_MAX = np.iinfo(np.int16).max
 #: Most cells (all pairs together) that :func:`_rescore` takes instead of a wider kernel
@@ -251,39 +252,52 @@ def _widths(matrix, gap_open, gap_extend, code):
 
 def _run_width(bits, q_res, q_off, s_res, s_off, subjects, matrix, gap_open, gap_extend,
                code):
+    kernel, arguments, outputs, limit, n_groups = _width_call(
+        bits, q_res, q_off, s_res, s_off, subjects, matrix, gap_open, gap_extend, code)
+    if code == LOCAL:
+        prebuild.wait(f"local{bits}")
+
+    def work():
+        kernel(*arguments())  # each thread its own work arrays
+
+    _run_threads(work, min(kernel_threads(), n_groups))
+    return (*outputs, limit)
+
+
+def _width_call(bits, q_res, q_off, s_res, s_off, subjects, matrix, gap_open, gap_extend,
+                code):
+    """What :func:`_run_width` runs: ``(kernel, arguments, (scores, query_end,
+    subject_end), limit, groups)``, where ``arguments()`` gives a thread's arguments of
+    ``kernel`` (the shared ones and its own work arrays)."""
     table, floor, pad, sentinel, limit = _width_constants(bits, code, matrix)
     shuffle_tables = np.zeros((0, 32), np.uint8)
     if bits == 8 and USE_SHUFFLE and table.shape[0] <= 31:
         shuffle_tables = np.full((table.shape[0], 32), pad, np.uint8)
         shuffle_tables[:, :table.shape[1]] = table
     shape = (q_off.shape[0] - 1, subjects.shape[0])
-    scores = np.zeros(shape, np.int32)
-    q_end = np.zeros(shape, np.int32)
-    s_end = np.zeros(shape, np.int32)
+    outputs = (np.zeros(shape, np.int32), np.zeros(shape, np.int32), np.zeros(shape, np.int32))
     lanes = LANES[bits]
     dtype = table.dtype
     lowest = int(np.iinfo(dtype).min)
     order, longest = _group_order(s_off, subjects, lanes)
     counter = np.zeros(1, np.int64)
     max_m = max(1, int(np.diff(q_off).max(initial=0)))
-    head = (q_res, q_off, s_res, s_off, subjects, table, gap_open, gap_extend)
+    head = (q_res, q_off, s_res, s_off, subjects, table, int(gap_open), int(gap_extend))
 
-    def work():
-        # Each thread's own work arrays (see _local_kernel).
+    def arguments():
         sprof = np.empty((longest, table.shape[0], lanes), dtype)
         hcol, ecol = np.empty((max_m, lanes), dtype), np.empty((max_m, lanes), dtype)
         out, state = np.zeros((2, lanes), dtype), np.zeros((4, lanes), np.int64)
         column_codes = np.zeros(lanes, np.uint8)
         if code == LOCAL:
-            _local_kernel(*head, floor, pad, sentinel, lowest, shuffle_tables, order, counter,
-                          sprof, hcol, ecol, out, np.zeros(lanes, dtype),
-                          np.zeros(lanes, np.int32), state, column_codes, scores, q_end, s_end)
-        else:
-            _end_kernel(*head, code, floor, pad, lowest, shuffle_tables, order, counter, sprof,
-                        hcol, ecol, out, state, column_codes, scores, q_end, s_end)
+            return (*head, floor, pad, sentinel, lowest, shuffle_tables, order, counter, sprof,
+                    hcol, ecol, out, np.zeros(lanes, dtype), np.zeros(lanes, np.int32), state,
+                    column_codes, *outputs)
+        return (*head, code, floor, pad, lowest, shuffle_tables, order, counter, sprof, hcol,
+                ecol, out, state, column_codes, *outputs)
 
-    _run_threads(work, min(kernel_threads(), order.shape[0]))
-    return scores, q_end, s_end, limit
+    kernel = _local_kernel if code == LOCAL else _end_kernel
+    return kernel, arguments, outputs, limit, order.shape[0]
 
 
 def _group_order(s_off, subjects, lanes):
@@ -403,13 +417,6 @@ def score_all(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, mode="lo
     return scores, q_end, s_end
 
 
-def _frozen(values, dtype=np.uint8):
-    """``values`` as a read-only contiguous array of ``dtype`` (a view where possible)."""
-    view = np.ascontiguousarray(values, dtype=dtype).view()
-    view.flags.writeable = False
-    return view
-
-
 def _rescore_exactly(rows, cols, bits, q_off, s_off, subjects, matrix, gap_open, gap_extend):
     """Whether to rescore the pairs ``(rows, cols)`` that may have saturated with
     :func:`_rescore` rather than in ``bits``-bit lanes.
@@ -461,3 +468,14 @@ def _rescore(rows, cols, q_res, q_off, s_res, s_off, subjects, matrix, gap_open,
             scores[qi, c], q_end[qi, c], s_end[qi, c] = found[0], found[2], found[4]
 
     _run_threads(work, min(kernel_threads(), order.shape[0]))
+
+
+def _prebuild_examples():
+    """``{name: (kernel, arguments)}``: a tiny call of the 8-bit local kernel with the
+    argument types of every real call (see :mod:`swdask.kernels.cpu.prebuild`)."""
+    codes = _frozen(np.zeros(2, np.uint8))
+    offsets = _frozen([0, 2], np.int64)
+    matrix = np.array([[1, -1], [-1, 1]], np.int32)
+    kernel, arguments, *_ = _width_call(8, codes, offsets, codes, offsets,
+                                        _frozen([0], np.int64), matrix, 1, 1, LOCAL)
+    return {"local8": (kernel, arguments())}

@@ -47,6 +47,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import prebuild
 from .reference import GLOBAL, LOCAL, OP_DEL, OP_INS, OP_MATCH, SEMIGLOBAL, mode_code
 
 #: Largest direction matrix (cells, i.e. bytes) that :func:`align_codes` builds.
@@ -106,14 +107,14 @@ def row_best(h_row, cols, row_max, i, best, best_i, best_j):
     return best, best_i, best_j
 
 
-def _frozen(codes) -> np.ndarray:
-    """``codes`` as a read-only contiguous uint8 array (a view where possible).
+def _frozen(values, dtype=np.uint8) -> np.ndarray:
+    """``values`` as a read-only contiguous array of ``dtype`` (a view where possible).
 
     Numba compiles a kernel once per argument type, and read-only (Arrow) arrays are
     another type than writable ones: handing every kernel read-only arrays keeps one
     compilation per kernel whichever caller comes first.
     """
-    view = np.ascontiguousarray(codes, dtype=np.uint8).view()
+    view = np.ascontiguousarray(values, dtype=dtype).view()
     view.flags.writeable = False
     return view
 
@@ -149,17 +150,24 @@ def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_
     its own, which a first run pays.  No size or range checks here: :func:`align_codes`
     makes them before calling.
     """
-    query, subject = _frozen(query), _frozen(subject)
-    matrix = np.ascontiguousarray(matrix, dtype=np.int32)
+    args = _traceback_args(query, subject, matrix, gap_open, gap_extend, mode_code, end_i,
+                           end_j)
+    prebuild.wait("traceback")
+    score, qs, qe, ss, se, k = _traceback_kernel(*args)
+    return score, qs, qe, ss, se, args[-1][:k][::-1].copy()
+
+
+def _traceback_args(query, subject, matrix, gap_open, gap_extend, mode_code, end_i, end_j):
+    """The arguments of :func:`_traceback_kernel` for :func:`traceback_pair`'s, work
+    arrays included, of the same types whoever calls (one compilation)."""
     end_i, end_j = int(end_i), int(end_j)
+    query, subject = _frozen(query), _frozen(subject)
+    matrix = _frozen(matrix, np.int32)
     rows, cols = (end_i, end_j) if end_i >= 0 else (query.shape[0], subject.shape[0])
-    ops_rev = np.empty(rows + cols, dtype=np.uint8)
-    score, qs, qe, ss, se, k = _traceback_kernel(
-        query, subject, matrix, int(gap_open), int(gap_extend), int(mode_code), end_i, end_j,
-        np.empty((matrix.shape[0], cols + 1), dtype=np.int32),
-        np.empty((5, cols + 1), dtype=np.int32), np.empty(rows + 1, dtype=np.int32),
-        np.empty((rows + 1, cols + 1), dtype=np.uint8), ops_rev)
-    return score, qs, qe, ss, se, ops_rev[:k][::-1].copy()
+    return (query, subject, matrix, int(gap_open), int(gap_extend), int(mode_code), end_i,
+            end_j, np.empty((matrix.shape[0], cols + 1), dtype=np.int32),
+            np.empty((5, cols + 1), dtype=np.int32), np.empty(rows + 1, dtype=np.int32),
+            np.empty((rows + 1, cols + 1), dtype=np.uint8), np.empty(rows + cols, dtype=np.uint8))
 
 
 @njit(cache=True, nogil=True)  # tracebacks of a worker's threads run at once
@@ -370,14 +378,18 @@ def summarize_path(query, subject, query_start, subject_start, ops, unknown_code
     ``I`` consumes the query only, ``D`` the subject only.  A column is ``=`` when both
     codes are equal and not ``unknown_code``; every other aligned column is ``X``.
     """
-    ops = np.ascontiguousarray(ops, dtype=np.uint8).view()
-    ops.flags.writeable = False
+    args = _summarize_args(query, subject, query_start, subject_start, ops, unknown_code)
+    prebuild.wait("summarize")
+    p, matches, mismatches, gap_opens = _summarize_kernel(*args)
+    return args[-1][:p].copy(), matches, mismatches, gap_opens, args[4].shape[0]
+
+
+def _summarize_args(query, subject, query_start, subject_start, ops, unknown_code):
+    """The arguments of :func:`_summarize_kernel` for :func:`summarize_path`'s."""
+    ops = _frozen(ops)
     # A run of L columns takes at most L digits and a letter: 2 bytes a column at most.
-    out = np.empty(2 * ops.shape[0], dtype=np.uint8)
-    p, matches, mismatches, gap_opens = _summarize_kernel(
-        _frozen(query), _frozen(subject), int(query_start), int(subject_start), ops,
-        int(unknown_code), out)
-    return out[:p].copy(), matches, mismatches, gap_opens, ops.shape[0]
+    return (_frozen(query), _frozen(subject), int(query_start), int(subject_start), ops,
+            int(unknown_code), np.empty(2 * ops.shape[0], dtype=np.uint8))
 
 
 @njit(cache=True, nogil=True)
@@ -610,3 +622,16 @@ def rescore(query, subject, query_start, subject_start, ops, matrix, gap_open, g
                 j += 1
         previous = op
     return score
+
+
+def _prebuild_examples():
+    """``{name: (kernel, arguments)}``: tiny calls of the kernels of this module with the
+    argument types of every real call (see :mod:`swdask.kernels.cpu.prebuild`)."""
+    codes = np.zeros(2, np.uint8)
+    matrix = np.eye(2, dtype=np.int32)
+    return {
+        "traceback": (_traceback_kernel,
+                      _traceback_args(codes, codes, matrix, 1, 1, LOCAL, -1, -1)),
+        "summarize": (_summarize_kernel,
+                      _summarize_args(codes, codes, 0, 0, np.zeros(2, np.uint8), 0)),
+    }
