@@ -11,22 +11,63 @@ Main entry points:
 - :func:`all_pairs` every pair of a set above an identity threshold (metagenomics);
 - :func:`significance` P-values of pairs from shuffled subjects (PSSE);
 - :class:`Scoring` for matrices and gap penalties (a gap of k costs open + k * extend).
+
+The names are imported on first use: ``import swdask`` (and the command line, which
+imports it) loads neither pandas, Dask nor Numba until a command needs them.
 """
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
 __version__ = "0.1.0"
 
-from .align import Alignment, align  # noqa: E402
-from .allpairs import AllPairsStats, all_pairs, read_all_pairs, write_all_pairs  # noqa: E402
-from .cluster import cluster, gpu_resources  # noqa: E402
-from .errors import SwdaskError  # noqa: E402
-from .long_align import LongAlignment, align_long  # noqa: E402
-from .output import write_hits  # noqa: E402
-from .scoring import Scoring  # noqa: E402
-from .search import SearchStats, search, search_in_process  # noqa: E402
-from .significance import significance, significance_in_process  # noqa: E402
-from .store import SequenceBatch, SequenceStore, ingest, load_sequences  # noqa: E402
+#: Where each public name lives.
+_EXPORTS = {
+    "Alignment": "align", "align": "align",
+    "AllPairsStats": "allpairs", "all_pairs": "allpairs", "read_all_pairs": "allpairs",
+    "write_all_pairs": "allpairs",
+    "cluster": "cluster", "gpu_resources": "cluster",
+    "SwdaskError": "errors",
+    "LongAlignment": "long_align", "align_long": "long_align",
+    "write_hits": "output",
+    "Scoring": "scoring",
+    "SearchStats": "search", "search": "search", "search_in_process": "search",
+    "significance": "significance", "significance_in_process": "significance",
+    "SequenceBatch": "store", "SequenceStore": "store", "ingest": "store",
+    "load_sequences": "store",
+}
 
-__all__ = ["AllPairsStats", "Alignment", "LongAlignment", "Scoring", "SearchStats",
-           "SequenceBatch", "SequenceStore", "SwdaskError", "align", "align_long", "all_pairs",
-           "cluster", "gpu_resources", "ingest", "load_sequences", "read_all_pairs", "search",
-           "search_in_process", "significance", "significance_in_process", "write_all_pairs",
-           "write_hits", "__version__"]
+__all__ = sorted(_EXPORTS, key=str.lower) + ["__version__"]
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'swdask' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+class _Package(types.ModuleType):
+    """The ``swdask`` module: ``swdask.search`` stays the function once ``swdask.search``
+    the module is imported (as eager imports of the functions used to leave it).
+
+    The import system binds a submodule to its package's attribute on first import; for
+    the four functions named like their modules (``align``, ``cluster``, ``search``,
+    ``significance``) that binding is skipped, and the module stays in ``sys.modules``.
+    """
+
+    def __setattr__(self, name, value):
+        if isinstance(value, types.ModuleType) and _EXPORTS.get(name) == name:
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -317,9 +317,8 @@ def _summary(stats):
 def _cmd_search(args):
     import shlex
 
-    from .cluster import compute, session
     from .output import check_format, check_output, write_hits
-    from .search import check_device, search
+    from .search import check_device
 
     check_output(args.output, force=args.force)
     check_format(args.outfmt, args.columns)
@@ -334,14 +333,20 @@ def _cmd_search(args):
         raise InvalidSequenceError(
             f"{args.database}: the database is {db_alphabet}{how} but the scoring "
             f"({scoring.name}) is for {scoring.alphabet.name}")
-    with session(args.workers, scheduler=args.scheduler, device=args.device,
-                 announce=None if args.quiet else _to_stderr) as client:
-        hits, stats = search(args.queries, args.database, scoring=scoring, mode=args.mode,
-                             max_hits=args.max_hits, min_score=args.min_score, evalue=args.evalue,
-                             device=args.device,
-                             alphabet=args.alphabet, map_unknown=args.map_unknown,
-                             return_stats=True)
-        hits, stats = compute(hits, stats, client=client, progress=_progress_wanted(args))
+    options = dict(scoring=scoring, mode=args.mode, max_hits=args.max_hits,
+                   min_score=args.min_score, evalue=args.evalue, device=args.device,
+                   alphabet=args.alphabet, map_unknown=args.map_unknown, return_stats=True)
+    if args.workers is None and args.scheduler is None:
+        hits, stats = _search_here(args.queries, args.database, progress=_progress_wanted(args),
+                                   **options)
+    else:
+        from .cluster import compute, session
+        from .search import search
+
+        with session(args.workers, scheduler=args.scheduler, device=args.device,
+                     announce=None if args.quiet else _to_stderr) as client:
+            hits, stats = compute(*search(args.queries, args.database, **options),
+                                  client=client, progress=_progress_wanted(args))
     argv = getattr(args, "argv", None)
     write_hits(hits, args.output, outfmt=args.outfmt, columns=args.columns, force=args.force,
                command_line=None if argv is None else shlex.join(["swdask", *argv]))
@@ -375,10 +380,23 @@ def _file_alphabet(args):
     return sniff_alphabet(paths).name if paths else None
 
 
+def _search_here(queries, database, **options):
+    """A search without ``--workers`` or ``--scheduler``: the in-process engine
+    (:func:`swdask.search_in_process`, the same hits as the Dask graph).  Its kernels take
+    every core already, so Dask's threads would add only their start-up: importing Dask
+    takes about a second on a small machine, longer than a whole small search."""
+    if options.get("device", "auto") != "gpu":
+        from .kernels.cpu import prebuild
+
+        # Before the heavy imports: on a first run the helper has a head start.
+        prebuild.start(prebuild.SEARCH)
+    from .search import search_in_process
+
+    return search_in_process(queries, database, **options)
+
+
 def _cmd_demo(args):
-    from .cluster import compute, session
     from .output import check_output, write_hits
-    from .search import search
 
     if args.output:
         check_output(args.output, force=args.force)
@@ -387,9 +405,16 @@ def _cmd_demo(args):
     print(f"swdask {__version__} demo: {queries.name} against {database.name} "
           "(Swiss-Prot, UniProt CC BY 4.0), BLOSUM62 11/1, local")
     started = time.perf_counter()
-    with session(args.workers, scheduler=args.scheduler, announce=print) as client:
-        hits, stats = compute(*search(queries, database, max_hits=max(args.hits, 1),
-                                      return_stats=True), client=client)
+    if args.workers is None and args.scheduler is None:
+        hits, stats = _search_here(queries, database, max_hits=max(args.hits, 1),
+                                   return_stats=True)
+    else:
+        from .cluster import compute, session
+        from .search import search
+
+        with session(args.workers, scheduler=args.scheduler, announce=print) as client:
+            hits, stats = compute(*search(queries, database, max_hits=max(args.hits, 1),
+                                          return_stats=True), client=client)
     shown = hits[hits["rank"] <= args.hits]
     columns = ["query", "subject", "score", "identity", "query_start", "query_end",
                "subject_start", "subject_end", "cigar"]

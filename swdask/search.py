@@ -790,6 +790,10 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
     backend = check_device(device, mode)
     _check_limits(max_hits, min_score, evalue)
     threads = _threads(threads)
+    if backend == "cpu":
+        from .kernels.cpu import prebuild
+
+        prebuild.start(prebuild.SEARCH)  # compiled in a helper process on a first run
     job = _prepare(queries, database, scoring=scoring, mode=mode, max_hits=int(max_hits),
                    min_score=min_score, evalue=evalue, device=backend, alphabet=alphabet,
                    map_unknown=map_unknown, owner="caller")

@@ -26,77 +26,156 @@ chunking, since groups of long subjects cost far more than groups of short ones.
 """
 from __future__ import annotations
 
+import threading
+
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from . import prebuild
 from .reference import GLOBAL, LOCAL, mode_code
-from .simd import HAS_AVX2, LANES, column_sweep, first_rows, profile_u8
+from .simd import HAS_AVX2, LANES, column_sweep, first_rows, next_index, profile_u8
+from .traceback import _SCORE_LIMIT, _frozen, traceback_pair
 
 INT16_MAX = np.iinfo(np.int16).max
+#: Most cells (all pairs together) that :func:`_rescore` takes instead of a wider kernel
+#: that is not loaded yet: about 0.1 s on one core (the traceback kernel's 0.3-0.45 GCUPS,
+#: one Zen 3 core), against over a second to compile the 16-bit kernel.
+EXACT_RESCORE_CELLS = 50_000_000
+#: Largest pair (cells, i.e. bytes of its direction matrix) that :func:`_rescore` takes.
+EXACT_PAIR_CELLS = 1 << 24
 #: Build 8-bit profile columns with AVX2 byte shuffles (else portable scalar code).
 USE_SHUFFLE = HAS_AVX2
 
 
-@njit(parallel=True, boundscheck=False, nogil=True, cache=True)
-def _group_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_extend, mode,
-                  lanes, floor, pad, sentinel, shuffle_tables, scores, q_end, s_end):
-    """Score every query against every subject, ``lanes`` subjects per vector.
+@njit(boundscheck=False, nogil=True, inline="always")
+def _load_group(g, s_res, s_off, s_idx, matrix, pad, shuffle_tables, sprof, lengths,
+                column_codes):
+    """Lengths and subject profile of group ``g`` (inlined into the kernels).
 
-    ``matrix``'s dtype (uint8, int16 or int32) picks the score width and must agree with
-    ``lanes`` (:data:`swdask.kernels.cpu.simd.LANES`); ``floor``, ``pad`` (the profile
-    score past a subject's end) and ``sentinel`` are the width's values, see
-    :func:`_width_constants`.  Subjects are taken in the order ``s_idx`` in groups of
-    ``lanes``; results go to column ``c`` of the outputs for subject ``s_idx[c]``.
-    ``shuffle_tables`` (uint8[alphabet, 32], see :func:`swdask.kernels.cpu.simd.profile_u8`)
-    builds 8-bit profile columns with byte shuffles; an empty array means scalar code.
+    Returns ``(first, count, n_max)``: the group's first column, its number of subjects
+    and its longest subject.  ``lengths[k]`` is set for every lane (0 past ``count``) and
+    ``sprof[:n_max]`` holds the profile, the pad score past each subject's end.
     """
-    dtype = matrix.dtype
-    n_query = q_off.shape[0] - 1
-    n_subject = s_idx.shape[0]
-    n_groups = (n_subject + lanes - 1) // lanes
+    lanes = lengths.shape[0]
     alpha = matrix.shape[0]
-    lowest = np.iinfo(dtype).min
-    oe = gap_open + gap_extend
-    max_m = 1
-    for qi in range(n_query):
-        max_m = max(max_m, q_off[qi + 1] - q_off[qi])
-    for g in prange(n_groups):
-        first = g * lanes
-        count = min(lanes, n_subject - first)
-        lengths = np.zeros(lanes, np.int64)
-        n_max = 0
-        for k in range(count):
+    first = g * lanes
+    count = min(lanes, s_idx.shape[0] - first)
+    n_max = 0
+    for k in range(lanes):
+        lengths[k] = 0
+        if k < count:
             s = s_idx[first + k]
             lengths[k] = s_off[s + 1] - s_off[s]
             n_max = max(n_max, lengths[k])
-        # Subject profile: built once per group, read by every query.
-        sprof = np.empty((n_max, alpha, lanes), dtype)
-        if shuffle_tables.shape[0] > 0:
-            column_codes = np.empty(lanes, np.uint8)
-            for j in range(n_max):
+    # Built once per group, read by every query.
+    if shuffle_tables.shape[0] > 0:
+        for j in range(n_max):
+            for k in range(lanes):
+                # Code 31 past a subject's end: its table entries hold the pad score.
+                column_codes[k] = s_res[s_off[s_idx[first + k]] + j] if j < lengths[k] else 31
+            profile_u8(shuffle_tables, column_codes, sprof[j])
+    else:
+        for j in range(n_max):
+            for k in range(lanes):
+                if j < lengths[k]:
+                    code = s_res[s_off[s_idx[first + k]] + j]
+                    for a in range(alpha):
+                        sprof[j, a, k] = matrix[a, code]
+                else:
+                    for a in range(alpha):
+                        sprof[j, a, k] = pad
+    return first, count, n_max
+
+
+@njit(boundscheck=False, nogil=True, cache=True)
+def _local_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_extend, floor,
+                  pad, sentinel, lowest, shuffle_tables, order, counter, sprof, hcol, ecol,
+                  out, target, first_row, state, column_codes, scores, q_end, s_end):
+    """Local scores and ends of every query against the groups this thread takes.
+
+    ``matrix``'s dtype (uint8, int16 or int32) picks the score width; the work arrays'
+    second axis is the lanes of that width (:data:`swdask.kernels.cpu.simd.LANES`).
+    ``floor``, ``pad`` (the profile score past a subject's end), ``sentinel`` and
+    ``lowest`` (the dtype's minimum) are the width's values, see :func:`_width_constants`.
+    Subjects are taken in the order ``s_idx`` in groups of ``lanes``; results go to
+    column ``c`` of the outputs for subject ``s_idx[c]``.  Groups are taken one at a
+    time, ``order[next_index(counter)]``, until ``order`` runs out: several threads run
+    this at once on one ``counter`` (the GIL is released), each with its own work arrays
+    (``sprof``: [longest subject, alphabet, lanes]; ``hcol``, ``ecol``: [longest query,
+    lanes]; ``out``: [2, lanes]; ``target``: [lanes]; ``first_row``: int32[lanes];
+    ``state``: int64[4, lanes]; ``column_codes``: uint8[lanes]).  The caller allocates
+    them: an allocation here would cost Numba a compilation of its own, which a first run
+    pays.  ``shuffle_tables`` (uint8[alphabet, 32], see
+    :func:`swdask.kernels.cpu.simd.profile_u8`) builds 8-bit profile columns with byte
+    shuffles; an empty array means scalar code.
+    """
+    dtype = matrix.dtype
+    lanes = hcol.shape[1]
+    n_query = q_off.shape[0] - 1
+    zero = dtype.type(0)
+    oe = dtype.type(gap_open + gap_extend)
+    ge = dtype.type(gap_extend)
+    fl = dtype.type(floor)
+    lengths, best, best_i, best_j = state[0], state[1], state[2], state[3]
+    while True:
+        t = next_index(counter)
+        if t >= order.shape[0]:
+            break
+        first, count, n_max = _load_group(order[t], s_res, s_off, s_idx, matrix, pad,
+                                          shuffle_tables, sprof, lengths, column_codes)
+        for qi in range(n_query):
+            query = q_res[q_off[qi]:q_off[qi + 1]]
+            m = query.shape[0]
+            hc = hcol[:m]
+            ec = ecol[:m]
+            for i in range(m):
                 for k in range(lanes):
-                    # Code 31 past a subject's end: its table entries hold the pad score.
-                    column_codes[k] = s_res[s_off[s_idx[first + k]] + j] if j < lengths[k] else 31
-                profile_u8(shuffle_tables, column_codes, sprof[j])
-        else:
+                    hc[i, k] = 0
+                    ec[i, k] = lowest
+            for k in range(lanes):
+                best[k], best_i[k], best_j[k] = 0, 0, 0
             for j in range(n_max):
-                for k in range(lanes):
-                    if j < lengths[k]:
-                        code = s_res[s_off[s_idx[first + k]] + j]
-                        for a in range(alpha):
-                            sprof[j, a, k] = matrix[a, code]
-                    else:
-                        for a in range(alpha):
-                            sprof[j, a, k] = pad
-        hcol = np.empty((max_m, lanes), dtype)
-        ecol = np.empty((max_m, lanes), dtype)
-        out = np.zeros((2, lanes), dtype)
-        target = np.zeros(lanes, dtype)
-        first_row = np.zeros(lanes, np.int32)
-        best = np.zeros(lanes, np.int64)
-        best_i = np.zeros(lanes, np.int64)
-        best_j = np.zeros(lanes, np.int64)
+                column_sweep(query, sprof[j], hc, ec, zero, zero, oe, ge, fl, out)
+                improved = False
+                for k in range(count):
+                    if out[0, k] > best[k]:
+                        improved = True
+                if improved:
+                    # First row of this column holding the new best, all lanes at once.
+                    for k in range(lanes):
+                        target[k] = out[0, k] if k < count and out[0, k] > best[k] else sentinel
+                    first_rows(hc, target, first_row)
+                    for k in range(count):
+                        if out[0, k] > best[k]:
+                            best[k], best_i[k], best_j[k] = out[0, k], first_row[k] + 1, j + 1
+            for k in range(count):
+                col = first + k
+                scores[qi, col] = best[k]
+                q_end[qi, col] = best_i[k]
+                s_end[qi, col] = best_j[k]
+
+
+@njit(boundscheck=False, nogil=True, cache=True)
+def _end_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_extend, mode, floor,
+                pad, lowest, shuffle_tables, order, counter, sprof, hcol, ecol, out, state,
+                column_codes, scores, q_end, s_end):
+    """Global or semiglobal (``mode``) scores and ends: :func:`_local_kernel`'s scheme in
+    32-bit lanes (``matrix`` int32), where the end lies on the last row or column.  A
+    kernel of its own so that a local search, the common case, compiles none of this."""
+    dtype = matrix.dtype
+    lanes = hcol.shape[1]
+    n_query = q_off.shape[0] - 1
+    oe = dtype.type(gap_open + gap_extend)
+    ge = dtype.type(gap_extend)
+    fl = dtype.type(floor)
+    lengths, best, best_i, best_j = state[0], state[1], state[2], state[3]
+    while True:
+        t = next_index(counter)
+        if t >= order.shape[0]:
+            break
+        first, count, n_max = _load_group(order[t], s_res, s_off, s_idx, matrix, pad,
+                                          shuffle_tables, sprof, lengths, column_codes)
         for qi in range(n_query):
             query = q_res[q_off[qi]:q_off[qi + 1]]
             m = query.shape[0]
@@ -107,9 +186,7 @@ def _group_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
                     hc[i, k] = -(gap_open + (i + 1) * gap_extend) if mode == GLOBAL else 0
                     ec[i, k] = lowest
             for k in range(lanes):
-                if mode == LOCAL:
-                    best[k], best_i[k], best_j[k] = 0, 0, 0
-                elif mode == GLOBAL:  # what a subject of length 0 keeps
+                if mode == GLOBAL:  # what a subject of length 0 keeps
                     best[k] = -(gap_open + m * gap_extend) if m > 0 else 0
                     best_i[k], best_j[k] = m, 0
                 else:  # semiglobal: cell (m, 0) is the first candidate; (0, 0) when n = 0
@@ -122,21 +199,8 @@ def _group_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
                     hdiag0 = 0 if j == 0 else -(gap_open + j * gap_extend)
                     hup0 = -(gap_open + (j + 1) * gap_extend)
                 column_sweep(query, sprof[j], hc, ec, dtype.type(hdiag0), dtype.type(hup0),
-                             dtype.type(oe), dtype.type(gap_extend), dtype.type(floor), out)
-                if mode == LOCAL:
-                    improved = False
-                    for k in range(count):
-                        if out[0, k] > best[k]:
-                            improved = True
-                    if improved:
-                        # First row of this column holding the new best, all lanes at once.
-                        for k in range(lanes):
-                            target[k] = out[0, k] if k < count and out[0, k] > best[k] else sentinel
-                        first_rows(hc, target, first_row)
-                        for k in range(count):
-                            if out[0, k] > best[k]:
-                                best[k], best_i[k], best_j[k] = out[0, k], first_row[k] + 1, j + 1
-                elif mode == GLOBAL:
+                             oe, ge, fl, out)
+                if mode == GLOBAL:
                     for k in range(count):
                         if j + 1 == lengths[k]:
                             best[k], best_i[k], best_j[k] = out[1, k], m, j + 1
@@ -188,20 +252,102 @@ def _widths(matrix, gap_open, gap_extend, code):
 
 def _run_width(bits, q_res, q_off, s_res, s_off, subjects, matrix, gap_open, gap_extend,
                code):
+    kernel, arguments, outputs, limit, n_groups = _width_call(
+        bits, q_res, q_off, s_res, s_off, subjects, matrix, gap_open, gap_extend, code)
+    if code == LOCAL:
+        prebuild.wait(f"local{bits}")
+
+    def work():
+        kernel(*arguments())  # each thread its own work arrays
+
+    _run_threads(work, min(kernel_threads(), n_groups))
+    return (*outputs, limit)
+
+
+def _width_call(bits, q_res, q_off, s_res, s_off, subjects, matrix, gap_open, gap_extend,
+                code):
+    """What :func:`_run_width` runs: ``(kernel, arguments, (scores, query_end,
+    subject_end), limit, groups)``, where ``arguments()`` gives a thread's arguments of
+    ``kernel`` (the shared ones and its own work arrays)."""
     table, floor, pad, sentinel, limit = _width_constants(bits, code, matrix)
     shuffle_tables = np.zeros((0, 32), np.uint8)
     if bits == 8 and USE_SHUFFLE and table.shape[0] <= 31:
         shuffle_tables = np.full((table.shape[0], 32), pad, np.uint8)
         shuffle_tables[:, :table.shape[1]] = table
     shape = (q_off.shape[0] - 1, subjects.shape[0])
-    scores = np.zeros(shape, np.int32)
-    q_end = np.zeros(shape, np.int32)
-    s_end = np.zeros(shape, np.int32)
-    with numba.parallel_chunksize(1):
-        _group_kernel(q_res, q_off, s_res, s_off, subjects, table, gap_open, gap_extend,
-                      code, LANES[bits], floor, pad, sentinel, shuffle_tables, scores,
-                      q_end, s_end)
-    return scores, q_end, s_end, limit
+    outputs = (np.zeros(shape, np.int32), np.zeros(shape, np.int32), np.zeros(shape, np.int32))
+    lanes = LANES[bits]
+    dtype = table.dtype
+    lowest = int(np.iinfo(dtype).min)
+    order, longest = _group_order(s_off, subjects, lanes)
+    counter = np.zeros(1, np.int64)
+    max_m = max(1, int(np.diff(q_off).max(initial=0)))
+    head = (q_res, q_off, s_res, s_off, subjects, table, int(gap_open), int(gap_extend))
+
+    def arguments():
+        sprof = np.empty((longest, table.shape[0], lanes), dtype)
+        hcol, ecol = np.empty((max_m, lanes), dtype), np.empty((max_m, lanes), dtype)
+        out, state = np.zeros((2, lanes), dtype), np.zeros((4, lanes), np.int64)
+        column_codes = np.zeros(lanes, np.uint8)
+        if code == LOCAL:
+            return (*head, floor, pad, sentinel, lowest, shuffle_tables, order, counter, sprof,
+                    hcol, ecol, out, np.zeros(lanes, dtype), np.zeros(lanes, np.int32), state,
+                    column_codes, *outputs)
+        return (*head, code, floor, pad, lowest, shuffle_tables, order, counter, sprof, hcol,
+                ecol, out, state, column_codes, *outputs)
+
+    kernel = _local_kernel if code == LOCAL else _end_kernel
+    return kernel, arguments, outputs, limit, order.shape[0]
+
+
+def _group_order(s_off, subjects, lanes):
+    """Groups of ``lanes`` subjects, longest first (a group costs its longest subject's
+    length times the queries, and starting with the dearest keeps threads from finishing
+    one long group alone at the end), and the longest subject."""
+    n_groups = -(-subjects.shape[0] // lanes)
+    lengths = np.zeros(n_groups * lanes, np.int64)
+    lengths[:subjects.shape[0]] = s_off[subjects + 1] - s_off[subjects]
+    longest = lengths.reshape(n_groups, lanes).max(axis=1) if n_groups else lengths[:0]
+    return np.argsort(-longest, kind="stable").astype(np.int64), int(longest.max(initial=0))
+
+
+def kernel_threads() -> int:
+    """Threads of a score kernel call: Numba's thread count (``numba.set_num_threads``).
+
+    Read from the configuration until Numba's threading layer has started: starting it
+    only to ask costs a few tens of milliseconds at start-up, and nothing can have
+    changed the count before it starts.
+    """
+    from numba.np.ufunc import parallel
+
+    if not getattr(parallel, "_is_initialized", True):
+        return numba.config.NUMBA_NUM_THREADS
+    return numba.get_num_threads()
+
+
+def _run_threads(work, threads):
+    """Run ``work()`` on ``threads`` threads at once (this one included): the kernels
+    release the GIL and share their work through an atomic counter."""
+    if threads <= 1:
+        work()
+        return
+    errors = []
+
+    def guarded():
+        try:
+            work()
+        except BaseException as exc:  # re-raised in the calling thread
+            errors.append(exc)
+
+    helpers = [threading.Thread(target=guarded, name=f"swdask-score-{k}", daemon=True)
+               for k in range(threads - 1)]
+    for t in helpers:
+        t.start()
+    guarded()
+    for t in helpers:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 def score_all(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, mode="local",
@@ -237,13 +383,13 @@ def score_all(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, mode="lo
     """
     code = mode_code(mode)
     matrix = np.asarray(matrix)
-    q_res = np.ascontiguousarray(q_res, dtype=np.uint8)
-    s_res = np.ascontiguousarray(s_res, dtype=np.uint8)
-    q_off = np.ascontiguousarray(q_off, dtype=np.int64)
-    s_off = np.ascontiguousarray(s_off, dtype=np.int64)
+    # Read-only views: one compiled kernel whether the arrays come from Arrow (read-only)
+    # or from NumPy (see traceback._frozen).
+    q_res, s_res = _frozen(q_res), _frozen(s_res)
+    q_off, s_off = _frozen(q_off, np.int64), _frozen(s_off, np.int64)
     if subjects is None:
         subjects = np.arange(s_off.shape[0] - 1, dtype=np.int64)
-    subjects = np.ascontiguousarray(subjects, dtype=np.int64)
+    subjects = _frozen(subjects, np.int64)
     widths = _widths(matrix, gap_open, gap_extend, code)
     scores, q_end, s_end, limit = _run_width(widths[0], q_res, q_off, s_res, s_off, subjects,
                                              matrix, gap_open, gap_extend, code)
@@ -251,13 +397,85 @@ def score_all(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, mode="lo
         if limit is None or scores.size == 0:
             break
         redo = scores >= limit
+        if not redo.any():
+            break
+        rows, cols = np.nonzero(redo)
+        if _rescore_exactly(rows, cols, bits, q_off, s_off, subjects, matrix, gap_open,
+                            gap_extend):
+            _rescore(rows, cols, q_res, q_off, s_res, s_off, subjects, matrix, gap_open,
+                     gap_extend, scores, q_end, s_end)
+            break
         next_limit = None
-        for qi in np.flatnonzero(redo.any(axis=1)):
+        for qi in np.unique(rows):
             cols = np.flatnonzero(redo[qi])
             query = q_res[q_off[qi]:q_off[qi + 1]]
-            *exact, next_limit = _run_width(bits, query, np.array([0, query.shape[0]], np.int64),
+            *exact, next_limit = _run_width(bits, query, _frozen([0, query.shape[0]], np.int64),
                                             s_res, s_off, subjects[cols], matrix, gap_open,
                                             gap_extend, code)
             scores[qi, cols], q_end[qi, cols], s_end[qi, cols] = (x[0] for x in exact)
-        limit = next_limit if redo.any() else None
+        limit = next_limit
     return scores, q_end, s_end
+
+
+def _rescore_exactly(rows, cols, bits, q_off, s_off, subjects, matrix, gap_open, gap_extend):
+    """Whether to rescore the pairs ``(rows, cols)`` that may have saturated with
+    :func:`_rescore` rather than in ``bits``-bit lanes.
+
+    Yes when the ``bits``-bit kernel is not loaded in this process yet and the pairs are
+    few and small: at most :data:`EXACT_RESCORE_CELLS` cells in all, each pair's direction
+    matrix at most :data:`EXACT_PAIR_CELLS` bytes, and scores safely inside int32.  A
+    first search then compiles no second width of the score kernel (over a second of
+    compilation) for the handful of pairs that score over 250 (true hits, self hits).
+    """
+    if _loaded(bits):
+        return False
+    m = (q_off[rows + 1] - q_off[rows]).astype(np.int64)
+    n = (s_off[subjects[cols] + 1] - s_off[subjects[cols]]).astype(np.int64)
+    cells = (m + 1) * (n + 1)
+    worst = int(np.abs(matrix).max()) + int(gap_open) + int(gap_extend)
+    return (int(cells.sum()) <= EXACT_RESCORE_CELLS and int(cells.max()) <= EXACT_PAIR_CELLS
+            and (int((m + n).max()) + 1) * worst < _SCORE_LIMIT)
+
+
+def _loaded(bits) -> bool:
+    """Whether this process has the local kernel of that width compiled or loaded."""
+    dtype = numba.from_dtype(np.int16 if bits == 16 else np.int32)
+    return any(sig[5].dtype == dtype for sig in _local_kernel.signatures)
+
+
+def _rescore(rows, cols, q_res, q_off, s_res, s_off, subjects, matrix, gap_open, gap_extend,
+             scores, q_end, s_end):
+    """Exact local scores and ends of the pairs ``(rows, cols)``, written in place: the
+    traceback kernel (int32, whole matrix, the reference's end rule; a search compiles
+    it anyway), largest pairs first on the score kernel's threads."""
+    table = np.ascontiguousarray(matrix, dtype=np.int32)
+    m = q_off[rows + 1] - q_off[rows]
+    n = s_off[subjects[cols] + 1] - s_off[subjects[cols]]
+    order = np.argsort(-(m * n), kind="stable")
+    counter = iter(order.tolist())
+    lock = threading.Lock()
+
+    def work():
+        while True:
+            with lock:
+                k = next(counter, None)
+            if k is None:
+                return
+            qi, c = int(rows[k]), int(cols[k])
+            s = int(subjects[c])
+            found = traceback_pair(q_res[q_off[qi]:q_off[qi + 1]], s_res[s_off[s]:s_off[s + 1]],
+                                   table, gap_open, gap_extend, LOCAL, -1, -1)
+            scores[qi, c], q_end[qi, c], s_end[qi, c] = found[0], found[2], found[4]
+
+    _run_threads(work, min(kernel_threads(), order.shape[0]))
+
+
+def _prebuild_examples():
+    """``{name: (kernel, arguments)}``: a tiny call of the 8-bit local kernel with the
+    argument types of every real call (see :mod:`swdask.kernels.cpu.prebuild`)."""
+    codes = _frozen(np.zeros(2, np.uint8))
+    offsets = _frozen([0, 2], np.int64)
+    matrix = np.array([[1, -1], [-1, 1]], np.int32)
+    kernel, arguments, *_ = _width_call(8, codes, offsets, codes, offsets,
+                                        _frozen([0], np.int64), matrix, 1, 1, LOCAL)
+    return {"local8": (kernel, arguments())}

@@ -310,3 +310,31 @@ def _make_profile_u8():
 
 
 profile_u8 = _make_profile_u8()
+
+
+def _make_next_index():
+    """Build the intrinsic ``next_index(counter)``: atomically add 1 to ``counter[0]``
+    (int64) and return its previous value.
+
+    Threads that share ``counter`` take work items one at a time without the GIL or a
+    lock: dynamic scheduling for a ``nogil`` kernel that several Python threads run at
+    once (Numba offers no atomics on the CPU).
+    """
+
+    @intrinsic
+    def next_index(typingctx, counter):
+        if not isinstance(counter, types.Array) or counter.dtype != types.int64:
+            return None
+        sig = types.int64(counter)
+
+        def codegen(context, builder, signature, args):
+            arr = cgutils.create_struct_proxy(signature.args[0])(context, builder, value=args[0])
+            return builder.atomic_rmw("add", arr.data, ir.Constant(ir.IntType(64), 1),
+                                      "monotonic")
+
+        return sig, codegen
+
+    return next_index
+
+
+next_index = _make_next_index()

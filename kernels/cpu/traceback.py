@@ -47,6 +47,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import prebuild
 from .reference import GLOBAL, LOCAL, OP_DEL, OP_INS, OP_MATCH, SEMIGLOBAL, mode_code
 
 #: Largest direction matrix (cells, i.e. bytes) that :func:`align_codes` builds.
@@ -70,24 +71,31 @@ _CIGAR_EQ, _CIGAR_X, _CIGAR_I, _CIGAR_D = 0, 1, 2, 3
 _CIGAR_LETTERS = np.frombuffer(b"=XID", dtype=np.uint8).copy()
 
 
-@njit(cache=True, nogil=True)
-def subject_profile(matrix, subject, cols):
-    """``profile[a, j] = s(a, subject[j - 1])`` for ``j`` in ``1 .. cols`` (column 0 is 0):
-    a row of the DP then reads its substitution scores contiguously, and vectorises."""
-    n_codes = matrix.shape[0]
-    profile = np.empty((n_codes, cols + 1), dtype=np.int32)
-    for a in range(n_codes):
+@njit(cache=True, nogil=True, inline="always")
+def fill_profile(matrix, subject, cols, profile):
+    """Fill ``profile[a, j] = s(a, subject[j - 1])`` for ``j`` in ``1 .. cols`` (column 0
+    is 0): a row of the DP then reads its substitution scores contiguously, and vectorises.
+    Inlined into the kernels that call it (no compilation of its own)."""
+    for a in range(matrix.shape[0]):
         profile[a, 0] = 0
         for j in range(cols):
             profile[a, j + 1] = matrix[a, subject[j]]
-    return profile
 
 
 @njit(cache=True, nogil=True)
+def subject_profile(matrix, subject, cols):
+    """``profile[a, j] = s(a, subject[j - 1])`` for ``j`` in ``1 .. cols`` (column 0 is 0),
+    a new int32 array (see :func:`fill_profile`)."""
+    profile = np.empty((matrix.shape[0], cols + 1), dtype=np.int32)
+    fill_profile(matrix, subject, cols, profile)
+    return profile
+
+
+@njit(cache=True, nogil=True, inline="always")
 def row_best(h_row, cols, row_max, i, best, best_i, best_j):
     """The best cell after row ``i`` (maximum ``row_max``): a later row wins a tie only
     at a smaller column, the reference's column-major rule.  Returns
-    ``(best, best_i, best_j)``."""
+    ``(best, best_i, best_j)``.  Inlined into its callers (no compilation of its own)."""
     if row_max > 0 and row_max >= best:
         for j in range(1, cols + 1):
             if h_row[j] == row_max:
@@ -99,7 +107,18 @@ def row_best(h_row, cols, row_max, i, best, best_i, best_j):
     return best, best_i, best_j
 
 
-@njit(cache=True, nogil=True)  # tracebacks of a worker's threads run at once
+def _frozen(values, dtype=np.uint8) -> np.ndarray:
+    """``values`` as a read-only contiguous array of ``dtype`` (a view where possible).
+
+    Numba compiles a kernel once per argument type, and read-only (Arrow) arrays are
+    another type than writable ones: handing every kernel read-only arrays keeps one
+    compilation per kernel whichever caller comes first.
+    """
+    view = np.ascontiguousarray(values, dtype=dtype).view()
+    view.flags.writeable = False
+    return view
+
+
 def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_i, end_j):
     """Align one pair with affine gaps and trace the path back, as the reference does.
 
@@ -107,8 +126,8 @@ def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_
     ----------
     query, subject : numpy.ndarray of uint8
         Residue codes (rows of ``matrix`` for the query, columns for the subject).
-    matrix : numpy.ndarray of int32, 2-D
-        Substitution scores indexed by codes.
+    matrix : numpy.ndarray of int, 2-D
+        Substitution scores indexed by codes (used as int32).
     gap_open, gap_extend : int
         A gap of k residues costs ``gap_open + k * gap_extend``.
     mode_code : int
@@ -126,15 +145,50 @@ def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_
 
     Notes
     -----
+    The work arrays are allocated here and the DP runs in :func:`_traceback_kernel`
+    (which releases the GIL): an allocation inside a Numba kernel costs a compilation of
+    its own, which a first run pays.  No size or range checks here: :func:`align_codes`
+    makes them before calling.
+    """
+    args = _traceback_args(query, subject, matrix, gap_open, gap_extend, mode_code, end_i,
+                           end_j)
+    prebuild.wait("traceback")
+    score, qs, qe, ss, se, k = _traceback_kernel(*args)
+    return score, qs, qe, ss, se, args[-1][:k][::-1].copy()
+
+
+def _traceback_args(query, subject, matrix, gap_open, gap_extend, mode_code, end_i, end_j):
+    """The arguments of :func:`_traceback_kernel` for :func:`traceback_pair`'s, work
+    arrays included, of the same types whoever calls (one compilation)."""
+    end_i, end_j = int(end_i), int(end_j)
+    query, subject = _frozen(query), _frozen(subject)
+    matrix = _frozen(matrix, np.int32)
+    rows, cols = (end_i, end_j) if end_i >= 0 else (query.shape[0], subject.shape[0])
+    return (query, subject, matrix, int(gap_open), int(gap_extend), int(mode_code), end_i,
+            end_j, np.empty((matrix.shape[0], cols + 1), dtype=np.int32),
+            np.empty((5, cols + 1), dtype=np.int32), np.empty(rows + 1, dtype=np.int32),
+            np.empty((rows + 1, cols + 1), dtype=np.uint8), np.empty(rows + cols, dtype=np.uint8))
+
+
+@njit(cache=True, nogil=True)  # tracebacks of a worker's threads run at once
+def _traceback_kernel(query, subject, matrix, gap_open, gap_extend, mode_code, end_i, end_j,
+                      profile, rows_work, last_col, direction, ops_rev):
+    """The DP and the walk of :func:`traceback_pair`, in arrays the caller allocates.
+
+    ``profile``: int32[alphabet, cols + 1]; ``rows_work``: int32[5, cols + 1];
+    ``last_col``: int32[rows + 1]; ``direction``: uint8[rows + 1, cols + 1];
+    ``ops_rev``: uint8[rows + cols], where ``rows x cols`` is the rectangle computed.
+    Returns ``(score, query_start, query_end, subject_start, subject_end, k)``: the path is
+    ``ops_rev[:k]`` reversed.
+
+    Notes
+    -----
     One thread, row by row: H, E and F in linear memory (int32), the decisions in a
     ``(rows + 1) x (cols + 1)`` uint8 direction matrix (see the module docstring).  The
     traceback then walks the direction bits from the end cell with the reference's state
     machine: state H follows bits 0-1, states E and F follow their extend bits.  Row 0 and
     column 0 end the walk: a global alignment emits its boundary gap there, a semiglobal
     one stops; a local one stops earlier, at its first cell with ``H == 0``.
-
-    No size or range checks here (a kernel raises nothing useful): :func:`align_codes`
-    makes them before calling.
     """
     m = query.shape[0]
     n = subject.shape[0]
@@ -150,16 +204,19 @@ def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_
         rows = m
         cols = n
 
-    profile = subject_profile(matrix, subject, cols)
-    h_prev = np.zeros(cols + 1, dtype=np.int32)
-    h_cur = np.zeros(cols + 1, dtype=np.int32)
-    f_row = np.full(cols + 1, _NEG, dtype=np.int32)
-    e_row = np.full(cols + 1, _NEG, dtype=np.int32)
+    fill_profile(matrix, subject, cols, profile)
+    h_prev = rows_work[0]
+    h_cur = rows_work[1]
+    f_row = rows_work[2]
+    e_row = rows_work[3]
     # max(diagonal, F [, 0]) of the current row: H before E is known.
-    h_no_e = np.empty(cols + 1, dtype=np.int32)
-    # H of the last column, row by row: the semiglobal end may lie there.
-    last_col = np.zeros(rows + 1, dtype=np.int32)
-    direction = np.empty((rows + 1, cols + 1), dtype=np.uint8)
+    h_no_e = rows_work[4]
+    for j in range(cols + 1):
+        h_prev[j] = 0
+        h_cur[j] = 0
+        f_row[j] = _NEG
+        e_row[j] = _NEG
+    # last_col: H of the last column, row by row: the semiglobal end may lie there.
     if glob:
         for j in range(1, cols + 1):
             h_prev[j] = -(o + j * e)
@@ -250,7 +307,6 @@ def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_
                 found = True
 
     # Walk back.  The path has at most i + j operations; collect them in reverse.
-    ops_rev = np.empty(ei + ej, dtype=np.uint8)
     k = 0
     i = ei
     j = ej
@@ -291,11 +347,9 @@ def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_
             k += 1
             state = 2 if direction[i, j] & _F_EXTENDS else 0
             i -= 1
-    ops = ops_rev[:k][::-1].copy()
-    return np.int64(score), i, ei, j, ej, ops
+    return np.int64(score), i, ei, j, ej, k
 
 
-@njit(cache=True, nogil=True)
 def summarize_path(query, subject, query_start, subject_start, ops, unknown_code):
     """CIGAR and counts of a path.
 
@@ -324,62 +378,81 @@ def summarize_path(query, subject, query_start, subject_start, ops, unknown_code
     ``I`` consumes the query only, ``D`` the subject only.  A column is ``=`` when both
     codes are equal and not ``unknown_code``; every other aligned column is ``X``.
     """
+    args = _summarize_args(query, subject, query_start, subject_start, ops, unknown_code)
+    prebuild.wait("summarize")
+    p, matches, mismatches, gap_opens = _summarize_kernel(*args)
+    return args[-1][:p].copy(), matches, mismatches, gap_opens, args[4].shape[0]
+
+
+def _summarize_args(query, subject, query_start, subject_start, ops, unknown_code):
+    """The arguments of :func:`_summarize_kernel` for :func:`summarize_path`'s."""
+    ops = _frozen(ops)
+    # A run of L columns takes at most L digits and a letter: 2 bytes a column at most.
+    return (_frozen(query), _frozen(subject), int(query_start), int(subject_start), ops,
+            int(unknown_code), np.empty(2 * ops.shape[0], dtype=np.uint8))
+
+
+@njit(cache=True, nogil=True)
+def _summarize_kernel(query, subject, query_start, subject_start, ops, unknown_code, out):
+    """:func:`summarize_path`'s loop: writes the CIGAR to ``out`` and returns
+    ``(length, matches, mismatches, gap_opens)``."""
     n_ops = ops.shape[0]
-    # Column kinds and their runs.
-    run_len = np.empty(n_ops, dtype=np.int64)
-    run_kind = np.empty(n_ops, dtype=np.uint8)
-    n_runs = 0
     matches = 0
     mismatches = 0
     gap_opens = 0
     qi = query_start
     sj = subject_start
-    for k in range(n_ops):
-        op = ops[k]
-        if op == OP_MATCH:
-            a = query[qi]
-            b = subject[sj]
-            qi += 1
-            sj += 1
-            if a == b and a != unknown_code:
-                kind = _CIGAR_EQ
-                matches += 1
+    p = 0
+    run_kind = -1
+    run_len = 0
+    for k in range(n_ops + 1):
+        kind = -1  # past the last column: ends the last run
+        if k < n_ops:
+            op = ops[k]
+            if op == OP_MATCH:
+                a = query[qi]
+                b = subject[sj]
+                qi += 1
+                sj += 1
+                if a == b and a != unknown_code:
+                    kind = _CIGAR_EQ
+                    matches += 1
+                else:
+                    kind = _CIGAR_X
+                    mismatches += 1
+            elif op == OP_INS:
+                qi += 1
+                kind = _CIGAR_I
             else:
-                kind = _CIGAR_X
-                mismatches += 1
-        elif op == OP_INS:
-            qi += 1
-            kind = _CIGAR_I
-        else:
-            sj += 1
-            kind = _CIGAR_D
-        if n_runs > 0 and run_kind[n_runs - 1] == kind:
-            run_len[n_runs - 1] += 1
-        else:
-            run_kind[n_runs] = kind
-            run_len[n_runs] = 1
-            n_runs += 1
+                sj += 1
+                kind = _CIGAR_D
+            if kind == run_kind:
+                run_len += 1
+                continue
             if kind == _CIGAR_I or kind == _CIGAR_D:
                 gap_opens += 1
-    # ASCII: at most 20 digits and one letter per run.
-    out = np.empty(n_runs * 21, dtype=np.uint8)
-    digits = np.empty(20, dtype=np.uint8)
-    p = 0
-    for r in range(n_runs):
-        value = run_len[r]
-        nd = 0
-        while True:
-            digits[nd] = 48 + value % 10
-            nd += 1
-            value //= 10
-            if value == 0:
-                break
-        for d in range(nd - 1, -1, -1):
-            out[p] = digits[d]
+        if run_kind >= 0:
+            # The run's length in decimal (digits written backwards, then reversed), then
+            # its letter.
+            start = p
+            value = run_len
+            while True:
+                out[p] = 48 + value % 10
+                p += 1
+                value //= 10
+                if value == 0:
+                    break
+            lo = start
+            hi = p - 1
+            while lo < hi:
+                out[lo], out[hi] = out[hi], out[lo]
+                lo += 1
+                hi -= 1
+            out[p] = _CIGAR_LETTERS[run_kind]
             p += 1
-        out[p] = _CIGAR_LETTERS[run_kind[r]]
-        p += 1
-    return out[:p].copy(), matches, mismatches, gap_opens, n_ops
+        run_kind = kind
+        run_len = 1
+    return p, matches, mismatches, gap_opens
 
 
 def cigar_string(cigar) -> str:
@@ -549,3 +622,16 @@ def rescore(query, subject, query_start, subject_start, ops, matrix, gap_open, g
                 j += 1
         previous = op
     return score
+
+
+def _prebuild_examples():
+    """``{name: (kernel, arguments)}``: tiny calls of the kernels of this module with the
+    argument types of every real call (see :mod:`swdask.kernels.cpu.prebuild`)."""
+    codes = np.zeros(2, np.uint8)
+    matrix = np.eye(2, dtype=np.int32)
+    return {
+        "traceback": (_traceback_kernel,
+                      _traceback_args(codes, codes, matrix, 1, 1, LOCAL, -1, -1)),
+        "summarize": (_summarize_kernel,
+                      _summarize_args(codes, codes, 0, 0, np.zeros(2, np.uint8), 0)),
+    }
