@@ -18,8 +18,8 @@ cache it filled.  Cases (``--cases``, comma list, run in this order):
     --device D --max-hits 10 --gap-open O --gap-extend E --force``.  Rows: (a) empty
     cache (fresh cache folders); (b) filled cache (the same command again, median of
     ``--repeats``); (c) warm in one process: one Python process runs the search twice
-    through the API the command line uses (``swdask.search(..., return_stats=True)``
-    computed with ``swdask.cluster.compute``, then ``swdask.write_hits``) and the second
+    through the API the command line uses (``swdask.search_in_process(...,
+    return_stats=True)``, then ``swdask.write_hits``) and the second
     run is timed (the first is reported too); (d) with ``--cudasw4 DIR``: CUDASW++4.0's
     ``makedb`` on the same replicated FASTA (not counted), then its ``align --top 10``
     with the DPX kernels as a whole process (median of ``--repeats``) and the GCUPS it
@@ -249,7 +249,7 @@ def child(spec: dict) -> None:
     """Run one case's work twice through the API, as its command does; print the times.
 
     Called in a fresh process (``cli_wall.py --child SPEC``).  The calls are those of
-    ``swdask.cli``: ``search`` + ``compute`` + ``write_hits``; ``write_all_pairs``;
+    ``swdask.cli``: ``search_in_process`` + ``write_hits`` (a search without a cluster); ``write_all_pairs``;
     ``significance`` + ``compute`` + a Parquet write; ``align_long`` + a Parquet write.
 
     Parameters
@@ -274,10 +274,11 @@ def child(spec: dict) -> None:
 
             scoring = swdask.Scoring(None, gap_open=spec["gap_open"],
                                      gap_extend=spec["gap_extend"], alphabet="protein")
-            hits, stats = compute(*swdask.search(spec["queries"], spec["database"],
-                                                 scoring=scoring, mode="local",
-                                                 max_hits=spec["max_hits"], device=device,
-                                                 return_stats=True))
+            # What ``swdask search`` without --workers/--scheduler runs (swdask.cli).
+            hits, stats = swdask.search_in_process(spec["queries"], spec["database"],
+                                                   scoring=scoring, mode="local",
+                                                   max_hits=spec["max_hits"], device=device,
+                                                   return_stats=True)
             write_hits(hits, out, force=True)
         elif case == "allpairs":
             scoring = swdask.Scoring(None, match=2, mismatch=-3, gap_open=5, gap_extend=2)
