@@ -787,10 +787,11 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
     """
     started = time.perf_counter()
     check_mode(mode)
-    backend = check_device(device, mode)
+    # "auto" is decided once the work is known: a small search never touches the GPU.
+    backend = "cpu" if device == "auto" else check_device(device, mode)
     _check_limits(max_hits, min_score, evalue)
     threads = _threads(threads)
-    if backend == "cpu":
+    if device == "cpu":
         from .kernels.cpu import prebuild
 
         prebuild.start(prebuild.SEARCH)  # compiled in a helper process on a first run
@@ -798,8 +799,12 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
                    min_score=min_score, evalue=evalue, device=backend, alphabet=alphabet,
                    map_unknown=map_unknown, owner="caller")
     reason = ""
-    if device == "auto" and backend == "gpu":
+    if device == "auto":
         backend, reason = _auto_device(job, threads)
+        if backend == "cpu":
+            from .kernels.cpu import prebuild
+
+            prebuild.start(prebuild.SEARCH)
     try:
         previous = numba.get_num_threads()
         numba.set_num_threads(threads)
@@ -816,14 +821,23 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
 
 
 def _auto_device(job, threads: int) -> tuple[str, str]:
-    """``device="auto"`` where a GPU is visible: the GPU or the CPU by expected time
-    (:func:`swdask.gpu.choose_device`), and why."""
-    from .gpu import choose_device
-    from .kernels.cuda.launcher import kernels_due
+    """``device="auto"``: the GPU or the CPU by expected time
+    (:func:`swdask.gpu.choose_device`), and why.  Work the CPU finishes before a GPU
+    could start is not weighed further: no CUDA import, no context."""
+    from . import gpu
 
     lengths = job.queries.lengths
+    cells = int(lengths.sum()) * job.db_residues
+    cpu = cells / (gpu.CPU_GCUPS_PER_THREAD * 1e9 * threads)
+    if cpu < gpu.GPU_FIRST_USE_SECONDS:
+        return "cpu", (f"auto: CPU expected {cpu:.2g} s, less than a GPU's start "
+                       f"({gpu.GPU_FIRST_USE_SECONDS:g} s)")
+    if check_device("auto", job.mode) != "gpu":
+        return "cpu", ""
+    from .kernels.cuda.launcher import kernels_due
+
     due = kernels_due(lengths, job.scoring.matrix, job.scoring.gap_open, job.scoring.gap_extend)
-    return choose_device(int(lengths.sum()) * job.db_residues, threads, due)
+    return gpu.choose_device(cells, threads, due)
 
 
 def _threads(threads) -> int:

@@ -212,6 +212,13 @@ def test_declared_signatures_are_what_the_launchers_pass():
     bounds = matrix_boundaries(len(a), len(b))
     tile.score_grid_gpu(a, b, dna.matrix, 5, 2, *bounds, rows=2, width=8)
     tile.score_grid_gpu(a, b, dna.matrix, 5, 2, *bounds, [64], [8], rows=2, width=8)
+    from swdask.kernels.cpu.score import score_all
+    from swdask.kernels.cuda import launcher, traceback
+
+    _, q_end, s_end = score_all(seqs[1], np.array([0, 40]), seqs[2], np.array([0, 70]),
+                                protein.matrix, 11, 1)
+    traceback.trace_local([seqs[1]], [seqs[2]], np.array([[q_end[0, 0], s_end[0, 0]]]),
+                          protein.matrix, 11, 1)
     checked = set()
     for (family, shape, _), kernel in room._KERNELS.items():
         declared = tuple(sigutils.normalize_signature(room.signature(family, **dict(shape)))[0])
@@ -219,6 +226,13 @@ def test_declared_signatures_are_what_the_launchers_pass():
             assert launched == declared, (family, dict(shape), launched)
             checked.add(family)
     assert checked == set(room.FAMILIES)
+    for family, spec in launcher.SEARCH_KERNELS:  # the hand-written ones a search builds
+        kernel, signatures = room.resolve(family, spec)
+        declared = {tuple(sigutils.normalize_signature(s)[0]) for s in signatures}
+        assert kernel.launched <= declared, (spec, kernel.launched)
+        if kernel.launched:
+            checked.add(spec["name"])
+    assert len(checked) >= len(room.FAMILIES) + 5  # _scatter runs only after an overflow
 
 
 def test_build_process_protocol():

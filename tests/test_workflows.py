@@ -120,7 +120,8 @@ def test_cli_wall_benchmark_smoke(tmp_path):
     search, small = report["cases"]["search"], report["cases"]["small"]
     assert search["workload"]["n_queries"] == 3 and search["workload"]["cells"] > 0
     runs = [r["run"] for r in search["rows"]]
-    assert runs[0].startswith("(a) empty cache") and runs[1].startswith("(b) filled cache")
+    assert runs[0] == "swdask warmup, empty cache"
+    assert runs[1].startswith("(a) empty cache") and runs[2].startswith("(b) filled cache")
     assert all(r["wall_s"] > 0 for r in search["rows"])
     assert len(search["runs"]["warm"]["runs_s"]) == 2
     assert {"b_minus_c_s", "a_s"} <= set(search["bars"])

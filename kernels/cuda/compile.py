@@ -532,21 +532,35 @@ def get_kernel(family: str, **shape) -> Kernel:
         return kernel
 
 
-def jit(function=None, **options):
+def jit(function=None, *, signatures=(), **options):
     """``numba.cuda.jit`` for a hand-written kernel, with its compiled code kept on disk.
 
-    Use as ``@jit`` or ``@jit(**options)`` at module level; nothing is compiled or read
-    until the first launch.
+    Use as ``@jit`` or ``@jit(signatures=(...), **options)`` at module level; nothing is
+    compiled or read until the first launch.  ``signatures`` are the argument types its
+    launches pass, so that :func:`build` can compile it ahead (spec
+    ``("kernel", {"name": "module:qualname"})``).
     """
     def wrap(function):
         import inspect
 
         identity = identity_text("kernel", f"{function.__module__}.{function.__qualname__}",
-                             inspect.getsource(function), {}, (), options)
-        return Kernel(cuda.jit(**options)(function), identity,
-                      {"kernel": f"{function.__module__}:{function.__qualname__}"})
+                                 inspect.getsource(function), {}, (), options)
+        kernel = Kernel(cuda.jit(**options)(function), identity,
+                        {"kernel": f"{function.__module__}:{function.__qualname__}"})
+        kernel.signatures = tuple(signatures)
+        return kernel
 
     return wrap(function) if function is not None else wrap
+
+
+def resolve(family: str, shape: dict):
+    """``(kernel, signatures)`` of a build spec: a family's kernel for a shape, or a
+    hand-written kernel (``family="kernel"``, ``shape={"name": "module:qualname"}``)."""
+    if family == "kernel":
+        module, _, name = shape["name"].partition(":")
+        kernel = getattr(importlib.import_module(module), name)
+        return kernel, kernel.signatures
+    return get_kernel(family, **shape), (signature(family, **shape),)
 
 
 def _header(path: Path):
@@ -603,22 +617,27 @@ def signature(family: str, **shape) -> str:
 # Building ahead of time, in parallel.
 
 def is_cached(family: str, **shape) -> bool:
-    """Whether ``family``'s kernel for ``shape`` is saved for this device (or nothing
-    needs compiling: the simulator)."""
-    kernel = get_kernel(family, **shape)
+    """Whether the kernel of a build spec is saved for this device, for every declared
+    signature (or nothing needs compiling: the simulator)."""
+    kernel, signatures = resolve(family, shape)
     if kernel.simulated:
         return True
     from numba.core import sigutils
 
-    argtypes, _ = sigutils.normalize_signature(signature(family, **shape))
-    return kernel._path(str(tuple(argtypes))).exists() or tuple(argtypes) in \
-        kernel.dispatcher.overloads
+    for declared in signatures:
+        argtypes = tuple(sigutils.normalize_signature(declared)[0])
+        if argtypes not in kernel.dispatcher.overloads and \
+                not kernel._path(str(argtypes)).exists():
+            return False
+    return True
 
 
 def _build_one(family: str, shape: dict) -> tuple:
-    """Compile and save one kernel; ``(family, shape, seconds)``."""
+    """Compile and save one build spec's kernel; ``(family, shape, seconds)``."""
     start = time.perf_counter()
-    get_kernel(family, **shape).compile(signature(family, **shape))
+    kernel, signatures = resolve(family, shape)
+    for declared in signatures:
+        kernel.compile(declared)
     return family, shape, time.perf_counter() - start
 
 
@@ -636,7 +655,8 @@ def build(specs, *, jobs: int | None = None, progress=None) -> list:
     Parameters
     ----------
     specs : iterable of (str, dict)
-        ``(family, shape)`` pairs.
+        ``(family, shape)`` pairs, or ``("kernel", {"name": "module:qualname"})`` for a
+        hand-written kernel with declared signatures (:func:`jit`).
     jobs : int, optional
         Processes (default: the CPU cores, at most the kernels missing).  With one
         kernel missing it is compiled in this process.
@@ -686,7 +706,7 @@ def build(specs, *, jobs: int | None = None, progress=None) -> list:
                     last = (err.strip().splitlines() or ["no output"])[-1]
                     raise RuntimeError(f"building CUDA kernels failed: {last}")
         for family, shape, _ in built:
-            get_kernel(family, **shape).load()
+            resolve(family, shape)[0].load()
         return built
 
 

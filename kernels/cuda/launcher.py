@@ -606,13 +606,21 @@ class DeviceSubjects:
                     *(t[pair] for t in tables), overflows[pair])
 
 
+#: The hand-written kernels of a search: the device-side selection of the top hits and
+#: the traceback (:mod:`~swdask.kernels.cuda.traceback`), built with the score kernels.
+SEARCH_KERNELS = [("kernel", {"name": f"{__name__}:{name}"})
+                  for name in ("_fill", "_histogram", "_select", "_scatter")] + \
+                 [("kernel", {"name": f"{__package__}.traceback:{name}"})
+                  for name in ("_forward_kernel", "_walk_kernel")]
+
+
 def search_specs(lengths, matrix, packed: bool, *, short: bool = True) -> list:
-    """``(family, shape)`` of the inter-task kernels that scoring queries of ``lengths``
-    (longest first) launches: the 16-bit kernel per query pair when ``packed``, else the
-    32-bit kernel per query (``short``: there are subjects below the intra-task
-    threshold)."""
+    """Build specs (:func:`swdask.kernels.cuda.compile.build`) of a search of queries of
+    ``lengths`` (longest first): :data:`SEARCH_KERNELS` and the inter-task kernels, the
+    16-bit kernel per query pair when ``packed``, else the 32-bit kernel per query
+    (``short``: there are subjects below the intra-task threshold)."""
     alphabet = matrix.shape[0]
-    specs = []
+    specs = list(SEARCH_KERNELS)
     if not short:
         return specs
     if packed:
@@ -726,7 +734,7 @@ def _grid(total, stream):
     return max(1, min(math.ceil(total / 256), 4096)), 256, stream
 
 
-@jit
+@jit(signatures=("void(int32[:, ::1], int64)",))
 def _fill(array, value):
     """``array[...] = value`` for a 2-D array, any grid (grid-stride loop)."""
     n = array.shape[1]
@@ -734,7 +742,7 @@ def _fill(array, value):
         array[i // n, i % n] = value
 
 
-@jit
+@jit(signatures=("void(int32[:, ::1], int32[:, ::1])",))
 def _histogram(scores, hist):
     """``hist[q, min(score, HIST_BINS - 1)] += 1`` over a (queries, subjects) table; a
     16-bit overflow's ``-1`` counts in bin 0 (its query's row is redone after the re-run)."""
@@ -744,7 +752,8 @@ def _histogram(scores, hist):
         cuda.atomic.add(hist, (q, max(min(scores[q, i % n], HIST_BINS - 1), 0)), 1)
 
 
-@jit
+@jit(signatures=("void(int32[:, ::1], int32[:, ::1], int32[:, ::1], int32[::1], int64[::1], "
+                  "int64[::1], int64[::1], int32[::1], int32[::1], int32[::1])",))
 def _select(scores, q_end, s_end, cuts, starts, found, columns, out_score, out_qend, out_send):
     """Append each subject scoring at least its query's cut to that query's slice
     (``starts[q]`` on); order within a slice is not kept."""
@@ -761,7 +770,8 @@ def _select(scores, q_end, s_end, cuts, starts, found, columns, out_score, out_q
                 out_send[slot] = s_end[q, c]
 
 
-@jit
+@jit(signatures=("void(int64[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], "
+                  "int32[::1])",))
 def _scatter(where, score, qend, send, out_score, out_qend, out_send):
     """Write re-scored pairs back into a query's row of the score tables."""
     i = cuda.grid(1)

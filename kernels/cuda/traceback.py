@@ -75,7 +75,9 @@ else:
         return cuda.shfl_up_sync(0xFFFFFFFF, value, 1)
 
 
-@jit
+@jit(signatures=("void(int32[::1], int64[::1], int32[::1], uint8[::1], int64[::1], int32[::1], "
+                  "int32[::1], int64[::1], int64[::1], int32, int32, int32, uint32[::1], "
+                  "int32[::1], int32[::1])",))
 def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i, ends_j,
                     dir_base, bound_base, n_codes, gap_oe, gap_e, directions, boundary,
                     end_score):
@@ -188,7 +190,8 @@ def _nibble(directions, base, cols, i, j):
     return (word >> uint32(4 * ((i - 1) % ROWS))) & uint32(15)
 
 
-@jit
+@jit(signatures=("void(uint32[::1], int64[::1], int32[::1], int32[::1], int64[::1], uint8[::1], "
+                  "int32[::1], int32[::1], int32[::1])",))
 def _walk_kernel(directions, dir_base, ends_i, ends_j, ops_base, ops, out_len, out_i, out_j):
     """The path of every pair from its end cell (one thread per pair), operations in
     reverse order at ``ops[ops_base[p]:]``; the start cell in ``out_i/out_j``."""

@@ -490,7 +490,7 @@ def case_small(args, runner: Runner, scratch: Path, shared: dict) -> dict:
         timed = [runner.run(argv, caches, label=f"--device {device}, run {k + 1}")
                  for k in range(args.repeats)]
         walls[device] = statistics.median(r["wall_s"] for r in timed)
-        found = re.search(r" on (\S+), \d+ worker", timed[-1]["summary"])
+        found = re.search(r" on (cpu\+gpu|cpu|gpu)\b", timed[-1]["summary"])
         chosen[device] = found.group(1) if found else "?"
         runs[device] = {"fill": slim(fill), "timed": [slim(r) for r in timed]}
         rows.append({"case": "small", "run": f"--device {device} -> {chosen[device]} (median of "
