@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 from .align import alignment_from_codes, check_mode
 from .alphabet import get_alphabet
 from .errors import DeviceError, EmptyInputError, InvalidSequenceError, StoreError
-from .kernels.cpu.score import score_all
+from .kernels.cpu.score import kernel_threads, score_all
 from .parquet_schemas import HITS, SCORES, SEQUENCES, check_table
 from .scoring import Scoring
 from .store import SequenceBatch, SequenceStore, load_sequences, open_database
@@ -817,12 +817,15 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
                    min_score=min_score, evalue=evalue, device=backend, alphabet=alphabet,
                    map_unknown=map_unknown, owner="caller")
     try:
-        previous = numba.get_num_threads()
-        numba.set_num_threads(threads)
-        try:
+        if threads == kernel_threads():  # as it is: leave Numba's threading layer unstarted
             frame, stats = _run(job, progress, backend)
-        finally:
-            numba.set_num_threads(previous)
+        else:
+            previous = numba.get_num_threads()
+            numba.set_num_threads(threads)
+            try:
+                frame, stats = _run(job, progress, backend)
+            finally:
+                numba.set_num_threads(previous)
     finally:
         if job.keep:
             shutil.rmtree(job.store_path, ignore_errors=True)
@@ -982,7 +985,7 @@ def _trace(work, scoring, mode, backend="cpu") -> list:
 
         if gpu_traceback.fits(scoring.matrix):
             return _trace_gpu(work, scoring, gpu_traceback)
-    threads = min(numba.get_num_threads(), len(work))
+    threads = min(kernel_threads(), len(work))
     if threads <= 1:
         return [_hit_row(*item, scoring, mode) for item in work]
     from concurrent.futures import ThreadPoolExecutor
