@@ -521,7 +521,35 @@ COMMANDS["allpairs"] = _cmd_allpairs
 
 
 def main(argv=None) -> int:
-    """Run the ``swdask`` command; returns the exit status."""
+    """Run the ``swdask`` command; returns the exit status.
+
+    As the installed command (``argv=None``) it ends the process itself once the command
+    is done, output flushed and exit handlers run: Python's own shutdown then frees the
+    modules of pandas, pyarrow and Numba one by one, which took 0.4 to 0.7 s of every
+    run on a 2-core machine.
+    """
+    status = _main(argv)
+    if argv is None:
+        _exit(status)
+    return status
+
+
+def _exit(status: int) -> None:
+    """End the process now with ``status``: flush the standard streams, run the
+    ``atexit`` handlers (which remove temporary stores), and skip the interpreter's
+    clean-up of its modules, which has nothing left to write."""
+    import atexit
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed, or a broken pipe: nothing to keep
+            pass
+    atexit._run_exitfuncs()
+    os._exit(status)
+
+
+def _main(argv) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 from .align import alignment_from_codes, check_mode
 from .alphabet import get_alphabet
 from .errors import DeviceError, EmptyInputError, InvalidSequenceError, StoreError
-from .kernels.cpu.score import score_all
+from .kernels.cpu.score import kernel_threads, score_all
 from .parquet_schemas import HITS, SCORES, SEQUENCES, check_table
 from .scoring import Scoring
 from .store import SequenceBatch, SequenceStore, load_sequences, open_database
@@ -132,9 +132,30 @@ def check_device(device: str, mode: str = "local", *, here: bool = True) -> str:
         if mode != "local":
             raise _gpu_mode_error(mode)
         return "gpu"
-    if device == "auto" and mode == "local" and not simulator_enabled() and gpu_available():
+    if (device == "auto" and mode == "local" and not simulator_enabled()
+            and _cuda_driver_loadable() and gpu_available()):
         return "gpu"
     return "cpu"
+
+
+def _cuda_driver_loadable() -> bool:
+    """False when no CUDA driver library can be loaded on Linux (so there is no GPU),
+    found without importing Numba's CUDA target (about 0.2 s of a CPU run's start);
+    True wherever that cannot be told so cheaply (then :func:`swdask.gpu.gpu_available`
+    decides).  Looks where Numba does: ``libcuda.so`` and ``libcuda.so.1`` on the
+    loader's path and in ``/usr/lib`` and ``/usr/lib64``, or ``NUMBA_CUDA_DRIVER``."""
+    if not sys.platform.startswith("linux") or os.environ.get("NUMBA_CUDA_DRIVER"):
+        return True
+    import ctypes
+
+    for name in ("libcuda.so", "libcuda.so.1"):
+        for path in (name, f"/usr/lib/{name}", f"/usr/lib64/{name}"):
+            try:
+                ctypes.CDLL(path)
+            except OSError:
+                continue
+            return True
+    return False
 
 
 def _gpu_mode_error(mode: str) -> DeviceError:
@@ -794,7 +815,7 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
     if device == "cpu":
         from .kernels.cpu import prebuild
 
-        prebuild.start(prebuild.SEARCH)  # compiled in a helper process on a first run
+        prebuild.start(prebuild.SEARCH)  # a first run compiles them in a second process
     job = _prepare(queries, database, scoring=scoring, mode=mode, max_hits=int(max_hits),
                    min_score=min_score, evalue=evalue, device=backend, alphabet=alphabet,
                    map_unknown=map_unknown, owner="caller")
@@ -806,12 +827,15 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
 
             prebuild.start(prebuild.SEARCH)
     try:
-        previous = numba.get_num_threads()
-        numba.set_num_threads(threads)
-        try:
+        if threads == kernel_threads():  # as it is: leave Numba's threading layer unstarted
             frame, stats = _run(job, progress, backend)
-        finally:
-            numba.set_num_threads(previous)
+        else:
+            previous = numba.get_num_threads()
+            numba.set_num_threads(threads)
+            try:
+                frame, stats = _run(job, progress, backend)
+            finally:
+                numba.set_num_threads(previous)
     finally:
         if job.keep:
             shutil.rmtree(job.store_path, ignore_errors=True)
@@ -991,7 +1015,7 @@ def _trace(work, scoring, mode, backend="cpu") -> list:
 
         if gpu_traceback.fits(scoring.matrix):
             return _trace_gpu(work, scoring, gpu_traceback)
-    threads = min(numba.get_num_threads(), len(work))
+    threads = min(kernel_threads(), len(work))
     if threads <= 1:
         return [_hit_row(*item, scoring, mode) for item in work]
     from concurrent.futures import ThreadPoolExecutor

@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -433,3 +434,55 @@ def test_installed_demo_command():
     self_hits = [h for h in hits if len(h) > 3 and h[0] == h[1] and h[3] == "100.0"]
     assert len(self_hits) >= 1
     assert any("GCUPS" in line for line in lines)
+
+
+# -- start-up: lazy imports, the in-process engine, the installed command's exit ----------
+
+
+def test_import_loads_no_heavy_library():
+    code = ("import sys, swdask, swdask.cli; "
+            "print(sorted(m for m in ('dask', 'numba', 'pandas', 'pyarrow') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_package_names_stay_functions():
+    """``swdask.search`` is the function even once the module of that name is imported."""
+    import importlib
+
+    for name in ("align", "cluster", "search", "significance"):
+        importlib.import_module(f"swdask.{name}")
+        assert callable(getattr(swdask, name)), name
+    assert "search_in_process" in dir(swdask)
+    with pytest.raises(AttributeError):
+        swdask.no_such_name
+
+
+def test_search_without_a_cluster_runs_in_process(store, tmp_path, capsys, monkeypatch):
+    def no_dask_search(*args, **kwargs):
+        raise AssertionError("the Dask search ran")
+
+    monkeypatch.setattr(sys.modules["swdask.search"], "search", no_dask_search)
+    table = search_table(capsys, tmp_path / "hits.parquet", QUERIES, store, "--max-hits", 2)
+    assert table.num_rows == 2 * N_QUERIES
+
+
+def test_installed_command_exit_status_and_output(tmp_path):
+    """The command ends its process itself (see ``cli._exit``): statuses and every line
+    of output must come through."""
+    def swdask_cli(*argv):
+        return subprocess.run([sys.executable, "-m", "swdask.cli", *map(str, argv)],
+                              capture_output=True, text=True, timeout=600, check=False)
+
+    done = swdask_cli("--version")
+    assert (done.returncode, done.stdout) == (0, f"swdask {swdask.__version__}\n")
+    done = swdask_cli("search", tmp_path / "missing.fasta", SPROT_DB, "-o", tmp_path / "x.tsv")
+    assert done.returncode == 2
+    assert done.stderr.startswith("swdask: error:") and "missing.fasta" in done.stderr
+    out = tmp_path / "hits.tsv"
+    done = swdask_cli("search", QUERIES, SPROT_DB, "-o", out, "--outfmt", "blast6",
+                      "--max-hits", 1, "--device", "cpu")
+    assert done.returncode == 0, done.stderr
+    assert len(out.read_text().splitlines()) == N_QUERIES
+    assert done.stderr.splitlines()[0] == f"wrote {N_QUERIES} hits to {out} (blast6)"

@@ -184,3 +184,96 @@ def test_scalar_profile_fallback_gives_identical_results(proteins, monkeypatch):
                          subjects=subjects)
     for a, b in zip(fast, portable):
         np.testing.assert_array_equal(a, b)
+
+
+# -- rescoring pairs that saturate 8 bits, threads, group order ------------------------------
+
+
+def saturating_case(proteins):
+    """Three queries against every 4th database record plus the queries' own records:
+    the self hits (and some others) score past the 8-bit limit."""
+    queries, db = proteins
+    names = {name: k for k, name in enumerate(db.names)}
+    take = [3, 7, 11]  # 144, 375 and 970 residues; each has its own record in the database
+    own = [names[queries.names[i]] for i in take]
+    subjects = np.unique(np.concatenate([np.arange(0, len(db), 4), own])).astype(np.int64)
+    q_res, q_off = pack([queries.codes(i) for i in take])
+    return q_res, q_off, db, subjects
+
+
+def test_saturated_pairs_rescored_by_traceback_kernel_or_16bit_kernel(proteins, monkeypatch):
+    """Pairs that may have saturated the 8-bit lanes get the same exact scores and ends
+    whether the traceback kernel rescores them (few pairs, no 16-bit kernel loaded) or
+    the 16-bit kernel does; both agree with the traceback kernel on the whole pair."""
+    import swdask.kernels.cpu.score as score_module
+
+    q_res, q_off, db, subjects = saturating_case(proteins)
+    scoring = Scoring()
+    calls = []
+    rescore = score_module._rescore
+    monkeypatch.setattr(score_module, "_loaded", lambda bits: False)
+    monkeypatch.setattr(score_module, "_rescore", lambda *a: calls.append(1) or rescore(*a))
+    exact = score_all(q_res, q_off, db.residues, db.offsets, scoring.matrix, 11, 1,
+                      subjects=subjects)
+    assert calls == [1]
+    monkeypatch.setattr(score_module, "EXACT_RESCORE_CELLS", 0)
+    wide = score_all(q_res, q_off, db.residues, db.offsets, scoring.matrix, 11, 1,
+                     subjects=subjects)
+    assert calls == [1]
+    for a, b in zip(exact, wide):
+        np.testing.assert_array_equal(a, b)
+    limit = 255 + int(scoring.matrix.min())  # the 8-bit lanes' limit: 255 - bias
+    rows, cols = np.nonzero(exact[0] >= limit)
+    assert len(rows) >= 3  # the self hits at least
+    for qi, c in zip(rows, cols):
+        query = q_res[q_off[qi]:q_off[qi + 1]]
+        got = traceback_pair(query, db.codes(int(subjects[c])), scoring.matrix, 11, 1, 0, -1, -1)
+        assert (exact[0][qi, c], exact[1][qi, c], exact[2][qi, c]) == (got[0], got[2], got[4])
+
+
+def test_rescoring_choice(proteins, monkeypatch):
+    """The traceback kernel takes few, small pairs when the wider kernel is not loaded;
+    the wider kernel takes the rest."""
+    import swdask.kernels.cpu.score as score_module
+
+    q_res, q_off, db, subjects = saturating_case(proteins)
+    s_off = db.offsets.astype(np.int64)
+    rows, cols = np.array([0, 2]), np.array([0, 5])
+    args = (rows, cols, 16, q_off, s_off, subjects, Scoring().matrix, 11, 1)
+    monkeypatch.setattr(score_module, "_loaded", lambda bits: False)
+    assert score_module._rescore_exactly(*args)
+    monkeypatch.setattr(score_module, "EXACT_PAIR_CELLS", 10)
+    assert not score_module._rescore_exactly(*args)
+    monkeypatch.setattr(score_module, "EXACT_PAIR_CELLS", 1 << 24)
+    monkeypatch.setattr(score_module, "_loaded", lambda bits: True)
+    assert not score_module._rescore_exactly(*args)
+
+
+def test_one_thread_or_two_give_the_same_results(proteins):
+    """Groups are dealt to the threads dynamically; results do not depend on the deal."""
+    import numba
+
+    q_res, q_off, db, subjects = saturating_case(proteins)
+    scoring = Scoring()
+    previous = numba.get_num_threads()
+    results = []
+    try:
+        for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(threads)
+            results.append(score_all(q_res, q_off, db.residues, db.offsets, scoring.matrix,
+                                     11, 1, subjects=subjects[::-1].copy()))
+    finally:
+        numba.set_num_threads(previous)
+    for a, b in zip(results[0], results[-1]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_groups_longest_first():
+    from swdask.kernels.cpu.score import _group_order
+
+    s_off = np.cumsum([0, 5, 1, 9, 2, 2, 7]).astype(np.int64)  # lengths 5 1 9 2 2 7
+    order, longest = _group_order(s_off, np.arange(6, dtype=np.int64), 2)
+    # groups (5, 1), (9, 2), (2, 7): longest 5, 9, 7
+    assert order.tolist() == [1, 2, 0] and longest == 9
+    order, longest = _group_order(s_off, np.zeros(0, np.int64), 2)
+    assert order.tolist() == [] and longest == 0

@@ -304,3 +304,26 @@ def test_stats(result):
 def test_without_stats_returns_the_frame_only(store):
     found = swdask.search_in_process({"q": "MKVLAWQERT"}, store, max_hits=2)
     assert isinstance(found, pd.DataFrame)
+
+
+def test_cuda_driver_probe(monkeypatch):
+    """No loadable libcuda on Linux: no GPU, found without importing numba.cuda; the
+    probe defers to Numba wherever it cannot tell."""
+    import ctypes
+    import sys
+
+    search_module = sys.modules["swdask.search"]
+
+    def no_library(path, *args, **kwargs):
+        raise OSError(f"{path}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_library)
+    monkeypatch.delenv("NUMBA_CUDA_DRIVER", raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert search_module._cuda_driver_loadable() is False
+    assert search_module.check_device("auto") == "cpu"
+    monkeypatch.setenv("NUMBA_CUDA_DRIVER", "/opt/driver/libcuda.so")
+    assert search_module._cuda_driver_loadable() is True
+    monkeypatch.delenv("NUMBA_CUDA_DRIVER")
+    monkeypatch.setattr(sys, "platform", "win32")
+    assert search_module._cuda_driver_loadable() is True

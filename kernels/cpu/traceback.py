@@ -66,9 +66,8 @@ _SRC_MASK = 3
 _E_EXTENDS = 4
 _F_EXTENDS = 8
 
-# ASCII of the CIGAR operations, indexed by the column kinds of summarize_path.
+# Column kinds of summarize_path, in the order of their CIGAR letters "=XID".
 _CIGAR_EQ, _CIGAR_X, _CIGAR_I, _CIGAR_D = 0, 1, 2, 3
-_CIGAR_LETTERS = np.frombuffer(b"=XID", dtype=np.uint8).copy()
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -377,82 +376,29 @@ def summarize_path(query, subject, query_start, subject_start, ops, unknown_code
     -----
     ``I`` consumes the query only, ``D`` the subject only.  A column is ``=`` when both
     codes are equal and not ``unknown_code``; every other aligned column is ``X``.
+    Written with NumPy, not Numba: it costs microseconds a path, and a Numba kernel
+    would cost a first run half a second of compilation.
     """
-    args = _summarize_args(query, subject, query_start, subject_start, ops, unknown_code)
-    prebuild.wait("summarize")
-    p, matches, mismatches, gap_opens = _summarize_kernel(*args)
-    return args[-1][:p].copy(), matches, mismatches, gap_opens, args[4].shape[0]
-
-
-def _summarize_args(query, subject, query_start, subject_start, ops, unknown_code):
-    """The arguments of :func:`_summarize_kernel` for :func:`summarize_path`'s."""
-    ops = _frozen(ops)
-    # A run of L columns takes at most L digits and a letter: 2 bytes a column at most.
-    return (_frozen(query), _frozen(subject), int(query_start), int(subject_start), ops,
-            int(unknown_code), np.empty(2 * ops.shape[0], dtype=np.uint8))
-
-
-@njit(cache=True, nogil=True)
-def _summarize_kernel(query, subject, query_start, subject_start, ops, unknown_code, out):
-    """:func:`summarize_path`'s loop: writes the CIGAR to ``out`` and returns
-    ``(length, matches, mismatches, gap_opens)``."""
-    n_ops = ops.shape[0]
-    matches = 0
-    mismatches = 0
-    gap_opens = 0
-    qi = query_start
-    sj = subject_start
-    p = 0
-    run_kind = -1
-    run_len = 0
-    for k in range(n_ops + 1):
-        kind = -1  # past the last column: ends the last run
-        if k < n_ops:
-            op = ops[k]
-            if op == OP_MATCH:
-                a = query[qi]
-                b = subject[sj]
-                qi += 1
-                sj += 1
-                if a == b and a != unknown_code:
-                    kind = _CIGAR_EQ
-                    matches += 1
-                else:
-                    kind = _CIGAR_X
-                    mismatches += 1
-            elif op == OP_INS:
-                qi += 1
-                kind = _CIGAR_I
-            else:
-                sj += 1
-                kind = _CIGAR_D
-            if kind == run_kind:
-                run_len += 1
-                continue
-            if kind == _CIGAR_I or kind == _CIGAR_D:
-                gap_opens += 1
-        if run_kind >= 0:
-            # The run's length in decimal (digits written backwards, then reversed), then
-            # its letter.
-            start = p
-            value = run_len
-            while True:
-                out[p] = 48 + value % 10
-                p += 1
-                value //= 10
-                if value == 0:
-                    break
-            lo = start
-            hi = p - 1
-            while lo < hi:
-                out[lo], out[hi] = out[hi], out[lo]
-                lo += 1
-                hi -= 1
-            out[p] = _CIGAR_LETTERS[run_kind]
-            p += 1
-        run_kind = kind
-        run_len = 1
-    return p, matches, mismatches, gap_opens
+    ops = np.asarray(ops, dtype=np.uint8)
+    n_ops = int(ops.shape[0])
+    if n_ops == 0:
+        return np.zeros(0, dtype=np.uint8), 0, 0, 0, 0
+    # Query (subject) position of each column: the residues consumed so far, less one.
+    rows = int(query_start) - 1 + np.cumsum(ops != OP_DEL)
+    cols = int(subject_start) - 1 + np.cumsum(ops != OP_INS)
+    aligned = ops == OP_MATCH
+    a = np.asarray(query)[rows[aligned]]
+    b = np.asarray(subject)[cols[aligned]]
+    identical = (a == b) & (a != unknown_code)
+    kind = np.where(ops == OP_INS, _CIGAR_I, _CIGAR_D).astype(np.uint8)
+    kind[aligned] = np.where(identical, _CIGAR_EQ, _CIGAR_X)
+    starts = np.flatnonzero(np.concatenate(([True], kind[1:] != kind[:-1])))
+    lengths = np.diff(np.append(starts, n_ops))
+    run_kind = kind[starts]
+    cigar = "".join(f"{n}{'=XID'[k]}" for n, k in zip(lengths.tolist(), run_kind.tolist()))
+    matches = int(np.count_nonzero(identical))
+    return (np.frombuffer(cigar.encode("ascii"), dtype=np.uint8).copy(), matches,
+            int(a.shape[0]) - matches, int(np.count_nonzero(run_kind >= _CIGAR_I)), n_ops)
 
 
 def cigar_string(cigar) -> str:
@@ -632,6 +578,4 @@ def _prebuild_examples():
     return {
         "traceback": (_traceback_kernel,
                       _traceback_args(codes, codes, matrix, 1, 1, LOCAL, -1, -1)),
-        "summarize": (_summarize_kernel,
-                      _summarize_args(codes, codes, 0, 0, np.zeros(2, np.uint8), 0)),
     }
