@@ -37,9 +37,9 @@ def run(cache, preload=False):
 
 def test_a_second_process_loads_without_compiling(tmp_path):
     first = run(tmp_path)
-    # Compiled here, or in the build processes of the search's kernels and loaded here.
+    # Compiled here, or in the search's parallel build processes and loaded here.
     entries = list((tmp_path / "cuda").glob("*.nbk"))
-    assert first["compiled"] > 0 and len(entries) == first["compiled"] + first["loaded"]
+    assert entries and len(entries) == first["compiled"] + first["loaded"]
     second = run(tmp_path)
     assert second["compiled"] == 0, second
     assert second["loaded"] == len(entries)
