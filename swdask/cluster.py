@@ -149,6 +149,15 @@ def warm_gpu_worker() -> int:
     return preload()
 
 
+def dask_setup(worker) -> None:
+    """Dask's preload hook (``dask cuda worker ... --preload swdask.cluster``): a worker
+    that sees a GPU is warmed as :func:`cluster` warms its own (:func:`warm_gpu_worker`)."""
+    from .gpu import gpu_available, simulator_enabled
+
+    if gpu_available() and not simulator_enabled():
+        warm_gpu_worker()
+
+
 def _plan(n_workers, scheduler, device, threads_per_worker, dashboard_address, *, gpus: int,
           simulator: bool) -> tuple[str, dict]:
     """Which cluster :func:`cluster` starts: ``("connect" | "cuda" | "local", options)``.
