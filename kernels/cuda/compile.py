@@ -403,10 +403,15 @@ class Kernel:
                     write_atomic(path, entry_bytes(self.key(), signature, _pack(kernel),
                                                    self.spec))
                     saved += 1
-                except OSError:
-                    pass  # a read-only or full cache costs a compile later, nothing else
+                except Exception:  # noqa: BLE001 - the cache is an optimisation only
+                    # A read-only or full cache, or a kernel Numba will not serialise,
+                    # costs a compile in a later process, never this launch.
+                    pass
         if saved:
-            prune()
+            try:
+                prune()
+            except OSError:
+                pass
         return saved
 
     def compile(self, signature) -> None:
