@@ -63,6 +63,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .options import DEVICES, check_choice
 from .errors import DeviceError, OutputExistsError, StoreError
 from .kernels.cpu.reference import mode_code
 from .kernels.cpu.score import score_all
@@ -77,7 +78,6 @@ __all__ = ["ALLPAIRS_MODES", "AllPairsStats", "IdentityBound", "all_pairs", "rea
 #: The modes of all-against-all alignment (one table; the error names them).
 ALLPAIRS_MODES = ("global", "local")
 #: Devices of the score pass.
-DEVICES = ("auto", "cpu", "gpu")
 #: Default sequences per block (a block pair is one task).
 BLOCK_SIZE = 2048
 #: Queries scored together by the CPU kernel (against the union of their subject ranges).
@@ -419,8 +419,7 @@ class _Job:
 def _check_device(device: str, mode: str, *, here: bool) -> str:
     from .gpu import gpu_available, require_gpu, simulator_enabled
 
-    if device not in DEVICES:
-        raise ValueError(f"unknown device {device!r}; choose one of: {', '.join(DEVICES)}")
+    check_choice("device", device, DEVICES)
     if device == "gpu" and mode != "global":
         raise DeviceError(f"--device gpu: the all-pairs GPU kernel computes global alignments; "
                           f"run --mode {mode} with --device cpu (or auto)")

@@ -14,6 +14,7 @@ from importlib.resources import files
 
 from . import __version__
 from .errors import SwdaskError
+from .options import DEVICES, LONG_DEVICES
 
 EXIT_BAD_INPUT = 2
 
@@ -149,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--evalue", type=_positive_number, metavar="E",
                    help="report only hits with an E-value of at most E (local mode; BLAST's "
                    "Karlin-Altschul statistics for the scoring and the database size)")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+    p.add_argument("--device", default="auto", choices=DEVICES,
                    help="auto (default: a GPU when one is visible, local mode), cpu, or gpu")
     _add_cluster_options(p)
     _add_input_options(p)
@@ -180,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "that later processes on this machine load the compiled kernels "
                        "instead of compiling them. The kernels are kept in SWDASK_CACHE_DIR "
                        "(default: the user's cache folder).")
-    p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+    p.add_argument("--device", choices=DEVICES, default="auto",
                    help="the kernels to build (default auto: the GPU's when one is visible)")
     p.add_argument("--jobs", type=_positive, default=None,
                    help="processes compiling at once (default: the CPU cores)")
@@ -211,7 +212,7 @@ def _add_align_long_parser(sub):
                    help="one-row Parquet table (schema long_alignments)")
     p.add_argument("--tile", type=_tile_arg, default="auto", metavar="auto|N",
                    help="tile side in residues, or auto (default: from the cost model)")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu", "both"),
+    p.add_argument("--device", default="auto", choices=LONG_DEVICES,
                    help="auto (default: both when a GPU is visible, else cpu), cpu, gpu, or both")
     p.add_argument("--traceback", action="store_true",
                    help="also recover the alignment: CIGAR, identity (and --sam)")
@@ -477,7 +478,7 @@ def _add_allpairs_parser(sub):
     p.add_argument("--cigar", action="store_true", help="fill the cigar column")
     p.add_argument("--block-size", type=_positive, default=2048, metavar="N",
                    help="sequences per block; a block pair is one task and one file (default 2048)")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+    p.add_argument("--device", default="auto", choices=DEVICES,
                    help="auto (default: a GPU when one is visible and the mode is global), cpu, gpu")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in OUT, skipping block pairs already written")
@@ -594,7 +595,7 @@ def _add_significance_parser(sub):
     p.add_argument("--pssm", metavar="FILE", help="PSI-BLAST ASCII PSSM (-out_ascii_pssm) of "
                    "a query: replaces the matrix for the query whose sequence it is")
     _add_scoring(p)
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+    p.add_argument("--device", default="auto", choices=DEVICES,
                    help="auto (default: a GPU when one is visible), cpu, or gpu")
     _add_cluster_options(p)
     _add_input_options(p)

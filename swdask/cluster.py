@@ -27,11 +27,11 @@ import os
 import socket
 import sys
 
+from .options import DEVICES, check_choice
 from .errors import DeviceError
 
 __all__ = ["cluster", "compute", "gpu_resources", "session"]
 
-DEVICES = ("auto", "cpu", "gpu")
 #: The port of Dask's dashboard when it is free.
 DASHBOARD_PORT = 8787
 #: The resource that GPU workers advertise.
@@ -169,8 +169,7 @@ def _plan(n_workers, scheduler, device, threads_per_worker, dashboard_address, *
     >>> _plan(None, "tcp://10.0.0.1:8786", "gpu", None, None, gpus=0, simulator=False)
     ('connect', {'address': 'tcp://10.0.0.1:8786'})
     """
-    if device not in DEVICES:
-        raise ValueError(f"unknown device {device!r}; choose one of: {', '.join(DEVICES)}")
+    check_choice("device", device, DEVICES)
     for name, value in (("n_workers", n_workers), ("threads_per_worker", threads_per_worker)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value < 1):

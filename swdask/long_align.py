@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from .options import LONG_DEVICES, check_choice
 from .errors import DeviceError, InvalidSequenceError, ScoringError
 from .kernels.cpu.tile import (STATE_H, better, grid_tile_inputs, matrix_boundaries, score_grid,
                                 score_tile, traceback_tile)
@@ -48,7 +49,6 @@ __all__ = ["CostModel", "LongAlignment", "TilePlan", "align_long", "calibrate", 
            "planted_copy", "reverse_complement"]
 
 #: Devices of :func:`align_long`, the one table of their names.
-DEVICES = ("auto", "cpu", "gpu", "both")
 #: Largest rectangle (cells = bytes of direction matrix) that the traceback walks directly
 #: (a *leaf*); larger tiles on the path are cut into a grid first (:func:`_trace_side`).
 LEAF_CELLS = 1 << 16
@@ -738,16 +738,15 @@ def _traceback(client, futures, plan, a, b, scoring, best, grid_fn):
 # -- the API -------------------------------------------------------------------------------
 
 def check_device(device: str) -> str:
-    """``device`` if it is one of :data:`DEVICES`; else a ValueError naming them.
+    """``device`` if it is one of :data:`swdask.options.LONG_DEVICES`; else a ValueError
+    naming them.
 
     Examples
     --------
     >>> check_device("both")
     'both'
     """
-    if device not in DEVICES:
-        raise ValueError(f"unknown device {device!r}; choose one of: {', '.join(DEVICES)}")
-    return device
+    return check_choice("device", device, LONG_DEVICES)
 
 
 def check_score_range(m: int, n: int, scoring: Scoring) -> None:

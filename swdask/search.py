@@ -45,6 +45,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .options import DEVICES, check_choice
 from .align import alignment_from_codes, check_mode
 from .alphabet import get_alphabet
 from .errors import DeviceError, EmptyInputError, InvalidSequenceError, StoreError
@@ -55,7 +56,6 @@ from .store import SequenceBatch, SequenceStore, load_sequences, open_database
 
 __all__ = ["DEVICES", "SearchStats", "as_queries", "check_device", "search", "search_in_process"]
 
-DEVICES = ("auto", "cpu", "gpu")
 #: Bound on the score tables (scores and both ends, int32) held at once for one partition.
 SCORE_TABLE_BYTES = 256 * 2**20
 #: Score tables merged by one task of the merge tree.
@@ -121,8 +121,7 @@ def check_device(device: str, mode: str = "local", *, here: bool = True) -> str:
     """
     from .gpu import gpu_available, require_gpu, simulator_enabled
 
-    if device not in DEVICES:
-        raise ValueError(f"unknown device {device!r}; choose one of: {', '.join(DEVICES)}")
+    check_choice("device", device, DEVICES)
     if not here:
         if device == "gpu" and mode != "local":
             raise _gpu_mode_error(mode)

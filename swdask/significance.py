@@ -36,12 +36,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .options import DEVICES, check_choice
 from .errors import EmptyInputError, InputNotFoundError, SchemaError, ScoringError
 from .scoring import Scoring
 from .store import SequenceBatch
 
 #: Devices of the significance flow.
-DEVICES = ("auto", "cpu", "gpu")
 #: Residues (subjects and shuffles) per CPU chunk: the shuffled buffer stays in cache-
 #: friendly tens of MB.
 CPU_CHUNK_RESIDUES = 1 << 24
@@ -455,8 +455,7 @@ def _check_options(shuffles, seed, device, pairs):
         raise ValueError(f"shuffles must be a whole number >= 2, got {shuffles!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
         raise ValueError(f"seed must be a whole number in [0, 2**63), got {seed!r}")
-    if device not in DEVICES:
-        raise ValueError(f"unknown device {device!r}; choose one of: {', '.join(DEVICES)}")
+    check_choice("device", device, DEVICES)
     if isinstance(pairs, str) and pairs != "all" and not os.path.exists(pairs):
         raise InputNotFoundError(f"{pairs}: no such pairs file (pairs is 'all', a PAIRS.tsv "
                                  "of query/subject names or a HITS.parquet)")
