@@ -184,11 +184,16 @@ def test_unknown_family_names_the_choices():
         room.get_kernel("nope")
 
 
-def test_declared_signatures_are_what_the_launchers_pass():
+def test_declared_signatures_are_what_the_launchers_pass(monkeypatch):
     """Kernels built ahead of time are compiled for the declared argument types; a launch
     with other types would compile again.  Launch every family through its real launcher
     in the simulator and compare."""
     from swdask.gpu import score_all_gpu, top_hits_gpu
+    from swdask.kernels.cuda import launcher, traceback
+
+    monkeypatch.setattr(room, "_KERNELS", {})  # only this test's launches
+    for family, spec in launcher.SEARCH_KERNELS:
+        monkeypatch.setattr(room.resolve(family, spec)[0], "launched", set())
     from swdask.kernels.cpu.tile import matrix_boundaries
     from swdask.kernels.cuda import all_pairs, tile
     from swdask.scoring import Scoring
@@ -213,7 +218,6 @@ def test_declared_signatures_are_what_the_launchers_pass():
     tile.score_grid_gpu(a, b, dna.matrix, 5, 2, *bounds, rows=2, width=8)
     tile.score_grid_gpu(a, b, dna.matrix, 5, 2, *bounds, [64], [8], rows=2, width=8)
     from swdask.kernels.cpu.score import score_all
-    from swdask.kernels.cuda import launcher, traceback
 
     _, q_end, s_end = score_all(seqs[1], np.array([0, 40]), seqs[2], np.array([0, 70]),
                                 protein.matrix, 11, 1)
