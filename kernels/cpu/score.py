@@ -49,16 +49,11 @@ USE_SHUFFLE = HAS_AVX2
 
 
 @njit(boundscheck=False, nogil=True, inline="always")
-def _load_group(g, s_res, s_off, s_idx, matrix, pad, shuffle_tables, sprof, lengths,
-                column_codes):
-    """Lengths and subject profile of group ``g`` (inlined into the kernels).
-
-    Returns ``(first, count, n_max)``: the group's first column, its number of subjects
-    and its longest subject.  ``lengths[k]`` is set for every lane (0 past ``count``) and
-    ``sprof[:n_max]`` holds the profile, the pad score past each subject's end.
-    """
+def _group_lengths(g, s_off, s_idx, lengths):
+    """``(first, count, n_max)`` of group ``g``: its first column, its number of
+    subjects and its longest subject; ``lengths[k]`` of every lane (0 past ``count``).
+    Inlined into the kernels."""
     lanes = lengths.shape[0]
-    alpha = matrix.shape[0]
     first = g * lanes
     count = min(lanes, s_idx.shape[0] - first)
     n_max = 0
@@ -68,24 +63,33 @@ def _load_group(g, s_res, s_off, s_idx, matrix, pad, shuffle_tables, sprof, leng
             s = s_idx[first + k]
             lengths[k] = s_off[s + 1] - s_off[s]
             n_max = max(n_max, lengths[k])
-    # Built once per group, read by every query.
-    if shuffle_tables.shape[0] > 0:
-        for j in range(n_max):
-            for k in range(lanes):
-                # Code 31 past a subject's end: its table entries hold the pad score.
-                column_codes[k] = s_res[s_off[s_idx[first + k]] + j] if j < lengths[k] else 31
-            profile_u8(shuffle_tables, column_codes, sprof[j])
-    else:
-        for j in range(n_max):
-            for k in range(lanes):
-                if j < lengths[k]:
-                    code = s_res[s_off[s_idx[first + k]] + j]
-                    for a in range(alpha):
-                        sprof[j, a, k] = matrix[a, code]
-                else:
-                    for a in range(alpha):
-                        sprof[j, a, k] = pad
     return first, count, n_max
+
+
+@njit(boundscheck=False, nogil=True, inline="always")
+def _profile_shuffled(first, n_max, s_res, s_off, s_idx, shuffle_tables, sprof, lengths,
+                      column_codes):
+    """The group's 8-bit subject profile, ``sprof[:n_max]``, built with byte shuffles."""
+    for j in range(n_max):
+        for k in range(lengths.shape[0]):
+            # Code 31 past a subject's end: its table entries hold the pad score.
+            column_codes[k] = s_res[s_off[s_idx[first + k]] + j] if j < lengths[k] else 31
+        profile_u8(shuffle_tables, column_codes, sprof[j])
+
+
+@njit(boundscheck=False, nogil=True, inline="always")
+def _profile_scalar(first, n_max, s_res, s_off, s_idx, matrix, pad, sprof, lengths):
+    """The group's subject profile, ``sprof[:n_max]``, by scalar loops; ``pad`` past each
+    subject's end."""
+    for j in range(n_max):
+        for k in range(lengths.shape[0]):
+            if j < lengths[k]:
+                code = s_res[s_off[s_idx[first + k]] + j]
+                for a in range(matrix.shape[0]):
+                    sprof[j, a, k] = matrix[a, code]
+            else:
+                for a in range(matrix.shape[0]):
+                    sprof[j, a, k] = pad
 
 
 @njit(boundscheck=False, nogil=True, cache=True)
@@ -108,7 +112,7 @@ def _local_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
     them: an allocation here would cost Numba a compilation of its own, which a first run
     pays.  ``shuffle_tables`` (uint8[alphabet, 32], see
     :func:`swdask.kernels.cpu.simd.profile_u8`) builds 8-bit profile columns with byte
-    shuffles; an empty array means scalar code.
+    shuffles; None means scalar code.
     """
     dtype = matrix.dtype
     lanes = hcol.shape[1]
@@ -122,8 +126,15 @@ def _local_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
         t = next_index(counter)
         if t >= order.shape[0]:
             break
-        first, count, n_max = _load_group(order[t], s_res, s_off, s_idx, matrix, pad,
-                                          shuffle_tables, sprof, lengths, column_codes)
+        first, count, n_max = _group_lengths(order[t], s_off, s_idx, lengths)
+        # Built once per group, read by every query.  Whether ``shuffle_tables`` is None
+        # is settled when Numba compiles the kernel, which keeps one of the two ways:
+        # the scalar loops cost the 8-bit kernel almost a second more to compile.
+        if shuffle_tables is None:
+            _profile_scalar(first, n_max, s_res, s_off, s_idx, matrix, pad, sprof, lengths)
+        else:
+            _profile_shuffled(first, n_max, s_res, s_off, s_idx, shuffle_tables, sprof,
+                              lengths, column_codes)
         for qi in range(n_query):
             query = q_res[q_off[qi]:q_off[qi + 1]]
             m = query.shape[0]
@@ -174,8 +185,15 @@ def _end_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_extend,
         t = next_index(counter)
         if t >= order.shape[0]:
             break
-        first, count, n_max = _load_group(order[t], s_res, s_off, s_idx, matrix, pad,
-                                          shuffle_tables, sprof, lengths, column_codes)
+        first, count, n_max = _group_lengths(order[t], s_off, s_idx, lengths)
+        # Built once per group, read by every query.  Whether ``shuffle_tables`` is None
+        # is settled when Numba compiles the kernel, which keeps one of the two ways:
+        # the scalar loops cost the 8-bit kernel almost a second more to compile.
+        if shuffle_tables is None:
+            _profile_scalar(first, n_max, s_res, s_off, s_idx, matrix, pad, sprof, lengths)
+        else:
+            _profile_shuffled(first, n_max, s_res, s_off, s_idx, shuffle_tables, sprof,
+                              lengths, column_codes)
         for qi in range(n_query):
             query = q_res[q_off[qi]:q_off[qi + 1]]
             m = query.shape[0]
@@ -270,7 +288,7 @@ def _width_call(bits, q_res, q_off, s_res, s_off, subjects, matrix, gap_open, ga
     subject_end), limit, groups)``, where ``arguments()`` gives a thread's arguments of
     ``kernel`` (the shared ones and its own work arrays)."""
     table, floor, pad, sentinel, limit = _width_constants(bits, code, matrix)
-    shuffle_tables = np.zeros((0, 32), np.uint8)
+    shuffle_tables = None
     if bits == 8 and USE_SHUFFLE and table.shape[0] <= 31:
         shuffle_tables = np.full((table.shape[0], 32), pad, np.uint8)
         shuffle_tables[:, :table.shape[1]] = table
