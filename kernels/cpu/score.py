@@ -175,8 +175,8 @@ def _local_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
 
 @njit(boundscheck=False, nogil=True, cache=True)
 def _end_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_extend, mode, floor,
-                pad, lowest, shuffle_tables, order, counter, sprof, hcol, ecol, out, state,
-                column_codes, scores, q_end, s_end):
+                pad, lowest, order, counter, sprof, hcol, ecol, out, state, scores, q_end,
+                s_end):
     """Global or semiglobal (``mode``) scores and ends: :func:`_local_kernel`'s scheme in
     32-bit lanes (``matrix`` int32), where the end lies on the last row or column.  A
     kernel of its own so that a local search, the common case, compiles none of this."""
@@ -192,14 +192,7 @@ def _end_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_extend,
         if t >= order.shape[0]:
             break
         first, count, n_max = _group_lengths(order[t], s_off, s_idx, lengths)
-        # Built once per group, read by every query.  Whether ``shuffle_tables`` is None
-        # is settled when Numba compiles the kernel, which keeps one of the two ways:
-        # the scalar loops cost the 8-bit kernel almost a second more to compile.
-        if shuffle_tables is None:
-            _profile_scalar(first, n_max, s_res, s_off, s_idx, matrix, pad, sprof, lengths)
-        else:
-            _profile_shuffled(first, n_max, s_res, s_off, s_idx, shuffle_tables, sprof,
-                              lengths, column_codes)
+        _profile_scalar(first, n_max, s_res, s_off, s_idx, matrix, pad, sprof, lengths)
         for qi in range(n_query):
             query = q_res[q_off[qi]:q_off[qi + 1]]
             m = query.shape[0]
@@ -317,8 +310,8 @@ def _width_call(bits, q_res, q_off, s_res, s_off, subjects, matrix, gap_open, ga
             return (*head, floor, pad, sentinel, lowest, shuffle_tables, order, counter, sprof,
                     hcol, ecol, out, np.zeros(lanes, dtype), np.zeros(lanes, np.int32), state,
                     column_codes, *outputs)
-        return (*head, code, floor, pad, lowest, shuffle_tables, order, counter, sprof, hcol,
-                ecol, out, state, column_codes, *outputs)
+        return (*head, code, floor, pad, lowest, order, counter, sprof, hcol, ecol, out, state,
+                *outputs)
 
     kernel = _local_kernel if code == LOCAL else _end_kernel
     return kernel, arguments, outputs, limit, order.shape[0]
