@@ -69,7 +69,7 @@ def _add_input_options(parser):
 
 
 def _add_cluster_options(parser):
-    group = parser.add_argument_group("Dask (default: Dask's threads in this process)")
+    group = parser.add_argument_group("Dask (default: no Dask, every core of this process)")
     group.add_argument("--workers", type=_positive, metavar="N",
                        help="start a local Dask cluster of N workers (one per GPU on a GPU "
                        "machine) and print its dashboard link")

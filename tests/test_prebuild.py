@@ -63,3 +63,8 @@ def test_helper_command():
 def test_wait_without_a_helper_returns_at_once():
     prebuild.wait("no-such-kernel")
     prebuild.wait("traceback")
+
+
+def test_switched_off(monkeypatch):
+    monkeypatch.setenv("SWDASK_PREBUILD", "0")
+    assert prebuild.start(["traceback"]) == []

@@ -15,6 +15,7 @@ The helper compiles tiny calls whose argument types are those of every real call
 wrappers pass read-only inputs and int64 scalars, see ``traceback._frozen``): each module
 lists them in ``_prebuild_examples()``.  Should the helper fail or be slow, the kernel is
 compiled here as it would have been without it; results never depend on it.
+``SWDASK_PREBUILD=0`` in the environment starts no helper (everything compiles here).
 
 Measured on 2 cores (AMD EPYC, Numba 0.68), a first ``swdask demo`` compiles the 8-bit
 score kernel in this process (about 2 s after Numba's own 0.7 s of set-up) while the
@@ -110,7 +111,7 @@ def start(names) -> list:
         The kernels handed to the helper (empty when all are cached or already handed
         to a helper, or when no process could be started).
     """
-    if os.environ.get("XPRE") == "none":  # TEMP experiment switch
+    if os.environ.get("SWDASK_PREBUILD") == "0":
         return []
     with _lock:
         wanted = [name for name in dict.fromkeys(names) if name not in _helpers]

@@ -13,16 +13,22 @@ Each DP column is swept by :data:`swdask.kernels.cpu.simd.column_sweep` in vecto
 Local scores run first in saturating 8-bit lanes (32 per AVX2 register, the profile
 biased by ``-min(matrix)``); pairs that may have saturated are recomputed in 16-bit lanes
 (16 per register), and those that saturate again in 32-bit lanes (8 per register), so
-every score is exact.  Global and semiglobal scores (negative and unbounded below) run
-in 32-bit lanes.  On AVX2 the 8-bit profile columns are built with byte shuffles
+every score is exact.  When only a few small pairs saturate and the wider kernel is not
+loaded in the process yet, the traceback kernel (exact int32, the same end rule) rescores
+them instead (:func:`_rescore_exactly`): a first search then compiles one score kernel,
+not two.  Global and semiglobal scores (negative and unbounded below) run in 32-bit lanes,
+in a kernel of their own.  On AVX2 the 8-bit profile columns are built with byte shuffles
 (:data:`swdask.kernels.cpu.simd.profile_u8`).
 
 Ends follow the reference rule (smallest subject end, then smallest query end): columns
 are swept in order and a new best is taken only when strictly greater; the query end is
 the first row of that column holding the new best.
 
-Threads: groups are spread over Numba's threads (``numba.set_num_threads``) with dynamic
-chunking, since groups of long subjects cost far more than groups of short ones.
+Threads: the kernels are plain ``@njit(nogil=True)`` functions that Python threads run
+at once (Numba's thread count, ``numba.set_num_threads``), each taking groups one at a
+time from a shared atomic counter, longest groups first.  A ``parallel=True`` (prange)
+kernel took 8.5-9.7 s to compile on 2 cores, a plain one 3.4-4.5 s, for the same scoring
+speed.
 """
 from __future__ import annotations
 
@@ -49,16 +55,11 @@ USE_SHUFFLE = HAS_AVX2
 
 
 @njit(boundscheck=False, nogil=True, inline="always")
-def _load_group(g, s_res, s_off, s_idx, matrix, pad, shuffle_tables, sprof, lengths,
-                column_codes):
-    """Lengths and subject profile of group ``g`` (inlined into the kernels).
-
-    Returns ``(first, count, n_max)``: the group's first column, its number of subjects
-    and its longest subject.  ``lengths[k]`` is set for every lane (0 past ``count``) and
-    ``sprof[:n_max]`` holds the profile, the pad score past each subject's end.
-    """
+def _group_lengths(g, s_off, s_idx, lengths):
+    """``(first, count, n_max)`` of group ``g``: its first column, its number of
+    subjects and its longest subject; ``lengths[k]`` of every lane (0 past ``count``).
+    Inlined into the kernels."""
     lanes = lengths.shape[0]
-    alpha = matrix.shape[0]
     first = g * lanes
     count = min(lanes, s_idx.shape[0] - first)
     n_max = 0
@@ -68,24 +69,33 @@ def _load_group(g, s_res, s_off, s_idx, matrix, pad, shuffle_tables, sprof, leng
             s = s_idx[first + k]
             lengths[k] = s_off[s + 1] - s_off[s]
             n_max = max(n_max, lengths[k])
-    # Built once per group, read by every query.
-    if shuffle_tables.shape[0] > 0:
-        for j in range(n_max):
-            for k in range(lanes):
-                # Code 31 past a subject's end: its table entries hold the pad score.
-                column_codes[k] = s_res[s_off[s_idx[first + k]] + j] if j < lengths[k] else 31
-            profile_u8(shuffle_tables, column_codes, sprof[j])
-    else:
-        for j in range(n_max):
-            for k in range(lanes):
-                if j < lengths[k]:
-                    code = s_res[s_off[s_idx[first + k]] + j]
-                    for a in range(alpha):
-                        sprof[j, a, k] = matrix[a, code]
-                else:
-                    for a in range(alpha):
-                        sprof[j, a, k] = pad
     return first, count, n_max
+
+
+@njit(boundscheck=False, nogil=True, inline="always")
+def _profile_shuffled(first, n_max, s_res, s_off, s_idx, shuffle_tables, sprof, lengths,
+                      column_codes):
+    """The group's 8-bit subject profile, ``sprof[:n_max]``, built with byte shuffles."""
+    for j in range(n_max):
+        for k in range(lengths.shape[0]):
+            # Code 31 past a subject's end: its table entries hold the pad score.
+            column_codes[k] = s_res[s_off[s_idx[first + k]] + j] if j < lengths[k] else 31
+        profile_u8(shuffle_tables, column_codes, sprof[j])
+
+
+@njit(boundscheck=False, nogil=True, inline="always")
+def _profile_scalar(first, n_max, s_res, s_off, s_idx, matrix, pad, sprof, lengths):
+    """The group's subject profile, ``sprof[:n_max]``, by scalar loops; ``pad`` past each
+    subject's end."""
+    for j in range(n_max):
+        for k in range(lengths.shape[0]):
+            if j < lengths[k]:
+                code = s_res[s_off[s_idx[first + k]] + j]
+                for a in range(matrix.shape[0]):
+                    sprof[j, a, k] = matrix[a, code]
+            else:
+                for a in range(matrix.shape[0]):
+                    sprof[j, a, k] = pad
 
 
 @njit(boundscheck=False, nogil=True, cache=True)
@@ -108,7 +118,7 @@ def _local_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
     them: an allocation here would cost Numba a compilation of its own, which a first run
     pays.  ``shuffle_tables`` (uint8[alphabet, 32], see
     :func:`swdask.kernels.cpu.simd.profile_u8`) builds 8-bit profile columns with byte
-    shuffles; an empty array means scalar code.
+    shuffles; None means scalar code.
     """
     dtype = matrix.dtype
     lanes = hcol.shape[1]
@@ -122,8 +132,15 @@ def _local_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
         t = next_index(counter)
         if t >= order.shape[0]:
             break
-        first, count, n_max = _load_group(order[t], s_res, s_off, s_idx, matrix, pad,
-                                          shuffle_tables, sprof, lengths, column_codes)
+        first, count, n_max = _group_lengths(order[t], s_off, s_idx, lengths)
+        # Built once per group, read by every query.  Whether ``shuffle_tables`` is None
+        # is settled when Numba compiles the kernel, which keeps one of the two ways:
+        # the scalar loops cost the 8-bit kernel almost a second more to compile.
+        if shuffle_tables is None:
+            _profile_scalar(first, n_max, s_res, s_off, s_idx, matrix, pad, sprof, lengths)
+        else:
+            _profile_shuffled(first, n_max, s_res, s_off, s_idx, shuffle_tables, sprof,
+                              lengths, column_codes)
         for qi in range(n_query):
             query = q_res[q_off[qi]:q_off[qi + 1]]
             m = query.shape[0]
@@ -158,8 +175,8 @@ def _local_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
 
 @njit(boundscheck=False, nogil=True, cache=True)
 def _end_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_extend, mode, floor,
-                pad, lowest, shuffle_tables, order, counter, sprof, hcol, ecol, out, state,
-                column_codes, scores, q_end, s_end):
+                pad, lowest, order, counter, sprof, hcol, ecol, out, state, scores, q_end,
+                s_end):
     """Global or semiglobal (``mode``) scores and ends: :func:`_local_kernel`'s scheme in
     32-bit lanes (``matrix`` int32), where the end lies on the last row or column.  A
     kernel of its own so that a local search, the common case, compiles none of this."""
@@ -174,8 +191,8 @@ def _end_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_extend,
         t = next_index(counter)
         if t >= order.shape[0]:
             break
-        first, count, n_max = _load_group(order[t], s_res, s_off, s_idx, matrix, pad,
-                                          shuffle_tables, sprof, lengths, column_codes)
+        first, count, n_max = _group_lengths(order[t], s_off, s_idx, lengths)
+        _profile_scalar(first, n_max, s_res, s_off, s_idx, matrix, pad, sprof, lengths)
         for qi in range(n_query):
             query = q_res[q_off[qi]:q_off[qi + 1]]
             m = query.shape[0]
@@ -270,7 +287,7 @@ def _width_call(bits, q_res, q_off, s_res, s_off, subjects, matrix, gap_open, ga
     subject_end), limit, groups)``, where ``arguments()`` gives a thread's arguments of
     ``kernel`` (the shared ones and its own work arrays)."""
     table, floor, pad, sentinel, limit = _width_constants(bits, code, matrix)
-    shuffle_tables = np.zeros((0, 32), np.uint8)
+    shuffle_tables = None
     if bits == 8 and USE_SHUFFLE and table.shape[0] <= 31:
         shuffle_tables = np.full((table.shape[0], 32), pad, np.uint8)
         shuffle_tables[:, :table.shape[1]] = table
@@ -293,8 +310,8 @@ def _width_call(bits, q_res, q_off, s_res, s_off, subjects, matrix, gap_open, ga
             return (*head, floor, pad, sentinel, lowest, shuffle_tables, order, counter, sprof,
                     hcol, ecol, out, np.zeros(lanes, dtype), np.zeros(lanes, np.int32), state,
                     column_codes, *outputs)
-        return (*head, code, floor, pad, lowest, shuffle_tables, order, counter, sprof, hcol,
-                ecol, out, state, column_codes, *outputs)
+        return (*head, code, floor, pad, lowest, order, counter, sprof, hcol, ecol, out, state,
+                *outputs)
 
     kernel = _local_kernel if code == LOCAL else _end_kernel
     return kernel, arguments, outputs, limit, order.shape[0]
@@ -415,6 +432,27 @@ def score_all(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, mode="lo
             scores[qi, cols], q_end[qi, cols], s_end[qi, cols] = (x[0] for x in exact)
         limit = next_limit
     return scores, q_end, s_end
+
+
+def load_kernel(matrix, gap_open, gap_extend, mode="local") -> None:
+    """Load (or compile) the kernel that :func:`score_all` runs first for this scoring.
+
+    A tiny call of it: what follows then times the scoring alone.  The first call of a
+    Numba kernel in a process also sets Numba up (about 0.3 to 0.7 s on 2 cores, a
+    compilation on an empty cache), which a search's score pass used to count as kernel
+    time: a 2-query search of Swiss-Prot 12k reported 2.4 GCUPS where the kernel runs
+    at 15.
+    """
+    code = mode_code(mode)
+    matrix = np.asarray(matrix)
+    bits = _widths(matrix, gap_open, gap_extend, code)[0]
+    codes, offsets = _frozen(np.zeros(1, np.uint8)), _frozen([0, 1], np.int64)
+    kernel, arguments, *_ = _width_call(bits, codes, offsets, codes, offsets,
+                                        _frozen([0], np.int64), matrix, gap_open, gap_extend,
+                                        code)
+    if code == LOCAL:
+        prebuild.wait(f"local{bits}")
+    kernel(*arguments())
 
 
 def _rescore_exactly(rows, cols, bits, q_off, s_off, subjects, matrix, gap_open, gap_extend):
