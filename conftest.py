@@ -1,4 +1,4 @@
-"""Root pytest configuration: the two test lanes of DESIGN.md.
+"""Root pytest configuration: the two test lanes of docs/design.md.
 
 ``python -m pytest`` (CI, laptops) runs everything on the CPU, the CUDA kernels in
 Numba's CUDA simulator; ``python -m pytest -m gpu`` runs the GPU lane on a real card.

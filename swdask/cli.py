@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="swdask",
         description="Exact Smith-Waterman / Needleman-Wunsch alignment, fast on CPUs "
-        "(and GPUs in coming versions), scaled with Dask.")
+        "and NVIDIA GPUs, scaled with Dask.")
     parser.add_argument("--version", action="version", version=f"swdask {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_Parser)
