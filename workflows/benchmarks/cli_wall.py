@@ -98,6 +98,7 @@ SWDASK_CACHE = "SWDASK_CACHE_DIR"
 NUMBA_CACHE = "NUMBA_CACHE_DIR"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import cpu_model, gpu_names  # noqa: E402
 from gpu_dask_search import replicate  # noqa: E402  (the GPU benchmark's database)
 
 
@@ -115,20 +116,8 @@ def machine() -> dict:
         ``cpu``, ``cores``, ``gpus`` (list, empty without ``nvidia-smi``), ``platform``,
         ``python``, ``swdask`` (version) and ``commit`` (of this checkout, if a git one).
     """
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    gpus = []
-    if shutil.which("nvidia-smi"):
-        done = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                              capture_output=True, text=True, check=False)
-        gpus = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    cpu = cpu_model()
+    gpus = gpu_names()
     try:  # the GPU machine's copy of the checkout may have no git
         commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True, check=False).stdout.strip()

@@ -69,12 +69,12 @@ import statistics
 import sys
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 
 import numba
 import numpy as np
 
+from common import cpu_model, package_version  # noqa: E402  (this folder)
 from swdask.errors import SwdaskError
 from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
@@ -332,24 +332,6 @@ class ScoreMismatch(AssertionError):
 # --------------------------------------------------------------------------------------
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def header(args, queries, db) -> dict:
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     return {
@@ -357,7 +339,7 @@ def header(args, queries, db) -> dict:
                     "numba_threading_layer": numba.threading_layer(),
                     "load_average_at_start": [round(x, 2) for x in load],
                     "platform": platform.platform(), "python": platform.python_version()},
-        "versions": {name: _version(name) for name in ("swdask", "numba", "parasail", "numpy")},
+        "versions": {name: package_version(name) for name in ("swdask", "numba", "parasail", "numpy")},
         "workload": {"queries_file": str(args.queries.resolve()),
                      "db_file": str(args.db.resolve()), "db_fraction": args.db_fraction,
                      "db_records": len(db), "db_residues": int(db.n_residues),
