@@ -30,7 +30,9 @@ Usage (about 3 minutes on 2 cores)::
 
 ``--ssearch PATH`` names the ``ssearch36`` binary (default: found on ``PATH``; Debian
 package ``fasta3``); without it the comparison is skipped with a message.  ``--swdask``
-gives the command to time (default: this interpreter's ``-m swdask.cli``).
+gives the command to time (default: this interpreter's ``-m swdask.cli``); ``--before
+CMD`` adds another swdask command (e.g. an older checkout: ``env PYTHONPATH=OLD python -m
+swdask.cli``), timed in the same alternation.
 """
 from __future__ import annotations
 
@@ -46,8 +48,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import cpu_model, package_version  # noqa: E402  (this folder)
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the ssearch36 binary (default: ssearch36 on PATH)")
     parser.add_argument("--swdask", default=f"{shlex.quote(sys.executable)} -m swdask.cli",
                         help="the swdask command (default: %(default)s)")
+    parser.add_argument("--before", metavar="CMD",
+                        help="another swdask command to time alongside (e.g. an older version)")
     parser.add_argument("--skip-demo", action="store_true", help="time the searches only")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the results here")
     return parser
@@ -121,11 +127,16 @@ def write_fasta(path: Path, records) -> Path:
 # --------------------------------------------------------------------------------------
 
 
+#: Where the timed commands run: not in a checkout, whose ``swdask`` folder ``python -m``
+#: would import ahead of the one the command names (set by :func:`main`).
+WORKDIR = None
+
+
 def timed(command, env=None, stdout=subprocess.DEVNULL) -> tuple[float, subprocess.CompletedProcess]:
     """Wall seconds of one whole process, and the process (its stderr kept)."""
     tick = time.perf_counter()
     done = subprocess.run(command, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True,
-                          check=False)
+                          check=False, cwd=WORKDIR)
     seconds = time.perf_counter() - tick
     if done.returncode != 0:
         raise SystemExit(f"failed ({done.returncode}): {shlex.join(command)}\n{done.stderr}")
@@ -144,18 +155,21 @@ def load_average() -> list:
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
 
 
-def measure_demo(swdask, repeats, scratch: Path) -> dict:
-    """Alternate a first run (new empty cache) and a second run (the same cache)."""
-    first, second = [], []
+def measure_demo(commands: dict, repeats, scratch: Path) -> dict:
+    """For each command in turn: a first run (new empty cache), then a second run (the
+    same cache); ``repeats`` rounds."""
+    runs = {label: {"first_run_seconds": [], "second_run_seconds": []} for label in commands}
     for k in range(repeats):
-        cache = scratch / f"demo-cache-{k}"
-        env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
-        first.append(timed([*swdask, "demo"], env)[0])
-        second.append(timed([*swdask, "demo"], env)[0])
-        shutil.rmtree(cache, ignore_errors=True)
-    return {"first_run_seconds": first, "second_run_seconds": second,
-            "first_run_median": statistics.median(first),
-            "second_run_median": statistics.median(second)}
+        for label, command in commands.items():
+            cache = scratch / f"demo-cache-{label}-{k}"
+            env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+            runs[label]["first_run_seconds"].append(timed([*command, "demo"], env)[0])
+            runs[label]["second_run_seconds"].append(timed([*command, "demo"], env)[0])
+            shutil.rmtree(cache, ignore_errors=True)
+    for row in runs.values():
+        row["first_run_median"] = statistics.median(row["first_run_seconds"])
+        row["second_run_median"] = statistics.median(row["second_run_seconds"])
+    return runs
 
 
 def in_process_gcups(query_file: Path, store: Path, repeats: int) -> dict:
@@ -179,53 +193,42 @@ def in_process_gcups(query_file: Path, store: Path, repeats: int) -> dict:
     return {"seconds": seconds, "cells": cells, "gcups": cells / statistics.median(seconds) / 1e9}
 
 
-def measure_search(swdask, ssearch, query_file, store, db_fasta, repeats, scratch, env) -> dict:
+def measure_search(commands: dict, ssearch, query_file, store, db_fasta, repeats, scratch,
+                   env) -> dict:
+    """Each swdask command, then ssearch36, in turn; ``repeats`` rounds after a warm-up."""
     out = scratch / "hits.parquet"
-    search = [*swdask, "search", str(query_file), str(store), "-o", str(out), "--device", "cpu",
-              "--force"]
+    searches = {label: [*command, "search", str(query_file), str(store), "-o", str(out),
+                        "--device", "cpu", "--force"] for label, command in commands.items()}
     other = ([ssearch, "-T", "2", "-f", "-11", "-g", "-1", str(query_file), str(db_fasta)]
              if ssearch else None)
-    timed(search, env)  # warm-up: loads (or compiles) the kernels into the cache
+    for search in searches.values():
+        timed(search, env)  # warm-up: loads (or compiles) the kernels into the cache
     if other:
         timed(other)  # warm-up: the page cache
-    row = {"swdask_command": shlex.join(search), "swdask_seconds": [],
-           "swdask_score_pass_gcups": [], "ssearch_command": shlex.join(other) if other else None,
-           "ssearch_seconds": []}
+    row = {"ssearch_command": shlex.join(other) if other else None, "ssearch_seconds": []}
+    for label, search in searches.items():
+        row[label] = {"command": shlex.join(search), "seconds": [], "score_pass_gcups": []}
     for _ in range(repeats):
-        seconds, done = timed(search, env)
-        row["swdask_seconds"].append(seconds)
-        row["swdask_score_pass_gcups"].append(score_pass_gcups(done.stderr))
+        for label, search in searches.items():
+            seconds, done = timed(search, env)
+            row[label]["seconds"].append(seconds)
+            row[label]["score_pass_gcups"].append(score_pass_gcups(done.stderr))
         if other:
             row["ssearch_seconds"].append(timed(other)[0])
-    row["swdask_median"] = statistics.median(row["swdask_seconds"])
-    row["swdask_score_pass_gcups_median"] = statistics.median(row["swdask_score_pass_gcups"])
     if other:
         row["ssearch_median"] = statistics.median(row["ssearch_seconds"])
-        row["ratio"] = row["swdask_median"] / row["ssearch_median"]
+    for label in searches:
+        one = row[label]
+        one["median"] = statistics.median(one["seconds"])
+        one["score_pass_gcups_median"] = statistics.median(one["score_pass_gcups"])
+        if other:
+            one["ratio"] = one["median"] / row["ssearch_median"]
     return row
 
 
 # --------------------------------------------------------------------------------------
 # report
 # --------------------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def ssearch_version(ssearch) -> str | None:
@@ -246,40 +249,51 @@ def render(info: dict) -> str:
            f"{m['load_average_at_start']} at start, {m['load_average_at_end']} at end",
            f"- versions: {', '.join(f'{k} {v}' for k, v in info['versions'].items())}; "
            f"Python {m['python']}; scipy installed: {m['scipy_installed']}",
-           f"- swdask command: {w['swdask']}",
+           *(f"- command {label}: `{command}`" for label, command in info["commands"].items()),
            f"- database: {w['db_file']}: {w['db_records']:,} records, "
            f"{w['db_residues']:,} residues (store ingested once, untimed)",
            f"- medians of {w['repeats']} whole-process runs, commands alternating", ""]
     demo = info.get("demo")
     if demo:
-        out += ["## swdask demo", "",
-                f"- first run, empty Numba cache: median {demo['first_run_median']:.2f} s "
-                f"(runs: {', '.join(f'{s:.2f}' for s in demo['first_run_seconds'])}); bar "
-                f"{BARS['demo_first_run_seconds']:.1f} s",
-                f"- second run, same cache: median {demo['second_run_median']:.2f} s "
-                f"(runs: {', '.join(f'{s:.2f}' for s in demo['second_run_seconds'])})", ""]
+        out += ["## swdask demo", "", f"Bar for the first run: {BARS['demo_first_run_seconds']:.1f} s.",
+                "", "| command | first run (empty cache), median s | runs | second run, median s "
+                "| runs |", "|---|---:|---|---:|---|"]
+        for label, row in demo.items():
+            out.append(f"| {label} | {row['first_run_median']:.2f} "
+                       f"| {', '.join(f'{s:.2f}' for s in row['first_run_seconds'])} "
+                       f"| {row['second_run_median']:.2f} "
+                       f"| {', '.join(f'{s:.2f}' for s in row['second_run_seconds'])} |")
+        out.append("")
     out += ["## swdask search --device cpu against ssearch36", ""]
     if not info.get("ssearch"):
         out += ["ssearch36 not found (install the Debian package fasta3, or give --ssearch "
                 "PATH): swdask times only.", ""]
-    out += ["| queries | residues | swdask s | ssearch36 s | swdask / ssearch36 | bar "
-            "| CLI score pass GCUPS | in-process kernel GCUPS |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out += ["| queries | residues | command | swdask s (median) | ssearch36 s (median) "
+            "| swdask / ssearch36 | bar | CLI score pass GCUPS | in-process kernel GCUPS |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     for row in info["search"]:
         ss = row.get("ssearch_median")
-        ratio = row.get("ratio")
-        out.append(
-            f"| {', '.join(row['queries'])} | {row['query_residues']:,} "
-            f"| {row['swdask_median']:.2f} | {'-' if ss is None else f'{ss:.2f}'} "
-            f"| {'-' if ratio is None else f'{ratio:.2f}'} | {row['bar']:.1f} "
-            f"| {row['swdask_score_pass_gcups_median']:.2f} "
-            f"| {row['in_process']['gcups']:.2f} |")
+        for label in info["commands"]:
+            one = row[label]
+            ratio = one.get("ratio")
+            out.append(
+                f"| {', '.join(row['queries'])} ({'+'.join(map(str, row['query_lengths']))} aa)"
+                f" | {row['query_residues']:,} | {label} | {one['median']:.2f} "
+                f"| {'-' if ss is None else f'{ss:.2f}'} "
+                f"| {'-' if ratio is None else f'{ratio:.2f}'} | {row['bar']:.1f} "
+                f"| {one['score_pass_gcups_median']:.2f} "
+                f"| {row['in_process']['gcups']:.2f} |")
+    out += ["", "In-process kernel GCUPS: this checkout's score_all in the benchmark's process."]
     return "\n".join(out)
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    args.queries, args.db = args.queries.resolve(), args.db.resolve()
     swdask = shlex.split(args.swdask)
+    commands = {"swdask": swdask}
+    if args.before:
+        commands["before"] = shlex.split(args.before)
     ssearch = args.ssearch if args.ssearch and shutil.which(args.ssearch) else None
     if args.ssearch and not ssearch:
         print(f"ssearch36 not found at {args.ssearch!r}: skipping the comparison",
@@ -290,30 +304,32 @@ def main(argv=None) -> int:
     info = {"machine": {"cpu": cpu_model(), "cpu_count": os.cpu_count(),
                         "load_average_at_start": load_average(),
                         "platform": platform.platform(), "python": platform.python_version(),
-                        "scipy_installed": _version("scipy") != "not installed"},
-            "versions": {name: _version(name) for name in ("swdask", "numba", "numpy",
+                        "scipy_installed": package_version("scipy") != "not installed"},
+            "versions": {name: package_version(name) for name in ("swdask", "numba", "numpy",
                                                            "pyarrow", "pandas")},
             "ssearch": ssearch_version(ssearch)}
     records = read_fasta(args.queries)
     db_records = read_fasta(args.db)
+    info["commands"] = {label: shlex.join(command) for label, command in commands.items()}
     info["workload"] = {"swdask": shlex.join(swdask), "queries_file": str(args.queries),
                         "db_file": str(args.db), "db_records": len(db_records),
                         "db_residues": sum(len(s) for _, s in db_records),
                         "repeats": args.repeats}
+    global WORKDIR
     with tempfile.TemporaryDirectory(prefix="swdask-startup-") as scratch:
-        scratch = Path(scratch)
+        scratch = WORKDIR = Path(scratch)
         db_fasta = write_fasta(scratch / "db.fasta", db_records)
         store = scratch / "db.store"
         cache = scratch / "search-cache"
         env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
         timed([*swdask, "ingest", str(args.db), "-o", str(store), "--quiet"], env)
         if not args.skip_demo:
-            info["demo"] = measure_demo(swdask, args.repeats, scratch)
+            info["demo"] = measure_demo(commands, args.repeats, scratch)
         info["search"] = []
         for target in TARGETS:
             chosen = closest(records, target)
             query_file = write_fasta(scratch / f"queries-{target}.fasta", chosen)
-            row = measure_search(swdask, ssearch, query_file, store, db_fasta, args.repeats,
+            row = measure_search(commands, ssearch, query_file, store, db_fasta, args.repeats,
                                  scratch, env)
             row.update(target=target, bar=BARS["search_ratio"][target],
                        queries=[h.split()[0] for h, _ in chosen],
