@@ -201,11 +201,12 @@ def test_declared_signatures_are_what_the_launchers_pass(monkeypatch):
 
     rng = np.random.default_rng(5)
     protein = Scoring()
-    seqs = [rng.integers(0, 20, n).astype(np.uint8) for n in (9, 40, 70)]
+    seqs = [rng.integers(0, 20, n).astype(np.uint8) for n in (5, 20, 34)]
     res = np.concatenate(seqs)
     off = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
     top_hits_gpu(res, off, res, off, protein.matrix, 11, 1, 2, 1)  # the search: 16-bit
-    score_all_gpu(res, off, res, off, protein.matrix, 11, 1, packed=False, intra_threshold=60)
+    score_all_gpu(seqs[0], off[:2], res, off, protein.matrix, 11, 1, packed=False,
+                  intra_threshold=30)  # 32-bit, and the long subject to the intra-task kernel
     dna = Scoring("NUC.4.4", gap_open=5, gap_extend=2)
     genes = [rng.integers(0, 4, n).astype(np.uint8) for n in (20, 24)]
     g_res = np.concatenate(genes)
@@ -213,13 +214,14 @@ def test_declared_signatures_are_what_the_launchers_pass(monkeypatch):
     all_pairs.score_pairs(g_res, g_off, g_res, g_off, np.array([0], np.int64),
                           np.array([1], np.int64), np.array([1], np.int64), dna.matrix, 5, 2,
                           (0, 1, 0, 0, 0), rows=1)
-    a, b = genes[0].repeat(5), genes[1].repeat(3)
-    bounds = matrix_boundaries(len(a), len(b))
-    tile.score_grid_gpu(a, b, dna.matrix, 5, 2, *bounds, rows=2, width=8)
-    tile.score_grid_gpu(a, b, dna.matrix, 5, 2, *bounds, [64], [8], rows=2, width=8)
+    a, b = genes[0].repeat(4)[:65], genes[1][:16]  # the simulator is slow: two strips
+    tile.score_grid_gpu(a[:10], b[:10], dna.matrix, 5, 2, *matrix_boundaries(10, 10), rows=2,
+                        width=8)
+    tile.score_grid_gpu(a, b, dna.matrix, 5, 2, *matrix_boundaries(len(a), len(b)), [64], [8],
+                        rows=2, width=8)
     from swdask.kernels.cpu.score import score_all
 
-    _, q_end, s_end = score_all(seqs[1], np.array([0, 40]), seqs[2], np.array([0, 70]),
+    _, q_end, s_end = score_all(seqs[1], np.array([0, 20]), seqs[2], np.array([0, 34]),
                                 protein.matrix, 11, 1)
     traceback.trace_local([seqs[1]], [seqs[2]], np.array([[q_end[0, 0], s_end[0, 0]]]),
                           protein.matrix, 11, 1)
