@@ -1,7 +1,9 @@
 """Root pytest configuration: the two test lanes of docs/design.md.
 
 ``python -m pytest`` (CI, laptops) runs everything on the CPU, the CUDA kernels in
-Numba's CUDA simulator; ``python -m pytest -m gpu`` runs the GPU lane on a real card.
+Numba's CUDA simulator, in up to four processes (pytest-xdist, ``-n auto`` in
+``pyproject.toml``); ``python -m pytest -m gpu`` runs the GPU lane on a real card, in one
+process.
 Numba reads ``NUMBA_ENABLE_CUDASIM`` once, when it is first imported, so the choice is
 made here, before any test module imports it.  A value set by the caller is kept.
 """
@@ -19,6 +21,16 @@ def _gpu_lane(argv) -> bool:
         if expression and "gpu" in expression and "not gpu" not in expression:
             return True
     return False
+
+
+def pytest_xdist_auto_num_workers(config):
+    """Processes for ``-n auto``: one per core, at most four, on the CI lane (its tests
+    are CPU-bound: Numba compiles and the simulator); none apart on the GPU lane, whose
+    tests share one card and whose workers would not see ``-m gpu`` in their own
+    arguments (the simulator choice below reads them)."""
+    if _gpu_lane(sys.argv):
+        return 0
+    return max(1, min(4, os.cpu_count() or 1))
 
 
 if "NUMBA_ENABLE_CUDASIM" not in os.environ and not _gpu_lane(sys.argv):

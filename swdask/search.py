@@ -809,7 +809,12 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
     started = time.perf_counter()
     check_mode(mode)
     # "auto" is decided once the work is known: a small search never touches the GPU.
-    backend = "cpu" if device == "auto" else check_device(device, mode)
+    # "gpu" starts the GPU now and checks it once the input is read (start_early).
+    backend = "cpu" if device == "auto" else check_device(device, mode, here=device != "gpu")
+    if backend == "gpu":
+        from . import gpu
+
+        gpu.start_early()
     _check_limits(max_hits, min_score, evalue)
     threads = _threads(threads)
     if device == "cpu":
@@ -827,6 +832,8 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
 
             prebuild.start(prebuild.SEARCH)
     try:
+        if backend == "gpu":
+            check_device(backend, mode)  # raises DeviceError where there is none
         if threads == kernel_threads():  # as it is: leave Numba's threading layer unstarted
             frame, stats = _run(job, progress, backend)
         else:
@@ -929,7 +936,8 @@ def _run(job: _Search, progress, backend="cpu"):
     score_seconds = 0.0
     bar = _progress(progress, int(batch.lengths.sum()) * store.n_residues)
     names = {}
-    for part in store.iter_partitions():
+    # The GPU scores a partition while the next one is read and decoded.
+    for part in store.iter_partitions(read_ahead=backend == "gpu"):
         n_subjects = len(part)
         rows_per_chunk = max(1, SCORE_TABLE_BYTES // (12 * max(n_subjects, 1)))
         for q0 in range(0, n_queries, rows_per_chunk):

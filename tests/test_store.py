@@ -149,6 +149,20 @@ def test_rows_sorted_and_partitions_contiguous(sprot_store):
     assert all(p["n_residues"] <= 20_000 or p["n_records"] == 1 for p in parts)
 
 
+def test_read_ahead_yields_the_same_partitions_in_order(sprot_store):
+    plain = list(sprot_store.iter_partitions())
+    ahead = sprot_store.iter_partitions(read_ahead=True)
+    for expected in plain:
+        got = next(ahead)
+        assert np.array_equal(got.seq_id, expected.seq_id)
+        assert np.array_equal(got.residues, expected.residues)
+        assert got.names == expected.names
+    assert next(ahead, None) is None
+    early = sprot_store.iter_partitions(read_ahead=True)  # stopped early: no thread left behind
+    next(early)
+    early.close()
+
+
 def test_single_long_record_gets_its_own_partition(tmp_path):
     fasta = write(tmp_path / "x.fa", ">a\nMKV\n>big\n" + "W" * 500 + "\n>b\nMKVL\n")
     store = ingest(fasta, tmp_path / "s", partition_residues=100)
