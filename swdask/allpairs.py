@@ -63,14 +63,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .options import DEVICES, check_choice
 from .errors import DeviceError, OutputExistsError, StoreError
 from .kernels.cpu.reference import mode_code
 from .kernels.cpu.score import score_all
 from .kernels.cpu.traceback import align_codes
-from .parquet_schemas import ALLPAIRS, check_table
+from .options import DEVICES, check_choice
+from .parquet_schemas import ALLPAIRS
 from .scoring import Scoring
 from .store import SequenceBatch, SequenceStore, open_database
+from .tables import check_table, to_pandas
 
 __all__ = ["ALLPAIRS_MODES", "AllPairsStats", "IdentityBound", "all_pairs", "read_all_pairs",
            "write_all_pairs"]
@@ -626,18 +627,10 @@ def _stats(job: _Job, infos) -> AllPairsStats:
 # --------------------------------------------------------------------------------------
 
 
-def _types_mapper(arrow_type):
-    return pd.ArrowDtype(arrow_type) if pa.types.is_string(arrow_type) else None
-
-
-def _frame(table: pa.Table) -> pd.DataFrame:
-    return table.to_pandas(types_mapper=_types_mapper)
-
-
 def _task_frame(job: _Job, a: int, b: int) -> pd.DataFrame:
     """The rows of block pair ``(a, b)``, with its info in ``attrs`` (for the stats)."""
     table, info = _block_pair(job, a, b)
-    frame = _frame(table)
+    frame = to_pandas(table)
     frame.attrs["swdask_allpairs"] = info
     return frame
 
@@ -729,14 +722,14 @@ def all_pairs(source, *, scoring: Scoring | None = None, mode: str = "global",
                    min_score=min_score, device=device, cigar=cigar, block_size=block_size,
                    alphabet=alphabet, map_unknown=map_unknown, rows=None, here=False)
     prefix = _key_prefix(job)
-    meta = _frame(ALLPAIRS.empty_table())
+    meta = to_pandas(ALLPAIRS.empty_table())
     token = uuid.uuid4().hex[:8]
     job_node = dask.delayed(job, name=f"swdask-allpairs-job-{token}")
     frames = [dask.delayed(_task_frame, pure=True)(job_node, a, b,
                                                     dask_key_name=f"{prefix}-{token}-{a}-{b}")
               for a, b in job.block_pairs]
     if not frames:
-        frames = [dask.delayed(_frame, pure=True)(ALLPAIRS.empty_table())]
+        frames = [dask.delayed(to_pandas, pure=True)(ALLPAIRS.empty_table())]
     frame = dd.from_delayed(frames, meta=meta, verify_meta=False, prefix=f"swdask-allpairs-{token}")
     if not return_stats:
         return frame
@@ -998,5 +991,5 @@ def read_all_pairs(output) -> pd.DataFrame:
         raise StoreError(f"{output}: the run is not finished; run it again with --resume")
     tables = [pq.read_table(output / _block_file(a, b), schema=ALLPAIRS)
               for a, b in manifest["block_pairs"]]
-    return _frame(pa.concat_tables(tables) if tables else ALLPAIRS.empty_table())
+    return to_pandas(pa.concat_tables(tables) if tables else ALLPAIRS.empty_table())
 

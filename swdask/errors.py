@@ -28,7 +28,12 @@ class StoreError(SwdaskError, ValueError):
 
 
 class SchemaError(SwdaskError, ValueError):
-    """A table does not match its schema in ``swdask.parquet_schemas``."""
+    """A table does not match its schema in ``swdask.parquet_schemas``.
+
+    swdask raises this class, also where the schema package's own ``SchemaError`` (a
+    ``ValueError``, not a ``SwdaskError``) reports the mismatch: ``swdask.tables`` turns
+    one into the other, with the same message.
+    """
 
 
 class EmptyInputError(SwdaskError, ValueError):

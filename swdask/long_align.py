@@ -110,7 +110,8 @@ class LongAlignment:
         """The one-row Arrow table (:data:`swdask.parquet_schemas.LONG_ALIGNMENTS`)."""
         import pyarrow as pa
 
-        from .parquet_schemas import LONG_ALIGNMENTS, check_table
+        from .parquet_schemas import LONG_ALIGNMENTS
+        from .tables import check_table
 
         row = {k: v for k, v in asdict(self).items() if k != "stats"}
         table = pa.Table.from_pylist([row], schema=LONG_ALIGNMENTS)

@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 
 from . import __version__
 from .errors import InputNotFoundError, OutputExistsError
-from .parquet_schemas import HITS, check_table
+from .parquet_schemas import HITS
+from .tables import check_table
 
 OUTFMTS = ("parquet", "blast6", "sam")
 #: BLAST's 12 standard tabular columns (outfmt 6), in order: what ``std`` stands for.

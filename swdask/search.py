@@ -45,14 +45,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .options import DEVICES, check_choice
 from .align import alignment_from_codes, check_mode
 from .alphabet import get_alphabet
 from .errors import DeviceError, EmptyInputError, InvalidSequenceError, StoreError
 from .kernels.cpu.score import kernel_threads, load_kernel, score_all
-from .parquet_schemas import HITS, SCORES, SEQUENCES, check_table
+from .options import DEVICES, check_choice
+from .parquet_schemas import HITS, SCORES, SEQUENCES
 from .scoring import Scoring
 from .store import SequenceBatch, SequenceStore, load_sequences, open_database
+from .tables import check_table, to_pandas
 
 __all__ = ["DEVICES", "SearchStats", "as_queries", "check_device", "search", "search_in_process"]
 
@@ -1085,7 +1086,7 @@ def _hits_frame(rows) -> pd.DataFrame:
     data["evalue"] = pa.nulls(len(rows), pa.float64())
     data["bitscore"] = pa.nulls(len(rows), pa.float64())
     table = pa.table({f.name: pa.array(data[f.name], type=f.type) for f in HITS}, schema=HITS)
-    return check_table(table, HITS, where="hits").to_pandas(types_mapper=_types_mapper)
+    return to_pandas(check_table(table, HITS, where="hits"))
 
 
 def _statistics(frame: pd.DataFrame, job: _Search) -> pd.DataFrame:
@@ -1095,20 +1096,8 @@ def _statistics(frame: pd.DataFrame, job: _Search) -> pd.DataFrame:
     return annotate(frame, job.scoring, db_residues=job.db_residues, db_sequences=job.db_sequences)
 
 
-def _types_mapper(arrow_type):
-    # Nullable float columns stay float64 with NaN would hide nulls; keep pandas' masks.
-    if arrow_type == pa.float64():
-        return pd.Float64Dtype()
-    if arrow_type == pa.int32():
-        return pd.Int32Dtype()
-    if arrow_type == pa.int64():
-        return pd.Int64Dtype()
-    if arrow_type == pa.string():
-        return pd.StringDtype()
-    return None
-
-
-#: ``meta`` of the Dask graphs, built from the schemas: a score table keeps NumPy dtypes,
-#: the hits table pandas' nullable ones.
+#: ``meta`` of the Dask graphs, built from the schemas.  The hits table has swdask's dtypes
+#: (swdask.tables); the score table, built from NumPy arrays inside the score task and never
+#: handed out, keeps NumPy's.
 _SCORES_META = SCORES.empty_table().to_pandas()
-_HITS_META = HITS.empty_table().to_pandas(types_mapper=_types_mapper)
+_HITS_META = to_pandas(HITS.empty_table())

@@ -36,10 +36,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .options import DEVICES, check_choice
 from .errors import EmptyInputError, InputNotFoundError, SchemaError, ScoringError
+from .options import DEVICES, check_choice
+from .parquet_schemas import SIGNIFICANCE
 from .scoring import Scoring
 from .store import SequenceBatch
+from .tables import check_table, to_pandas
 
 #: Devices of the significance flow.
 #: Residues (subjects and shuffles) per CPU chunk: the shuffled buffer stays in cache-
@@ -279,16 +281,10 @@ class _Job:
 
 
 def _empty_frame():
-    from .parquet_schemas import SIGNIFICANCE
-    from .search import _types_mapper
-
-    return SIGNIFICANCE.empty_table().to_pandas(types_mapper=_types_mapper)
+    return to_pandas(SIGNIFICANCE.empty_table())
 
 
 def _frame(rows: dict, n_shuffles: int, seed: int) -> pd.DataFrame:
-    from .parquet_schemas import SIGNIFICANCE, check_table
-    from .search import _types_mapper
-
     n = len(rows["query"])
     mu = np.asarray(rows["mu"], np.float64)
     lam = np.asarray(rows["lambda"], np.float64)
@@ -303,8 +299,7 @@ def _frame(rows: dict, n_shuffles: int, seed: int) -> pd.DataFrame:
         "seed": pa.array(np.full(n, seed, np.int64)),
     }
     table = pa.table(data)
-    return check_table(table, SIGNIFICANCE, where="significance").to_pandas(
-        types_mapper=_types_mapper)
+    return to_pandas(check_table(table, SIGNIFICANCE, where="significance"))
 
 
 def _run_batch(job: _Job, query_ids) -> tuple[pd.DataFrame, SignificanceStats]:

@@ -42,7 +42,8 @@ from .errors import (
     StoreError,
 )
 from .fastx import check_readable, iter_records, sniff_alphabet
-from .parquet_schemas import SEQUENCES, SEQUENCES_VERSION, check_schema, check_table
+from .parquet_schemas import SEQUENCES, SEQUENCES_VERSION
+from .tables import check_schema, check_table, to_pandas
 
 __all__ = [
     "SequenceBatch",
@@ -499,7 +500,7 @@ class SequenceStore:
             }
             # Keep one file when nothing matches, so that the result is an empty frame.
             files = [f for f in files if f in kept] or files[:1]
-        meta = _to_pandas(SEQUENCES.empty_table())
+        meta = to_pandas(SEQUENCES.empty_table())
         ddf = dd.from_map(
             _read_part_frame,
             files,
@@ -556,12 +557,6 @@ class SequenceStore:
         return SequenceBatch.concat(self.iter_partitions(), alphabet=self.alphabet)
 
 
-def _to_pandas(table: pa.Table):
-    import pandas as pd
-
-    return table.to_pandas(types_mapper=lambda t: pd.ArrowDtype(t) if pa.types.is_list(t) else None)
-
-
 def _read_part_frame(path, filters=None, columns=None):
     """One part file as a pandas DataFrame (the task of :meth:`SequenceStore.to_dask`).
 
@@ -576,7 +571,7 @@ def _read_part_frame(path, filters=None, columns=None):
         raise StoreError(f"{path}: cannot read partition: {exc}") from None
     check_schema(schema, wanted, where=str(path))
     table = pq.read_table(path, columns=columns, filters=filters, schema=SEQUENCES)
-    return _to_pandas(check_table(table, wanted, where=str(path)))
+    return to_pandas(check_table(table, wanted, where=str(path)))
 
 
 def _read_metadata(path: Path) -> dict:

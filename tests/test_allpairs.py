@@ -35,6 +35,18 @@ CLOSE_PAIRS = ("NR_041085.1", "NR_112331.1", "NR_119197.1", "NR_113242.1", "NR_1
                "NR_113905.1", "NR_113574.1")
 
 
+#: The dtypes of an all-pairs frame: swdask's one policy (swdask.tables), as in the hits.
+ALLPAIRS_DTYPES = {
+    "query": pd.StringDtype(), "subject": pd.StringDtype(),
+    "query_id": pd.Int64Dtype(), "subject_id": pd.Int64Dtype(), "score": pd.Int32Dtype(),
+    "identity": pd.Float64Dtype(),
+    **dict.fromkeys(["matches", "align_length", "mismatches", "gap_opens", "query_start",
+                     "query_end", "subject_start", "subject_end", "query_length",
+                     "subject_length"], pd.Int32Dtype()),
+    "cigar": pd.StringDtype(),
+}
+
+
 def _fasta(path, records):
     path.write_text("".join(f">{name}\n{seq}\n" for name, seq in records))
     return path
@@ -328,7 +340,10 @@ def test_cpu_and_simulated_gpu_all_pairs_agree(tmp_path):
     records = [("g0", base), ("g1", base[:20] + "T" + base[21:]), ("g2", base[:-1]),
                ("g3", base + "N")]
     path = _fasta(tmp_path / "tiny.fasta", records)
-    cpu = all_pairs(path, scoring=DNA, min_identity=0.9, cigar=True, device="cpu").compute()
+    lazy = all_pairs(path, scoring=DNA, min_identity=0.9, cigar=True, device="cpu")
+    assert lazy.dtypes.to_dict() == ALLPAIRS_DTYPES
+    cpu = lazy.compute()
+    assert cpu.dtypes.to_dict() == ALLPAIRS_DTYPES
     # In this process, not on Dask's threads: the simulator runs a Python thread per lane.
     gpu = all_pairs(path, scoring=DNA, min_identity=0.9, cigar=True, device="gpu").compute(
         scheduler="sync")
@@ -359,6 +374,7 @@ def test_resume_after_an_interruption_equals_the_uninterrupted_run(short16s, tmp
     full = write_all_pairs(short16s, tmp_path / "full", **options)
     expected = read_all_pairs(tmp_path / "full")
     assert len(expected) > 5 and full.hits == len(expected)
+    assert expected.dtypes.to_dict() == ALLPAIRS_DTYPES
     assert expected.equals(all_pairs(short16s, **options).compute().reset_index(drop=True))
 
     calls = []

@@ -27,6 +27,7 @@ import swdask
 from swdask.cli import main
 from swdask.errors import DeviceError, SchemaError
 from swdask.parquet_schemas import HITS
+from swdask.tables import to_pandas
 
 search_module = importlib.import_module("swdask.search")
 cluster_module = importlib.import_module("swdask.cluster")
@@ -84,7 +85,7 @@ def test_result_is_lazy_with_the_hits_schema(store, small_batches):
     hits = swdask.search(QUERIES, store, max_hits=10)
     assert hits.npartitions == 3
     assert list(hits.columns) == HITS.names
-    meta = HITS.empty_table().to_pandas(types_mapper=search_module._types_mapper)
+    meta = to_pandas(HITS.empty_table())
     assert hits.dtypes.to_dict() == meta.dtypes.to_dict()
     names = {key[0] if isinstance(key, tuple) else key for key in hits.__dask_graph__()}
     assert sum(1 for name in names if "swdask_score_cpu" in name) == 1  # one layer of 15 tasks

@@ -25,6 +25,7 @@ import math
 import pickle
 import re
 from dataclasses import FrozenInstanceError
+from importlib.resources import files
 from itertools import pairwise
 
 import numpy as np
@@ -133,6 +134,28 @@ def test_every_blast_combination_is_found():
             found += 1
     assert found == 82 + 52  # every gapped row of the NCBI tables, megablast's (0, 0) aside
     assert set(_PROTEIN) == {name for name, abc in MATRICES.items() if abc.name == "protein"}
+
+
+def test_tables_are_read_from_the_packaged_data_file():
+    """BLAST's tables come from swdask/data/blast_gapped_params.tsv (shipped in the wheel as
+    package data): every row, and a few of them as blast_stat.c prints them."""
+    path = files("swdask") / "data" / "blast_gapped_params.tsv"
+    lines = [line for line in path.read_text().splitlines() if not line.startswith("#")]
+    assert lines[0].split("\t") == ["table", "gap_open", "gap_extend", "lambda", "K", "H",
+                                     "alpha", "beta", "alpha_v", "sigma"]
+    assert len(lines) - 1 == 8 + 82 + 52  # 8 ungapped protein rows, 82 gapped, 52 blastn
+    assert sum(map(len, _PROTEIN.values())) == 8 + 82
+    assert sum(map(len, _BLASTN.values())) == 52
+    assert list(_PROTEIN) == ["BLOSUM45", "BLOSUM50", "BLOSUM62", "BLOSUM80", "BLOSUM90",
+                              "PAM250", "PAM30", "PAM70"]
+    assert _PROTEIN["BLOSUM62"][0] == (None, None, 0.3176, 0.134, 0.4012, 0.7916, -3.2,
+                                       4.964660, 4.964660)
+    assert _PROTEIN["BLOSUM62"][9] == (11, 1, 0.267, 0.041, 0.14, 1.9, -30, 42.602800, 43.636200)
+    assert _PROTEIN["PAM30"][-1] == (8, 1, 0.270, 0.072, 0.40, 0.68, -10, 5.368130, 6.763480)
+    assert _BLASTN[(2, -3)][5] == (5, 2, 0.625, 0.41, 0.78, 0.8, -2)
+    assert _BLASTN[(5, -4)] == [(10, 6, 0.163, 0.068, 0.16, 1.0, -19),
+                                (8, 6, 0.146, 0.039, 0.11, 1.3, -29)]
+    assert all(type(row[0]) is int for rows in _BLASTN.values() for row in rows)
 
 
 @pytest.mark.parametrize("kwargs,db,hsp", CASES)

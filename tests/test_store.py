@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -186,6 +188,11 @@ def test_to_dask_one_partition_per_file_and_filters(sprot_store):
     ddf = sprot_store.to_dask()
     assert ddf.npartitions == len(parts)
     assert list(ddf.columns) == ["seq_id", "name", "description", "length", "residues"]
+    # swdask's dtypes (swdask.tables), in the graph's meta and in what a partition computes
+    dtypes = {"seq_id": pd.Int64Dtype(), "name": pd.StringDtype(), "description": pd.StringDtype(),
+              "length": pd.Int32Dtype(), "residues": pd.ArrowDtype(pa.list_(pa.uint8()))}
+    assert ddf.dtypes.to_dict() == dtypes
+    assert ddf.partitions[0].compute().dtypes.to_dict() == dtypes
     sizes = ddf.map_partitions(len).compute().tolist()
     assert sizes == [p["n_records"] for p in parts]
     # Reading fewer columns must not fuse files into one partition.

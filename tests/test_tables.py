@@ -1,0 +1,91 @@
+"""The schemas (swdask.parquet_schemas) and swdask's side of them (swdask.tables): every
+schema listed, the schema package standing alone, schema errors as swdask errors, and one
+pandas dtype per Arrow type in every table."""
+import ast
+import pickle
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import swdask
+from swdask import parquet_schemas
+from swdask.errors import SchemaError, SwdaskError
+from swdask.tables import check_schema, check_table, pandas_dtype, to_pandas
+
+#: The pandas dtype of each Arrow type the schemas use, written out.
+DTYPES = {
+    pa.int32(): pd.Int32Dtype(),
+    pa.int64(): pd.Int64Dtype(),
+    pa.float64(): pd.Float64Dtype(),
+    pa.string(): pd.StringDtype(),  # pandas' "string" with pd.NA, not the default "str"
+    pa.list_(pa.uint8()): pd.ArrowDtype(pa.list_(pa.uint8())),
+}
+
+
+def test_schemas_lists_every_schema_by_its_name():
+    defined = {name: value for name, value in vars(parquet_schemas).items()
+               if isinstance(value, pa.Schema)}
+    assert sorted(defined) == ["ALLPAIRS", "HITS", "LONG_ALIGNMENTS", "SCORES", "SEQUENCES",
+                               "SIGNIFICANCE"]
+    assert sorted(parquet_schemas.SCHEMAS) == ["allpairs", "hits", "long_alignments", "scores",
+                                               "sequences", "significance"]
+    for name, schema in defined.items():
+        key = schema.metadata[b"swdask.schema"].decode()
+        assert parquet_schemas.SCHEMAS[key] is schema, name
+        version = getattr(parquet_schemas, f"{name}_VERSION")
+        assert schema.metadata[b"swdask.schema_version"] == str(version).encode(), name
+
+
+def test_schema_package_imports_only_pyarrow():
+    """It stands alone: no import of swdask (nor a relative one), at the top or in a function."""
+    tree = ast.parse(Path(parquet_schemas.__file__).read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {"." * node.level + (node.module or "") for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom)}
+    assert imported == {"__future__", "pyarrow"}
+
+
+def test_schema_errors_are_swdask_errors_with_the_schema_packages_message():
+    table = pa.table({"seq_id": pa.array(["7"])})
+    wanted = pa.schema([parquet_schemas.SEQUENCES.field("seq_id")])
+    message = "part-1.parquet: column 'seq_id' has type string, expected int64"
+    # The schema package alone: its own class, a ValueError only.
+    with pytest.raises(parquet_schemas.SchemaError) as own:
+        parquet_schemas.check_schema(table.schema, wanted, where="part-1.parquet")
+    assert str(own.value) == message
+    assert isinstance(own.value, ValueError) and not isinstance(own.value, SwdaskError)
+    # Through swdask: swdask's class, with the same message.
+    for check in (lambda: check_schema(table.schema, wanted, where="part-1.parquet"),
+                  lambda: check_table(pa.table({"seq_id": [None]}), wanted, where="part-1.parquet")):
+        with pytest.raises(SchemaError) as exc:
+            check()
+        assert isinstance(exc.value, SwdaskError) and isinstance(exc.value, ValueError)
+        assert type(pickle.loads(pickle.dumps(exc.value))) is SchemaError  # crosses workers
+    assert str(exc.value) == "part-1.parquet: column 'seq_id' has nulls, which its schema forbids"
+    with pytest.raises(SchemaError, match=f"^{message}$"):
+        check_schema(table.schema, wanted, where="part-1.parquet")
+    assert swdask.errors.SchemaError is SchemaError
+
+
+@pytest.mark.parametrize("name", sorted(parquet_schemas.SCHEMAS))
+def test_every_column_of_every_table_has_swdasks_dtype(name):
+    schema = parquet_schemas.SCHEMAS[name]
+    frame = to_pandas(schema.empty_table())
+    assert list(frame.columns) == schema.names
+    for field in schema:
+        assert pandas_dtype(field.type) == DTYPES[field.type], (name, field.name)
+        assert frame[field.name].dtype == DTYPES[field.type], (name, field.name)
+
+
+def test_nulls_stay_nulls_and_integers_keep_their_width():
+    table = pa.table({"i": pa.array([1, None], pa.int32()), "j": pa.array([2**40, None]),
+                      "f": pa.array([0.5, None]), "s": pa.array(["a", None]),
+                      "r": pa.array([[1, 2], None], pa.list_(pa.uint8()))})
+    frame = to_pandas(table)
+    assert frame.dtypes.tolist() == [DTYPES[t] for t in table.schema.types]
+    assert frame.iloc[1].isna().all()
+    assert frame["j"][0] == 2**40 and frame["r"][0] == [1, 2]
+    assert pa.Table.from_pandas(frame, preserve_index=False).column("i").type == pa.int32()
