@@ -11,8 +11,13 @@ import math
 import os
 import sys
 from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
 from ..options import ALPHABETS, MODES
+
+if TYPE_CHECKING:  # for the annotations only: the modules load pandas and Numba
+    from ..scoring import Scoring
+    from ..search import SearchStats
 
 #: The exit status of a usage error and of every error on bad input.
 EXIT_BAD_INPUT = 2
@@ -21,7 +26,7 @@ EXIT_BAD_INPUT = 2
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line with exit status 2, like every other error."""
 
-    def error(self, message):
+    def error(self, message: str) -> None:
         self.exit(EXIT_BAD_INPUT, f"swdask: error: {message} (see '{self.prog} --help')\n")
 
 
@@ -89,7 +94,7 @@ def positive_number(text: str) -> float:
 # -- option groups -------------------------------------------------------------------------
 
 
-def add_scoring(parser: argparse.ArgumentParser, *, mode: bool = True):
+def add_scoring(parser: argparse.ArgumentParser, *, mode: bool = True) -> argparse._ArgumentGroup:
     """Add the scoring options (and ``--mode`` unless ``mode=False``).
 
     Returns
@@ -149,7 +154,7 @@ _FLAGS = {"gap_open": "--gap-open", "gap_extend": "--gap-extend",
           "match/mismatch": "--match/--mismatch"}
 
 
-def scoring_from_args(args: argparse.Namespace, alphabet: str | None):
+def scoring_from_args(args: argparse.Namespace, alphabet: str | None) -> Scoring:
     """The :class:`swdask.Scoring` of the scoring flags (``alphabet`` picks the defaults).
 
     Raises
@@ -225,7 +230,7 @@ def job_session(args: argparse.Namespace) -> AbstractContextManager:
                    announce=None if args.quiet else to_stderr)
 
 
-def search_here(queries, database, **options):
+def search_here(queries, database, **options) -> tuple:
     """A search without ``--workers`` or ``--scheduler``: the in-process engine
     (:func:`swdask.search_in_process`, the same hits as the Dask graph).  Its kernels take
     every core already, so Dask's threads would add only their start-up: importing Dask
@@ -240,7 +245,7 @@ def search_here(queries, database, **options):
     return search_in_process(queries, database, **options)
 
 
-def search_summary(stats) -> str:
+def search_summary(stats: SearchStats) -> str:
     """The one-line summary of a search's :class:`swdask.SearchStats`."""
     return (f"{stats.n_queries:,} queries x {stats.n_subjects:,} subjects, "
             f"{stats.cells:,} cells: score pass {stats.score_seconds:.2f} s "
