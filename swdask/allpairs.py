@@ -67,17 +67,15 @@ from .errors import DeviceError, OutputExistsError, StoreError
 from .kernels.cpu.reference import mode_code
 from .kernels.cpu.score import score_all
 from .kernels.cpu.traceback import align_codes
-from .options import DEVICES, check_choice
+from .options import ALLPAIRS_MODES, DEVICES, check_choice
 from .parquet_schemas import ALLPAIRS
 from .scoring import Scoring
 from .store import SequenceBatch, SequenceStore, open_database
 from .tables import check_table, to_pandas
 
-__all__ = ["ALLPAIRS_MODES", "AllPairsStats", "IdentityBound", "all_pairs", "read_all_pairs",
-           "write_all_pairs"]
+__all__ = ["ALLPAIRS_MODES", "AllPairsStats", "IdentityBound", "all_pairs", "check_device",
+           "read_all_pairs", "write_all_pairs"]
 
-#: The modes of all-against-all alignment (one table; the error names them).
-ALLPAIRS_MODES = ("global", "local")
 #: Devices of the score pass.
 #: Default sequences per block (a block pair is one task).
 BLOCK_SIZE = 2048
@@ -106,8 +104,7 @@ def check_allpairs_mode(mode) -> str:
     ...
     ValueError: unknown all-pairs mode 'semiglobal'; choose one of: global, local
     """
-    if mode not in ALLPAIRS_MODES:
-        raise ValueError(f"unknown all-pairs mode {mode!r}; choose one of: {', '.join(ALLPAIRS_MODES)}")
+    check_choice("all-pairs mode", mode, ALLPAIRS_MODES)
     mode_code(mode)  # and a mode of the kernels
     return mode
 
@@ -417,7 +414,41 @@ class _Job:
         return self.bound.mode
 
 
-def _check_device(device: str, mode: str, *, here: bool) -> str:
+def check_device(device: str, mode: str, *, here: bool) -> str:
+    """The backend of the all-pairs score pass: ``"gpu"`` or ``"cpu"`` (or, with
+    ``here=False``, ``device`` itself once checked).
+
+    Parameters
+    ----------
+    device : {"auto", "cpu", "gpu"}
+        The device asked for.  ``"auto"`` takes a real GPU when Numba sees one and the
+        mode is global, else the CPU; ``"gpu"`` insists (the CUDA simulator counts, for
+        tests).
+    mode : {"global", "local"}
+        The all-pairs mode; the GPU kernel computes global alignments only.
+    here : bool
+        True when the score pass runs in this process; False when it runs on a
+        cluster's workers, where only the name and the mode are checked.
+
+    Returns
+    -------
+    str
+        ``"gpu"`` or ``"cpu"``; with ``here=False``, ``device`` as it was given.
+
+    Raises
+    ------
+    ValueError
+        ``device`` is not one of :data:`swdask.options.DEVICES`.
+    DeviceError
+        ``"gpu"`` with a local mode, or (``here=True``) with no GPU visible.
+
+    Examples
+    --------
+    >>> check_device("cpu", "local", here=True)
+    'cpu'
+    >>> check_device("gpu", "global", here=False)
+    'gpu'
+    """
     from .gpu import gpu_available, require_gpu, simulator_enabled
 
     check_choice("device", device, DEVICES)
@@ -441,7 +472,7 @@ def _prepare(source, *, scoring, mode, min_identity, min_score, device, cigar, b
         raise ValueError(f"block_size must be a positive whole number, got {block_size!r}")
     if min_score is not None and (isinstance(min_score, bool) or int(min_score) != min_score):
         raise ValueError(f"min_score must be a whole number, got {min_score!r}")
-    device = _check_device(device, mode, here=here)
+    device = check_device(device, mode, here=here)
     if isinstance(source, SequenceStore):
         store = source
     else:
@@ -601,7 +632,7 @@ def _task_device(job: _Job) -> str:
     if job.device == "cpu":
         return "cpu"
     try:
-        return _check_device(job.device, job.mode, here=True)
+        return check_device(job.device, job.mode, here=True)
     except DeviceError as exc:
         from .search import _worker_name
 

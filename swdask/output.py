@@ -26,24 +26,16 @@ import pyarrow.parquet as pq
 
 from . import __version__
 from .errors import InputNotFoundError, OutputExistsError
+from .options import BLAST6_COLUMNS, BLAST_KEYWORDS, OUTFMTS, check_choice
 from .parquet_schemas import HITS
-from .tables import check_table
 
-OUTFMTS = ("parquet", "blast6", "sam")
-#: BLAST's 12 standard tabular columns (outfmt 6), in order: what ``std`` stands for.
-BLAST6_COLUMNS = ("qseqid", "sseqid", "pident", "length", "mismatch", "gapopen", "qstart",
-                  "qend", "sstart", "send", "evalue", "bitscore")
-#: Every BLAST tabular keyword that ``columns=`` / ``--columns`` accepts besides ``std``.
-BLAST_KEYWORDS = BLAST6_COLUMNS + ("score", "nident", "gaps", "qlen", "slen", "cigar")
 #: The SAM specification version that :func:`sam_lines` writes (``@HD VN``).
 SAM_VERSION = "1.6"
 
 
 def check_outfmt(outfmt: str) -> str:
     """Return ``outfmt`` if known; raise ValueError naming the known formats otherwise."""
-    if outfmt not in OUTFMTS:
-        raise ValueError(f"unknown output format {outfmt!r}; choose one of: {', '.join(OUTFMTS)}")
-    return outfmt
+    return check_choice("output format", outfmt, OUTFMTS)
 
 
 def blast_columns(columns=None) -> tuple[str, ...]:

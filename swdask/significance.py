@@ -445,7 +445,36 @@ def _gpu_chunk(job: _Job, res, off, keys, query_ids, blocks):
 # --------------------------------------------------------------------------------------
 
 
-def _check_options(shuffles, seed, device, pairs):
+def check_options(shuffles: int, seed: int, device: str, pairs) -> None:
+    """Check the options of a significance run before any work is done.
+
+    Parameters
+    ----------
+    shuffles : int
+        Shuffles of each subject: a whole number >= 2.
+    seed : int
+        Seed of the shuffles: a whole number in [0, 2**63).
+    device : {"auto", "cpu", "gpu"}
+        The device asked for (only the name is checked here).
+    pairs : "all", path or other
+        The pairs to score; a string other than ``"all"`` must name an existing file.
+        Pairs given as data (not a string) are checked where they are read.
+
+    Raises
+    ------
+    ValueError
+        ``shuffles``, ``seed`` or ``device`` is out of range or unknown.
+    InputNotFoundError
+        ``pairs`` names a file that does not exist.
+
+    Examples
+    --------
+    >>> check_options(1000, 0, "cpu", "all")
+    >>> check_options(1, 0, "cpu", "all")
+    Traceback (most recent call last):
+    ...
+    ValueError: shuffles must be a whole number >= 2, got 1
+    """
     if isinstance(shuffles, bool) or not isinstance(shuffles, (int, np.integer)) or shuffles < 2:
         raise ValueError(f"shuffles must be a whole number >= 2, got {shuffles!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
@@ -471,7 +500,7 @@ def _prepare(queries, subjects, *, scoring, shuffles, seed, pairs, pssm, device,
              map_unknown, here=True) -> _Job:
     from .search import as_queries
 
-    _check_options(shuffles, seed, device, pairs)
+    check_options(shuffles, seed, device, pairs)
     queries = as_queries(queries, alphabet, map_unknown)
     subjects = as_queries(subjects, queries.alphabet.name if alphabet == "auto" else alphabet,
                           map_unknown)

@@ -75,6 +75,7 @@ import numba
 import numpy as np
 
 from common import cpu_model, package_version  # noqa: E402  (this folder)
+from swdask.cli.common import number, positive  # the command line's argument types
 from swdask.errors import SwdaskError
 from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
@@ -95,16 +96,6 @@ CHUNKS_PER_WORKER = 8
 # --------------------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
-    return value
-
-
 def _lengths(text: str) -> list:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
@@ -117,13 +108,7 @@ def _lengths(text: str) -> list:
 
 
 def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text!r}")
-    return value
+    return number(text, accept=lambda value: 0.0 < value <= 1.0, wanted="in (0, 1]")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,18 +124,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="database FASTA(.gz) or sequence store (default: %(default)s)")
     parser.add_argument("--lengths", type=_lengths, default=[144, 375, 1000],
                         help="target query lengths, comma-separated (default: 144,375,1000)")
-    parser.add_argument("--bin-size", type=_positive_int, default=8,
+    parser.add_argument("--bin-size", type=positive, default=8,
                         help="most queries in a bin of +-15%% around each target (default: 8)")
-    parser.add_argument("--threads", type=_positive_int, default=os.cpu_count(),
+    parser.add_argument("--threads", type=positive, default=os.cpu_count(),
                         help="threads (swdask) and processes (parasail) (default: all cores, "
                              "%(default)s)")
-    parser.add_argument("--repeats", type=_positive_int, default=3,
+    parser.add_argument("--repeats", type=positive, default=3,
                         help="timed runs after one warm-up; the median is reported "
                              "(default: 3)")
     parser.add_argument("--db-fraction", type=_fraction, default=1.0,
                         help="use only this fraction of the database, evenly spaced in "
                              "length order, for smoke tests (default: 1.0)")
-    parser.add_argument("--max-hits", type=_positive_int, default=50,
+    parser.add_argument("--max-hits", type=positive, default=50,
                         help="hits per query traced back in the end-to-end search (default: 50)")
     parser.add_argument("--skip-parasail", action="store_true",
                         help="time swdask only (no parasail columns, no score check)")

@@ -53,6 +53,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import cpu_model, package_version  # noqa: E402  (this folder)
 
+from swdask.cli.common import positive  # the command line's argument type
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_QUERIES = ROOT / "tests" / "data" / "sprot196.fasta"
@@ -63,20 +64,13 @@ TARGETS = (1000, 150)
 BARS = {"demo_first_run_seconds": 5.0, "search_ratio": {1000: 1.0, 150: 2.0}}
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cpu_startup.py", description=__doc__.split("\n")[0])
     parser.add_argument("--queries", type=Path, default=DEFAULT_QUERIES,
                         help="query FASTA (default: %(default)s)")
     parser.add_argument("--db", type=Path, default=DEFAULT_DB,
                         help="database FASTA(.gz) (default: %(default)s)")
-    parser.add_argument("--repeats", type=_positive_int, default=5,
+    parser.add_argument("--repeats", type=positive, default=5,
                         help="timed runs of each command (default: 5)")
     parser.add_argument("--ssearch", default=shutil.which("ssearch36"),
                         help="the ssearch36 binary (default: ssearch36 on PATH)")
@@ -175,6 +169,7 @@ def measure_demo(commands: dict, repeats, scratch: Path) -> dict:
 def in_process_gcups(query_file: Path, store: Path, repeats: int) -> dict:
     """The score kernel on the store's residues in this process (after one warm-up)."""
     from swdask.kernels.cpu.score import score_all
+
     from swdask.scoring import Scoring
     from swdask.store import load_sequences, open_database
 

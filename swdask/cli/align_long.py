@@ -1,0 +1,99 @@
+"""``swdask align-long``: the best local alignment of two long sequences, tiled over Dask."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..options import LONG_DEVICES
+from .common import (
+    add_input_options,
+    add_scoring,
+    command_line,
+    file_alphabet,
+    positive,
+    progress_wanted,
+    scoring_from_args,
+)
+
+NAME = "align-long"
+HELP = ("best local alignment of two long sequences (megabase DNA), tiled over CPU and GPU Dask "
+        "workers")
+DESCRIPTION = """Exact Smith-Waterman of two long sequences (the first record of each file): the
+matrix cut into tiles that Dask runs on GPU and CPU workers at once; with --traceback the
+alignment, recovered in bounded memory."""
+
+
+def tile(text: str) -> str | int:
+    """``"auto"`` or a tile side >= 1 (argparse ``type``)."""
+    return "auto" if text == "auto" else positive(text)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``swdask align-long`` to its ``parser``."""
+    parser.add_argument("a", metavar="A", help="query: FASTA/FASTQ file (first record)")
+    parser.add_argument("b", metavar="B", help="subject: FASTA/FASTQ file (first record)")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT",
+                        help="one-row Parquet table (schema long_alignments)")
+    parser.add_argument("--tile", type=tile, default="auto", metavar="auto|N",
+                        help="tile side in residues, or auto (default: from the cost model)")
+    parser.add_argument("--device", default="auto", choices=LONG_DEVICES,
+                        help="auto (default: both when a GPU is visible, else cpu), cpu, gpu, "
+                        "or both")
+    parser.add_argument("--traceback", action="store_true",
+                        help="also recover the alignment: CIGAR, identity (and --sam)")
+    parser.add_argument("--sam", metavar="SAM",
+                        help="with --traceback, also write the alignment as SAM")
+    parser.add_argument("--reverse-complement", action="store_true",
+                        help="also align A to B's reverse complement (DNA); report the better "
+                        "strand")
+    add_scoring(parser, mode=False)  # local alignment only
+    add_input_options(parser, map_unknown=False)
+    parser.add_argument("--scheduler", metavar="ADDRESS", help="run the tiles on a running Dask "
+                        "scheduler (GPU workers with --resources GPU=1); default: workers in this "
+                        "process")
+    parser.add_argument("--force", action="store_true", help="replace existing output files")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Align, write the one-row table (and SAM), and (unless ``--quiet``) two summary lines."""
+    import pyarrow.parquet as pq
+
+    from ..long_align import align_long
+    from ..output import atomic_path, check_output
+
+    check_output(args.output, force=args.force)
+    if args.sam and not args.traceback:
+        raise ValueError("--sam needs --traceback")
+    if args.sam:
+        check_output(args.sam, force=args.force)
+    alphabet = args.alphabet if args.alphabet != "auto" else file_alphabet(args)
+    scoring = scoring_from_args(args, alphabet or "dna")
+    client = None
+    if args.scheduler:
+        from ..cluster import cluster
+
+        client = cluster(scheduler=args.scheduler)
+    try:
+        result = align_long(args.a, args.b, scoring=scoring, tile=args.tile, device=args.device,
+                            traceback=args.traceback, reverse_complement=args.reverse_complement,
+                            client=client, progress=progress_wanted(args))
+    finally:
+        if client is not None:
+            client.close()
+    with atomic_path(args.output, force=args.force) as tmp:
+        pq.write_table(result.to_table(), tmp)
+        if args.sam:
+            with atomic_path(args.sam, force=args.force) as sam_tmp, open(sam_tmp, "w") as handle:
+                handle.writelines(result.sam_lines(command_line(args)))
+    if not args.quiet:
+        where = (f"query {result.query_start}..{result.query_end}, subject "
+                 f"{result.subject_start}..{result.subject_end}" if args.traceback else
+                 f"ends at query {result.query_end}, subject {result.subject_end}")
+        extra = f", {result.pident:.2f}% identity, CIGAR of {len(result.cigar):,} characters" \
+            if args.traceback else ""
+        gcups = result.cells / result.score_seconds / 1e9 if result.score_seconds else 0.0
+        print(f"score {result.score} on strand {result.strand}: {where}{extra}", file=sys.stderr)
+        print(f"{result.cells:,} cells in {result.score_seconds:.2f} s ({gcups:.2f} GCUPS) on "
+              f"{result.device}, {result.tile_rows} x {result.tile_cols} tiles; wrote "
+              f"{args.output}" + (f" and {args.sam}" if args.sam else ""), file=sys.stderr)

@@ -1,0 +1,87 @@
+"""``swdask allpairs``: every pair of a sequence set above an identity threshold."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from ..options import ALLPAIRS_MODES, DEVICES
+from .common import (
+    add_job_options,
+    add_scoring,
+    database_alphabet,
+    in_process,
+    job_session,
+    number,
+    positive,
+    progress_wanted,
+    scoring_from_args,
+    whole,
+)
+
+NAME = "allpairs"
+HELP = "every pair of a sequence set above an identity threshold"
+DESCRIPTION = """All-against-all alignment (e.g. 16S genes): exact scores of every pair the
+lengths allow, traceback of the pairs over the identity bound, and the pairs whose alignment
+reaches --min-identity; one Parquet file per block pair in OUT, resumable with --resume."""
+
+
+def identity(text: str) -> float:
+    """An identity threshold in [0, 1] (argparse ``type``); see :func:`.common.number`."""
+    return number(text, accept=lambda value: 0 <= value <= 1, wanted="between 0 and 1")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``swdask allpairs`` to its ``parser``."""
+    parser.add_argument("source", metavar="STORE_OR_FASTA",
+                        help="sequence store or FASTA/FASTQ file")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT",
+                        help="output folder (one Parquet file per block pair and _manifest.json)")
+    group = add_scoring(parser, mode=False)
+    group.add_argument("--mode", default="global", choices=ALLPAIRS_MODES,
+                       help="global (Needleman-Wunsch, default; the identity bound skips pairs "
+                       "and blocks) or local (Smith-Waterman; give --min-score)")
+    parser.add_argument("--min-identity", type=identity, default=0.97, metavar="T",
+                        help="keep pairs whose alignment has matches / columns >= T (default 0.97)")
+    parser.add_argument("--min-score", type=whole, metavar="S", help="and a score of at least S")
+    parser.add_argument("--cigar", action="store_true", help="fill the cigar column")
+    parser.add_argument("--block-size", type=positive, default=2048, metavar="N",
+                        help="sequences per block; a block pair is one task and one file "
+                        "(default 2048)")
+    parser.add_argument("--device", default="auto", choices=DEVICES,
+                        help="auto (default: a GPU when one is visible and the mode is global), "
+                        "cpu, gpu")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in OUT, skipping block pairs already written")
+    add_job_options(parser, force_help="replace an existing OUT")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Write the pairs to the folder ``args.output`` and (unless ``--quiet``) the summary."""
+    from ..allpairs import check_device, write_all_pairs
+
+    if os.path.exists(args.output) and not (args.resume or args.force):
+        from ..errors import OutputExistsError
+
+        raise OutputExistsError(f"{args.output}: already exists (use --resume to continue it, "
+                                "or --force)")
+    check_device(args.device, args.mode, here=in_process(args))
+    alphabet = database_alphabet(args.source, args.alphabet)
+    scoring = scoring_from_args(args, alphabet)
+    started = time.perf_counter()
+    with job_session(args) as client:
+        stats = write_all_pairs(args.source, args.output, scoring=scoring, mode=args.mode,
+                                min_identity=args.min_identity, min_score=args.min_score,
+                                device=args.device, cigar=args.cigar, block_size=args.block_size,
+                                alphabet=args.alphabet, map_unknown=args.map_unknown,
+                                resume=args.resume, force=args.force, client=client,
+                                progress=progress_wanted(args))
+    wall = time.perf_counter() - started
+    if not args.quiet:
+        print(f"wrote {stats.hits:,} pairs to {args.output}: {stats.n_sequences:,} sequences, "
+              f"{stats.pairs:,} pairs, {stats.pairs_scored:,} scored ({stats.cells:,} cells, "
+              f"{stats.kernel_gcups:.2f} GCUPS in the kernel), {stats.candidates:,} traced back, "
+              f"{stats.block_pairs_skipped:,} of {stats.block_pairs + stats.block_pairs_skipped:,} "
+              f"block pairs skipped by length, {wall:.1f} s ({stats.pairs / max(wall, 1e-9):,.0f} "
+              f"pairs/s) on {stats.device}", file=sys.stderr)

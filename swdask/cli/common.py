@@ -1,0 +1,255 @@
+"""What the subcommands share: argument types, option groups, the scoring from the flags,
+the run here or on Dask, and the summary lines.
+
+Like every module of the command line it imports its libraries where a command runs, not
+at the top: ``--help`` and a usage error stay quick.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+from ..options import ALPHABETS, MODES
+
+if TYPE_CHECKING:  # for the annotations only: the modules load pandas and Numba
+    from ..scoring import Scoring
+    from ..search import SearchStats
+
+#: The exit status of a usage error and of every error on bad input.
+EXIT_BAD_INPUT = 2
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line with exit status 2, like every other error."""
+
+    def error(self, message: str) -> None:
+        self.exit(EXIT_BAD_INPUT, f"swdask: error: {message} (see '{self.prog} --help')\n")
+
+
+# -- argument types ------------------------------------------------------------------------
+
+
+def number(text: str, kind: type = float, *, accept=None, wanted: str = "") -> int | float:
+    """``text`` read as a number, for an argparse ``type``; the message says what was wanted.
+
+    Parameters
+    ----------
+    text : str
+        The argument as typed.
+    kind : {float, int}, default float
+        The type of the value; ``int`` takes whole numbers only.
+    accept : callable, optional
+        True for the values allowed; default None: every value of ``kind``.
+    wanted : str, default ""
+        What an allowed value is ("a positive number"), for the message when ``accept``
+        refuses one.
+
+    Returns
+    -------
+    int or float
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        ``text`` is not a number of ``kind``, or ``accept`` refuses it.
+
+    Examples
+    --------
+    >>> number("0.5", accept=lambda v: 0 < v <= 1, wanted="in (0, 1]")
+    0.5
+    >>> number("2", accept=lambda v: 0 < v <= 1, wanted="in (0, 1]")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be in (0, 1], got '2'
+    """
+    try:
+        value = kind(text)
+    except ValueError:
+        noun = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"must be {noun}, got {text!r}") from None
+    if accept is not None and not accept(value):
+        raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}")
+    return value
+
+
+def whole(text: str) -> int:
+    """A whole number (argparse ``type``); see :func:`number`."""
+    return number(text, int)
+
+
+def positive(text: str) -> int:
+    """A whole number >= 1 (argparse ``type``); see :func:`number`."""
+    return number(text, int, accept=lambda value: value >= 1, wanted="a positive whole number")
+
+
+def positive_number(text: str) -> float:
+    """A finite number > 0 (argparse ``type``); see :func:`number`."""
+    return number(text, accept=lambda value: 0 < value < math.inf, wanted="a positive number")
+
+
+# -- option groups -------------------------------------------------------------------------
+
+
+def add_scoring(parser: argparse.ArgumentParser, *, mode: bool = True) -> argparse._ArgumentGroup:
+    """Add the scoring options (and ``--mode`` unless ``mode=False``).
+
+    Returns
+    -------
+    argparse._ArgumentGroup
+        Their group, to which a command with other modes adds its own ``--mode``.
+    """
+    group = parser.add_argument_group("scoring (a gap of k residues costs OPEN + k * EXTEND)")
+    group.add_argument("--matrix", help="BLOSUM45/50/62/80/90, PAM30/70/250, NUC.4.4, or an "
+                       "NCBI-format matrix file (default: BLOSUM62 for protein)")
+    group.add_argument("--gap-open", type=whole,
+                       help="gap open cost, >= 0 (default 11 protein, 5 DNA)")
+    group.add_argument("--gap-extend", type=whole,
+                       help="cost per gap residue, >= 1 (default 1 protein, 2 DNA)")
+    group.add_argument("--match", type=whole, help="DNA match score (default 2)")
+    group.add_argument("--mismatch", type=whole, help="DNA mismatch score (default -3)")
+    if mode:
+        group.add_argument("--mode", default="local", choices=MODES,
+                           help="local (Smith-Waterman, default), global (Needleman-Wunsch), or "
+                           "semiglobal (end gaps free)")
+    return group
+
+
+def add_input_options(parser: argparse.ArgumentParser, *, map_unknown: bool = True) -> None:
+    """Add ``--alphabet`` (and ``--map-unknown`` unless ``map_unknown=False``)."""
+    parser.add_argument("--alphabet", default="auto", choices=ALPHABETS,
+                        help="residue alphabet of the input (default: detected)")
+    if map_unknown:
+        parser.add_argument("--map-unknown", action="store_true",
+                            help="read letters outside the alphabet as X (protein) or N (DNA) "
+                            "instead of failing")
+
+
+def add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--workers`` and ``--scheduler``, in their own group."""
+    group = parser.add_argument_group("Dask (default: no Dask, every core of this process)")
+    group.add_argument("--workers", type=positive, metavar="N",
+                       help="start a local Dask cluster of N workers (one per GPU on a GPU "
+                       "machine) and print its dashboard link")
+    group.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run on a running Dask scheduler (tcp://host:8786 or a scheduler "
+                       "file); the database must be a store its workers can read")
+
+
+def add_job_options(parser: argparse.ArgumentParser, *,
+                    force_help: str = "replace an existing output file") -> None:
+    """Add the options that close a job's command: cluster, input, ``--force``, ``--quiet``."""
+    add_cluster_options(parser)
+    add_input_options(parser)
+    parser.add_argument("--force", action="store_true", help=force_help)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
+
+# -- what the commands do alike ------------------------------------------------------------
+
+_FLAGS = {"gap_open": "--gap-open", "gap_extend": "--gap-extend",
+          "match/mismatch": "--match/--mismatch"}
+
+
+def scoring_from_args(args: argparse.Namespace, alphabet: str | None) -> Scoring:
+    """The :class:`swdask.Scoring` of the scoring flags (``alphabet`` picks the defaults).
+
+    Raises
+    ------
+    ScoringError
+        The flags do not make a scoring; the message names the flags.
+    """
+    from ..errors import ScoringError
+    from ..scoring import Scoring
+
+    dna_scores = args.match is not None or args.mismatch is not None
+    try:
+        return Scoring(args.matrix, gap_open=args.gap_open, gap_extend=args.gap_extend,
+                       match=args.match, mismatch=args.mismatch,
+                       alphabet=None if (args.matrix or dna_scores) else alphabet)
+    except ScoringError as exc:  # name the command-line flags, not the Python parameters
+        message = str(exc)
+        for name, flag in _FLAGS.items():
+            message = message.replace(name, flag)
+        raise ScoringError(message) from None
+
+
+def database_alphabet(path: str, alphabet: str) -> str:
+    """``alphabet``, or where it is ``"auto"`` the alphabet of the store or file ``path``."""
+    from ..fastx import check_readable, sniff_alphabet
+    from ..store import SequenceStore
+
+    if alphabet != "auto":
+        return alphabet
+    if os.path.isdir(path):
+        return SequenceStore.open(path).alphabet.name
+    check_readable(path)
+    return sniff_alphabet([path]).name
+
+
+def file_alphabet(args: argparse.Namespace) -> str | None:
+    """The alphabet of the files among ``args.a`` and ``args.b``; None when neither is one."""
+    from ..fastx import sniff_alphabet
+
+    paths = [x for x in (args.a, args.b) if os.path.isfile(x)]
+    return sniff_alphabet(paths).name if paths else None
+
+
+def to_stderr(line: str) -> None:
+    """Print ``line`` to the standard error."""
+    print(line, file=sys.stderr)
+
+
+def progress_wanted(args: argparse.Namespace) -> bool:
+    """Whether to show a progress bar: not ``--quiet``, and the standard error a terminal."""
+    return not getattr(args, "quiet", False) and sys.stderr.isatty()
+
+
+def command_line(args: argparse.Namespace) -> str | None:
+    """The command as typed (for SAM's ``@PG CL``), or None when it is not known."""
+    import shlex
+
+    argv = getattr(args, "argv", None)
+    return None if argv is None else shlex.join(["swdask", *argv])
+
+
+def in_process(args: argparse.Namespace) -> bool:
+    """True when the command runs without Dask: neither ``--workers`` nor ``--scheduler``."""
+    return args.workers is None and args.scheduler is None
+
+
+def job_session(args: argparse.Namespace) -> AbstractContextManager:
+    """The Dask session of ``--workers`` / ``--scheduler`` for a job on ``args.device``;
+    it announces the cluster on the standard error unless ``--quiet``."""
+    from ..cluster import session
+
+    return session(args.workers, scheduler=args.scheduler, device=args.device,
+                   announce=None if args.quiet else to_stderr)
+
+
+def search_here(queries, database, **options) -> tuple:
+    """A search without ``--workers`` or ``--scheduler``: the in-process engine
+    (:func:`swdask.search_in_process`, the same hits as the Dask graph).  Its kernels take
+    every core already, so Dask's threads would add only their start-up: importing Dask
+    takes about a second on a small machine, longer than a whole small search."""
+    if options.get("device", "auto") != "gpu":
+        from ..kernels.cpu import prebuild
+
+        # Before the heavy imports: on a first run the helper has a head start.
+        prebuild.start(prebuild.SEARCH)
+    from ..search import search_in_process
+
+    return search_in_process(queries, database, **options)
+
+
+def search_summary(stats: SearchStats) -> str:
+    """The one-line summary of a search's :class:`swdask.SearchStats`."""
+    return (f"{stats.n_queries:,} queries x {stats.n_subjects:,} subjects, "
+            f"{stats.cells:,} cells: score pass {stats.score_seconds:.2f} s "
+            f"({stats.kernel_gcups:.2f} GCUPS), traceback {stats.traceback_seconds:.2f} s, "
+            f"total {stats.total_seconds:.2f} s ({stats.gcups:.2f} GCUPS) on {stats.device}"
+            f"{f' ({stats.device_reason})' if stats.device_reason else ''}, "
+            f"{stats.workers} worker(s)")

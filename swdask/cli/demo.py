@@ -1,0 +1,58 @@
+"""``swdask demo``: the bundled Swiss-Prot queries against the bundled database."""
+from __future__ import annotations
+
+import argparse
+import time
+from importlib.resources import files
+
+from .. import __version__
+from .common import add_cluster_options, in_process, positive, search_here, search_summary
+
+NAME = "demo"
+HELP = "search bundled Swiss-Prot queries against a bundled database and print the best hits"
+DESCRIPTION = """The main job on bundled real data: 5 Swiss-Prot queries against 2,000
+Swiss-Prot proteins (UniProt, CC BY 4.0)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``swdask demo`` to its ``parser``."""
+    parser.add_argument("--hits", type=positive, default=3, help="hits shown per query (default 3)")
+    add_cluster_options(parser)
+    parser.add_argument("-o", "--output", metavar="OUT", help="also write the hits table (Parquet)")
+    parser.add_argument("--force", action="store_true", help="replace an existing output file")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Search the bundled data and print the best hits and the summary."""
+    from ..output import check_output, write_hits
+
+    if args.output:
+        check_output(args.output, force=args.force)
+    data = files("swdask") / "data"
+    queries, database = data / "demo_queries.fasta", data / "demo_db.fasta.gz"
+    print(f"swdask {__version__} demo: {queries.name} against {database.name} "
+          "(Swiss-Prot, UniProt CC BY 4.0), BLOSUM62 11/1, local")
+    started = time.perf_counter()
+    if in_process(args):
+        hits, stats = search_here(queries, database, max_hits=max(args.hits, 1),
+                                  return_stats=True)
+    else:
+        from ..cluster import compute, session
+        from ..search import search
+
+        with session(args.workers, scheduler=args.scheduler, announce=print) as client:
+            hits, stats = compute(*search(queries, database, max_hits=max(args.hits, 1),
+                                          return_stats=True), client=client)
+    shown = hits[hits["rank"] <= args.hits]
+    columns = ["query", "subject", "score", "identity", "query_start", "query_end",
+               "subject_start", "subject_end", "cigar"]
+    table = shown[columns].copy()
+    table["identity"] = (100 * table["identity"].astype(float)).round(1)
+    table["cigar"] = table["cigar"].map(lambda c: c if len(c) <= 24 else c[:21] + "...")
+    print(table.to_string(index=False))
+    print(search_summary(stats))
+    print(f"(wall time {time.perf_counter() - started:.1f} s, including one-time JIT "
+          "compilation on a first run)")
+    if args.output:
+        write_hits(hits, args.output, force=args.force)
+        print(f"wrote {len(hits)} hits to {args.output}")

@@ -1,0 +1,100 @@
+"""``swdask search``: queries against a database, hits to Parquet, BLAST tabular or SAM."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..options import BLAST_KEYWORDS, DEVICES, OUTFMTS
+from .common import (
+    add_job_options,
+    add_scoring,
+    command_line,
+    database_alphabet,
+    in_process,
+    job_session,
+    positive,
+    positive_number,
+    progress_wanted,
+    scoring_from_args,
+    search_here,
+    search_summary,
+    whole,
+)
+
+NAME = "search"
+HELP = "search queries against a database"
+DESCRIPTION = """Exact search of every query against every database sequence; full alignments of
+each query's best hits."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``swdask search`` to its ``parser``."""
+    parser.add_argument("queries", metavar="QUERIES", help="FASTA/FASTQ file or sequence store")
+    parser.add_argument("database", metavar="DB", help="sequence store, or FASTA/FASTQ file "
+                        "(ingested to a temporary store)")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="output file")
+    parser.add_argument("--outfmt", default="parquet", choices=OUTFMTS,
+                        help="parquet (hits table, 0-based half-open), blast6 (BLAST -outfmt 6, "
+                        "1-based inclusive) or sam (SAM v1.6: queries as reads, subjects as "
+                        "references, 1-based); default parquet")
+    parser.add_argument("--columns", metavar='"KEYWORD ..."',
+                        help="blast6 columns, BLAST's -outfmt \"6 ...\" keywords, e.g. \"std "
+                        "qlen slen cigar\"; std = the 12 standard columns (the default); keywords: "
+                        f"{' '.join(BLAST_KEYWORDS)}")
+    add_scoring(parser)
+    parser.add_argument("--max-hits", type=positive, default=50, metavar="N",
+                        help="hits kept per query (default 50)")
+    parser.add_argument("--min-score", type=whole, metavar="S",
+                        help="report only hits scoring at least S (default 1 for local mode)")
+    parser.add_argument("--evalue", type=positive_number, metavar="E",
+                        help="report only hits with an E-value of at most E (local mode; BLAST's "
+                        "Karlin-Altschul statistics for the scoring and the database size)")
+    parser.add_argument("--device", default="auto", choices=DEVICES,
+                        help="auto (default: a GPU when one is visible, local mode), cpu, or gpu")
+    add_job_options(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Search, write the hits file, and (unless ``--quiet``) print the summary."""
+    if in_process(args) and args.device == "gpu":
+        from .. import gpu
+
+        # The GPU's first use (0.6 s) overlaps the imports and the reading of the input;
+        # search_in_process checks the GPU once it has read them.
+        gpu.start_early()
+    from ..output import check_format, check_output, write_hits
+    from ..search import check_device
+
+    check_output(args.output, force=args.force)
+    check_format(args.outfmt, args.columns)
+    # Names and mode only: probing for a GPU here cost "auto" 0.3 s (the CUDA import and
+    # driver) even where its cost rule then picks the CPU without touching CUDA.
+    check_device(args.device, args.mode, here=False)
+    db_alphabet = database_alphabet(args.database, args.alphabet)
+    scoring = scoring_from_args(args, db_alphabet)
+    if scoring.alphabet.name != db_alphabet:
+        # Without this a DNA FASTA database would be read as protein under a protein matrix.
+        from ..errors import InvalidSequenceError
+
+        how = " (detected)" if args.alphabet == "auto" else ""
+        raise InvalidSequenceError(
+            f"{args.database}: the database is {db_alphabet}{how} but the scoring "
+            f"({scoring.name}) is for {scoring.alphabet.name}")
+    options = {"scoring": scoring, "mode": args.mode, "max_hits": args.max_hits,
+               "min_score": args.min_score, "evalue": args.evalue, "device": args.device,
+               "alphabet": args.alphabet, "map_unknown": args.map_unknown, "return_stats": True}
+    if in_process(args):
+        hits, stats = search_here(args.queries, args.database, progress=progress_wanted(args),
+                                  **options)
+    else:
+        from ..cluster import compute
+        from ..search import search
+
+        with job_session(args) as client:
+            hits, stats = compute(*search(args.queries, args.database, **options),
+                                  client=client, progress=progress_wanted(args))
+    write_hits(hits, args.output, outfmt=args.outfmt, columns=args.columns, force=args.force,
+               command_line=command_line(args))
+    if not args.quiet:
+        print(f"wrote {len(hits):,} hits to {args.output} ({args.outfmt})", file=sys.stderr)
+        print(search_summary(stats), file=sys.stderr)

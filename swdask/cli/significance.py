@@ -1,0 +1,77 @@
+"""``swdask significance``: P-values of (query, subject) pairs from shuffled subjects."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from ..options import DEVICES
+from .common import (
+    add_job_options,
+    add_scoring,
+    database_alphabet,
+    job_session,
+    positive,
+    progress_wanted,
+    scoring_from_args,
+    whole,
+)
+
+NAME = "significance"
+HELP = "P-values of (query, subject) pairs from shuffled subjects (PSSE)"
+DESCRIPTION = """Pairwise statistical significance: each subject of a pair shuffled N times
+(composition kept), the query aligned to every shuffle, a Gumbel fitted by censored maximum
+likelihood, and the real score's P-value. Writes a Parquet table (query, subject, score, mu,
+lambda, p_value, n_shuffles, seed)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``swdask significance`` to its ``parser``."""
+    parser.add_argument("queries", metavar="QUERIES", help="FASTA/FASTQ file or sequence store")
+    parser.add_argument("subjects", metavar="SUBJECTS", help="FASTA/FASTQ file or sequence store")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="output Parquet file")
+    parser.add_argument("--shuffles", type=positive, default=1000, metavar="N",
+                        help="shuffles of each subject, >= 2 (default 1000)")
+    parser.add_argument("--seed", type=whole, default=0, metavar="S",
+                        help="seed of the shuffles, 0 <= S < 2**63 (default 0)")
+    parser.add_argument("--pairs", default="all", metavar="all|PAIRS.tsv|HITS.parquet",
+                        help="all (every query x every subject, the default), a file of two "
+                        "tab-separated record names per line (query, subject; no header), or a "
+                        "search's hits table (.parquet) to re-rank its hits")
+    parser.add_argument("--pssm", metavar="FILE", help="PSI-BLAST ASCII PSSM (-out_ascii_pssm) of "
+                        "a query: replaces the matrix for the query whose sequence it is")
+    add_scoring(parser)
+    parser.add_argument("--device", default="auto", choices=DEVICES,
+                        help="auto (default: a GPU when one is visible), cpu, or gpu")
+    add_job_options(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Write the P-values to ``args.output`` and (unless ``--quiet``) one summary line."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..cluster import compute
+    from ..output import atomic_path, check_output
+    from ..parquet_schemas import SIGNIFICANCE
+    from ..significance import check_options, significance
+    from ..tables import check_table
+
+    check_output(args.output, force=args.force)
+    if args.mode != "local":
+        raise ValueError(f"--mode {args.mode}: significance uses local (Smith-Waterman) scores")
+    check_options(args.shuffles, args.seed, args.device, args.pairs)
+    scoring = scoring_from_args(args, database_alphabet(args.queries, args.alphabet))
+    tick = time.perf_counter()
+    with job_session(args) as client:
+        frame = significance(args.queries, args.subjects, scoring=scoring, shuffles=args.shuffles,
+                             seed=args.seed, pairs=args.pairs, pssm=args.pssm, device=args.device,
+                             alphabet=args.alphabet, map_unknown=args.map_unknown)
+        (table,) = compute(frame, client=client, progress=progress_wanted(args))
+    table = check_table(pa.Table.from_pandas(table, preserve_index=False), SIGNIFICANCE,
+                        where="significance")
+    with atomic_path(args.output, force=args.force) as tmp:
+        pq.write_table(table, tmp)
+    if not args.quiet:
+        print(f"wrote {table.num_rows:,} pairs to {args.output} ({args.shuffles} shuffles each, "
+              f"{time.perf_counter() - tick:.2f} s)", file=sys.stderr)
