@@ -28,6 +28,7 @@ from . import __version__
 from .errors import InputNotFoundError, OutputExistsError
 from .options import BLAST6_COLUMNS, BLAST_KEYWORDS, OUTFMTS, check_choice
 from .parquet_schemas import HITS
+from .tables import check_table
 
 #: The SAM specification version that :func:`sam_lines` writes (``@HD VN``).
 SAM_VERSION = "1.6"
