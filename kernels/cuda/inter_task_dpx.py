@@ -42,7 +42,17 @@ from __future__ import annotations
 import numpy as np
 from numba import config, cuda
 
-from .codegen import lane_exchange, shuffle_down, take_better, thread_pair
+from .codegen import (
+    best_reduction,
+    column_start,
+    edge_load,
+    edge_store,
+    hand_on,
+    pass_registers,
+    stage_profile,
+    thread_pair,
+    wavefront,
+)
 from .compile import Rendered
 from .inter_task import PAD_SCORE, threads_per_block
 
@@ -212,19 +222,12 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
     r = range(rows)
     span = group * rows
 
-    def down(name, shift):
-        return shuffle_down(name, shift, shuffles=shuffles, scratch="xch[0, {}]",
-                            guard=f"tx + {shift} < {threads}")
-
     lines = [
         "def kernel(profile, passes, s_res, s_off, order, warp_len, warp_base, pad_code, neg_oe,",
         "           neg_e, limit, boundary, out_score, out_qend, out_send, n_overflow):",
-        "    tid = cuda.grid(1)",
-        "    tx = cuda.threadIdx.x",
-        f"    xch = cuda.shared.array((2, {threads}), int32)" if not shuffles else "    pass",
         f"    sprof = cuda.shared.array({alphabet * span}, int32)",
     ]
-    lines += thread_pair(group)
+    lines += thread_pair(group, threads, shuffles=shuffles)
     lines += [
         "    zero = int32(0)",
         f"    lbase = uint32(lane * {rows})",
@@ -247,36 +250,18 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
         "        pass_b = 0",
         "        pass_bi = 0",
         "        pass_bj = 0",
-        "        cuda.syncthreads()",
-        f"        for idx in range(tx, n_codes * {span}, {threads}):",
-        f"            sprof[idx] = profile[idx // {span}, p * {span} + idx % {span}]",
-        "        cuda.syncthreads()",
     ]
+    lines += stage_profile("        ", span, threads)
     # E of the first column and F below the top row are 0 - (open + extend).
-    lines += [f"        h{k} = zero" for k in r] + [f"        e{k} = neg_oe" for k in r]
-    lines += [
-        "        out_h = zero",
-        "        out_f = neg_oe",
-        "        diag_in = zero",
-        f"        for step in range(n_steps + {group} - 1):",
-        "            j = step - lane",
-    ]
-    lines += lane_exchange("            ", shuffles=shuffles, single=group == 1)
-    lines += [
-        "            if lane == 0:",
-        "                if p > 0 and j < n_steps:",
-        "                    in_h = boundary[2 * (slot + j)]",
-        "                    in_f = boundary[2 * (slot + j) + 1]",
-        "                else:",
-        "                    in_h = zero",
-        "                    in_f = neg_oe",
-        "            if j >= 0 and j < n_steps:",
-        "                code = s_res[uint64(start + j)] if j < n else pad_code",
-        "                diag = diag_in",
-        "                diag_in = in_h",
-        "                f = in_f",
-        "                base = uint32(code) * USPAN + lbase",
-    ]
+    lines += pass_registers("        ", rows, "neg_oe")
+    lines += wavefront("        ", f"n_steps + {group} - 1", "lane", shuffles=shuffles,
+                       single=group == 1)
+    lines += ["            if lane == 0:"]
+    lines += edge_load("                ", "p > 0 and j < n_steps", "2 * (slot + j)", "neg_oe")
+    lines += ["            if j >= 0 and j < n_steps:",
+              "                code = s_res[uint64(start + j)] if j < n else pad_code"]
+    lines += column_start("                ", up=False, cmax=False)
+    lines += ["                base = uint32(code) * USPAN + lbase"]
     for k in r:
         # H = max(hd, F) with hd = max(diag + s, E, 0), and F' = max(F - e, H - oe)
         # = max(F - e, hd - oe) because F - oe <= F - e: from row to row the chain is the
@@ -304,12 +289,10 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
             lines += [f"                cmax = max2({cmax}, {rest[0]})"]
             rest = []
         cmax = "cmax"
+    lines += hand_on("                ", f"h{rows - 1}")
+    lines += edge_store("                ", f"lane == {group - 1} and p + 1 < passes",
+                        "2 * (slot + j)", "out_h")
     lines += [
-        f"                out_h = h{rows - 1}",
-        "                out_f = f",
-        f"                if lane == {group - 1} and p + 1 < passes:",
-        "                    boundary[2 * (slot + j)] = out_h",
-        "                    boundary[2 * (slot + j) + 1] = f",
         "                raised = max2(best2, cmax)",
         "                if raised != best2 and j < n:  # a new best (rare after the start)",
         "                    best2 = raised",
@@ -334,14 +317,9 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
             f"            best_{half}j = pass_{half}j",
         ]
     lines += ["        cuda.syncwarp()" if shuffles else "        cuda.syncthreads()"]
-    shift = 1
-    while shift < group:  # group reduction per half: score, then column, then row
-        for half in ("a", "b"):
-            names = (f"best_{half}", f"best_{half}j", f"best_{half}i")
-            for name in names:
-                lines += down(name, shift)
-            lines += take_better(names, shift, group)
-        shift *= 2
+    # The group's best cell per half, by the tie rule.
+    lines += best_reduction(group, shuffles=shuffles, threads=threads,
+                            names=[(f"best_{h}", f"best_{h}j", f"best_{h}i") for h in "ab"])
     lines += ["    if valid and lane == 0:"]
     for row, half in ((0, "a"), (1, "b")):
         lines += [

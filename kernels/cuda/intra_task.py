@@ -58,7 +58,19 @@ import math
 import numpy as np
 from numba import config, cuda
 
-from .codegen import lane_exchange, write_best
+from .codegen import (
+    best_update,
+    column_start,
+    edge_load,
+    edge_store,
+    gotoh_cell,
+    hand_on,
+    pass_registers,
+    scalars,
+    stage_profile,
+    wavefront,
+    write_best,
+)
 from .compile import Rendered
 from .inter_task import NEG, PAD_SCORE
 
@@ -156,41 +168,17 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         f"    lag = tx + warp * {delay - 1}",
         f"    tbase = uint32(tx * {rows})",
         f"    n_steps = n + {ramp}",
-        "    zero = int32(0)",
-        "    gap_oe = int32(gap_oe)",
-        "    gap_e = int32(gap_e)",
-        "    best = zero",
-        "    best_i = 0",
-        "    best_j = 0",
-        "    for p in range(passes):",
-        f"        row0 = (p * {threads} + tx) * {rows}",
-        "        cuda.syncthreads()",
-        f"        for idx in range(tx, n_codes * {span}, {threads}):",
-        f"            sprof[idx] = profile[idx // {span}, p * {span} + idx % {span}]",
-        "        cuda.syncthreads()",
-        "        rd = ((p + 1) % 2) * half + base",
-        "        wr = (p % 2) * half + base",
     ]
-    lines += [f"        h{k} = zero" for k in r] + [f"        e{k} = int32({NEG})" for k in r]
+    lines += scalars()
+    lines += ["    for p in range(passes):", f"        row0 = (p * {threads} + tx) * {rows}"]
+    lines += stage_profile("        ", span, threads)
+    lines += ["        rd = ((p + 1) % 2) * half + base", "        wr = (p % 2) * half + base"]
+    lines += pass_registers("        ", rows, f"int32({NEG})")
+    lines += wavefront("        ", "n_steps", "lag", shuffles=shuffles, lane="lane", barrier=delay)
+    lines += ["            if lane == 0:", "                if warp == 0:"]
+    lines += edge_load("                    ", "p > 0 and j >= 0 and j < n", "rd + 2 * j",
+                       f"int32({NEG})")
     lines += [
-        "        out_h = zero",
-        f"        out_f = int32({NEG})",
-        "        diag_in = zero",
-        "        for step in range(n_steps):",
-        f"            if step % {delay} == 0:  # the chunk barrier orders the rings",
-        "                cuda.syncthreads()",
-        "            j = step - lag",
-    ]
-    lines += lane_exchange("            ", shuffles=shuffles, lane="lane")
-    lines += [
-        "            if lane == 0:",
-        "                if warp == 0:",
-        "                    if p > 0 and j >= 0 and j < n:",
-        "                        in_h = boundary[rd + 2 * j]",
-        "                        in_f = boundary[rd + 2 * j + 1]",
-        "                    else:",
-        "                        in_h = zero",
-        f"                        in_f = int32({NEG})",
         "                else:  # written by the warp before, one chunk ago",
         f"                    slot = ((warp - 1) * {ring} + (step + {delay}) % {ring}) * 2",
         "                    in_h = ring[slot]",
@@ -198,41 +186,21 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         "            if j >= 0 and j < n:",
         "                code = s_res[uint64(start + j)]",
         f"                at = uint32(code) * uint32({span}) + tbase",
-        "                diag = diag_in",
-        "                diag_in = in_h",
-        "                up = in_h",
-        "                f = in_f",
-        "                cmax = zero",
     ]
+    lines += column_start("                ")
     for k in r:
-        # Every sum is cast back to int32: Numba types int32 + int32 as int64.
-        lines += [
-            f"                s = int32(sprof[at + U{k}])",
-            f"                e{k} = max(int32(e{k} - gap_e), int32(h{k} - gap_oe))",
-            "                f = max(int32(f - gap_e), int32(up - gap_oe))",
-            f"                h = max(max(int32(diag + s), zero), max(e{k}, f))",
-            f"                diag = h{k}",
-            f"                h{k} = h",
-            "                up = h",
-            "                cmax = max(cmax, h)",
-        ]
-    lines += [
-        "                out_h = up",
-        "                out_f = f",
+        lines += [f"                s = int32(sprof[at + U{k}])"]
+        lines += gotoh_cell(k, "                ", "s", dpx=False)
+    lines += hand_on("                ")
+    lines += [  # the next warp's first lane reads it one chunk later
         f"                if lane == {lanes - 1} and warp < {warps - 1}:",
         f"                    slot = (warp * {ring} + step % {ring}) * 2",
         "                    ring[slot] = up",
         "                    ring[slot + 1] = f",
-        f"                if tx == {threads - 1} and p + 1 < passes:",
-        "                    boundary[wr + 2 * j] = up",
-        "                    boundary[wr + 2 * j + 1] = f",
-        "                if cmax > best or (cmax == best and j + 1 < best_j):",
-        "                    best = cmax",
-        "                    best_j = j + 1",
-        f"                    best_i = row0 + {rows}",
     ]
-    for k in reversed(r):  # the first row holding the maximum wins: scan upwards
-        lines += [f"                    if h{k} == cmax:", f"                        best_i = row0 + {k + 1}"]
+    lines += edge_store("                ", f"tx == {threads - 1} and p + 1 < passes", "wr + 2 * j")
+    lines += best_update("                ", rows, "cmax > best or (cmax == best and j + 1 < best_j)",
+                         "j + 1", "row0")
     lines += [
         "    red[0, tx] = best",
         "    red[1, tx] = best_j",
