@@ -63,17 +63,7 @@ import time
 import numpy as np
 from numba import config, cuda
 
-from .codegen import (
-    column_start,
-    dpx32_source,
-    edge_store,
-    gotoh_cell,
-    hand_on,
-    has_dpx,
-    link_dpx32,
-    scalars,
-    wavefront,
-)
+from . import codegen
 from .compile import Rendered, get_kernel
 from .inter_task import NEG, threads_per_block
 
@@ -154,7 +144,7 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
         "    base = warp * 2 * max_n",
         "    capacity = out_q.shape[0]",
     ]
-    lines += scalars(best=False)
+    lines += codegen.scalars(best=False)
     lines += [
         "    pair = warp",
         "    while pair < n_pairs:",
@@ -188,8 +178,8 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
         f"            row0 = p * {span} + lane * {rows}",
         # Lane 31's rows end on row r = (p+1)*span: it bounds H(m, n) from that row (below).
         f"            dm = int32(m - (p + 1) * {span})",
-        f"            ubest = int32(-(gap_oe + ((p + 1) * {span} - 1) * gap_e) + amax * min(dm, int32(n))"
-        " - gap_e * abs(dm - int32(n)))",
+        (f"            ubest = int32(-(gap_oe + ((p + 1) * {span} - 1) * gap_e) + amax * min(dm, int32(n))"
+        " - gap_e * abs(dm - int32(n)))"),
     ]
     for k in r:
         lines += [
@@ -202,31 +192,32 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
         "            out_h = zero",
         f"            out_f = int32({NEG})",
     ]
-    lines += wavefront("            ", f"n + {GROUP - 1}", "lane", shuffles=shuffles, lane="lane")
+    in_pass, in_step, in_col = " " * 12, " " * 16, " " * 20  # the loops' bodies
+    lines += codegen.wavefront(in_pass, f"n + {GROUP - 1}", "lane", shuffles=shuffles,
+                               lane="lane")
     lines += [
-        "                if lane == 0:",
-        "                    if p > 0:",
-        "                        if j < n:",
-        "                            in_h = boundary[base + 2 * j]",
-        "                            in_f = boundary[base + 2 * j + 1]",
-        "                    else:",
-        "                        in_h = int32(-(gap_oe + j * gap_e))",
-        f"                        in_f = int32({NEG})",
-        "                if j >= 0 and j < n:",
-        "                    code = int32(s_res[sstart + j])",
+        f"{in_step}if lane == 0:",
+        f"{in_col}if p > 0:",
+        f"{in_col}    if j < n:",
+        f"{in_col}        in_h = boundary[base + 2 * j]",
+        f"{in_col}        in_f = boundary[base + 2 * j + 1]",
+        f"{in_col}else:  # row 0 of a global alignment",
+        f"{in_col}    in_h = int32(-(gap_oe + j * gap_e))",
+        f"{in_col}    in_f = int32({NEG})",
+        f"{in_step}if j >= 0 and j < n:",
+        f"{in_col}code = int32(s_res[sstart + j])",
     ]
-    lines += column_start("                    ", cmax=False)
+    lines += codegen.column_start(in_col, cmax=False)
     for k in r:  # global: no zero floor, no column maximum
-        lines += gotoh_cell(k, "                    ", f"smat[qo{k} + code]", dpx=dpx,
-                            local=False, cmax=False)
-    lines += hand_on("                    ")
-    lines += edge_store("                    ", f"lane == {GROUP - 1} and p + 1 < passes",
-                        "base + 2 * j")
+        lines += codegen.gotoh_cell(k, in_col, f"smat[qo{k} + code]", dpx=dpx, local=False,
+                                    cmax=False)
+    lines += codegen.hand_on(in_col)
+    lines += codegen.edge_store(in_col, f"lane == {GROUP - 1} and p + 1 < passes", "base + 2 * j")
     lines += [
         "                        dn = int32(n - 1 - j)",
         "                        ubest = max(ubest, int32(up + amax * min(dm, dn) - gap_e * abs(dm - dn)))",
         # After the last column the registers hold column n: the owner of row m reads it.
-        f"            if p == passes - 1 and lane == owner:",
+        "            if p == passes - 1 and lane == owner:",
         f"                last = (m - 1) % {rows}",
     ]
     for k in r:
@@ -266,10 +257,10 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
 #: Hopper DPX instructions of the (global) recurrence, linked into the GPU kernel when
 #: asked for.
 DPX_NAMES = ("viaddmax", "vimax3")
-DPX_SOURCE = dpx32_source("ap", DPX_NAMES)
+DPX_SOURCE = codegen.dpx32_source("ap", DPX_NAMES)
 
 
-#: Argument types of a launch (:func:`score_pairs`), for building ahead.
+#: Argument types of a launch (:func:`score_passing_pairs`), for building ahead.
 SIGNATURE = ("void(uint8[::1], int64[::1], uint8[::1], int64[::1], int64[::1], int64[::1], "
              "int64[::1], int32[::1], int64, int64, int64, int64, int64, int64, int64, int64, "
              "int64, int64, int32[::1], int64, int64[::1], int64[::1], int64[::1], int32[::1])")
@@ -285,7 +276,7 @@ def render(rows: int = ROWS, *, dpx: bool = False) -> Rendered:
     simulated = bool(config.ENABLE_CUDASIM)
     use_dpx = dpx and not simulated
     namespace = {"cuda": cuda, "int32": np.int32, "lowest_score": _lowest_score_device}
-    link = link_dpx32(namespace, "ap", DPX_NAMES) if use_dpx else ()
+    link = codegen.link_dpx32(namespace, "ap", DPX_NAMES) if use_dpx else ()
     source = _kernel_source(rows, threads_per_block(), shuffles=not simulated, dpx=use_dpx)
     return Rendered(name=f"all_pairs-R{rows}-dpx{int(use_dpx)}", source=source,
                     namespace=namespace, link=link)
@@ -297,8 +288,8 @@ def signature(**shape) -> str:
 
 
 def shapes(dpx: bool) -> list:
-    """The shape :func:`score_pairs` launches by default, as ``render`` arguments."""
-    return [dict(rows=ROWS, dpx=dpx)]
+    """The shape :func:`score_passing_pairs` launches by default, as ``render`` arguments."""
+    return [{"rows": ROWS, "dpx": dpx}]
 
 
 def _grid(n_pairs: int, threads: int) -> int:
@@ -312,7 +303,7 @@ def _grid(n_pairs: int, threads: int) -> int:
     return min(wanted, resident)
 
 
-def score_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_open, gap_extend,
+def score_passing_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_open, gap_extend,
                 bound, *, min_score=None, rows: int | None = None, dpx=None):
     """Global scores of the listed pairs on the GPU; only the pairs passing the filter
     come back.
@@ -371,7 +362,7 @@ def score_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_o
     if n_pairs == 0:
         return (*empty, 0.0, 0)
     if dpx is None:
-        dpx = has_dpx()
+        dpx = codegen.has_dpx()
     if rows is None:
         rows = SIMULATOR_ROWS if config.ENABLE_CUDASIM else ROWS
     threads = threads_per_block()

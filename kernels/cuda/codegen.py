@@ -167,8 +167,8 @@ def gotoh_cell(k: int, pad: str, score: str, *, dpx: bool, local: bool = True, h
                  "f = max(int32(f - gap_e), int32(up - gap_oe))",
                  f"{h} = max(max({via_diag}, zero), max(e{k}, f))" if local
                  else f"{h} = max({via_diag}, max(e{k}, f))"]
-    lines += [f"diag = h{k}", f"h{k} = {h}", f"up = {h}"] + ([f"cmax = max(cmax, {h})"] if cmax else [])
-    return [pad + line for line in lines]
+    lines += [f"diag = h{k}", f"h{k} = {h}", f"up = {h}"]
+    return [pad + line for line in lines + ([f"cmax = max(cmax, {h})"] if cmax else [])]
 
 
 def hand_on(pad: str, h: str = "up") -> list:
@@ -176,17 +176,21 @@ def hand_on(pad: str, h: str = "up") -> list:
     return [f"{pad}out_h = {h}", f"{pad}out_f = f"]
 
 
-def edge_store(pad: str, cond: str, at: str, h: str = "up", target: str = "boundary") -> list:
+def edge_store(pad: str, cond: str, at: str, h: str = "up") -> list:
     """Lines by which the last lane keeps H (``h``) and F of its last row in
-    ``target[at]`` and ``target[at + 1]`` when ``cond`` (a later pass or warp reads them)."""
-    return [f"{pad}if {cond}:", f"{pad}    {target}[{at}] = {h}", f"{pad}    {target}[{at} + 1] = f"]
+    ``boundary[at]`` and ``boundary[at + 1]`` when ``cond`` (the next pass reads them)."""
+    return [f"{pad}if {cond}:", f"{pad}    boundary[{at}] = {h}",
+            f"{pad}    boundary[{at} + 1] = f"]
 
 
-def best_update(pad: str, rows: int, cond: str, col: str, row0: str, guard: str = "") -> list:
-    """Lines that take the column's maximum ``cmax`` as the lane's best when ``cond``
-    holds, at column ``col`` and the first of the lane's rows (``row0 + 1`` on) holding
-    it: the registers are scanned from the last row up.  ``guard`` (e.g. ``" and k < nv"``,
-    with ``{k}`` for the row) keeps rows out of the scan."""
+def best_update(pad: str, rows: int, col: str, row0: str, *, passes: bool = True,
+                guard: str = "") -> list:
+    """Lines that take the column's maximum ``cmax`` at column ``col`` as the lane's best
+    when greater, or, with ``passes``, equal at a smaller column (a later pass sweeps the
+    columns again); its row is the first of the lane's rows (``row0 + 1`` on) holding it,
+    found by scanning the registers from the last row up.  ``guard`` (e.g.
+    ``" and {k} < nv"``, ``{k}`` the row) keeps rows out of the scan."""
+    cond = f"cmax > best or (cmax == best and {col} < best_j)" if passes else "cmax > best"
     lines = [f"{pad}if {cond}:", f"{pad}    best = cmax", f"{pad}    best_j = {col}",
              f"{pad}    best_i = {row0} + {rows}"]
     for k in reversed(range(rows)):  # the first row holding the maximum wins: scan upwards
@@ -224,8 +228,8 @@ def take_better(names, shift: int, width: int) -> list:
     smaller column, then smaller row."""
     s, j, i = names
     return [
-        f"    if lane + {shift} < {width} and (o_{s} > {s} or (o_{s} == {s} and "
-        f"(o_{j} < {j} or (o_{j} == {j} and o_{i} < {i})))):",
+        (f"    if lane + {shift} < {width} and (o_{s} > {s} or (o_{s} == {s} and "
+        f"(o_{j} < {j} or (o_{j} == {j} and o_{i} < {i})))):"),
         f"        {s} = o_{s}",
         f"        {j} = o_{j}",
         f"        {i} = o_{i}",
@@ -274,7 +278,8 @@ def thread_pair(group: int, threads: int, *, shuffles: bool) -> list:
         "        n = 0",
         "    warp = tid // 32",
         "    n_steps = warp_len[warp] if warp < warp_len.shape[0] else 0",
-        f"    slot = warp_base[warp] + ((tid % 32) // {group}) * n_steps if warp < warp_len.shape[0] else 0",
+        (f"    slot = warp_base[warp] + ((tid % 32) // {group}) * n_steps"
+        " if warp < warp_len.shape[0] else 0"),
     ]
 
 

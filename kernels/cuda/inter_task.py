@@ -40,24 +40,8 @@ import math
 import numpy as np
 from numba import config, cuda
 
-from .codegen import (
-    best_reduction,
-    best_update,
-    column_start,
-    dpx32_source,
-    edge_load,
-    edge_store,
-    gotoh_cell,
-    hand_on,
-    has_dpx,
-    link_dpx32,
-    pass_registers,
-    scalars,
-    stage_profile,
-    thread_pair,
-    wavefront,
-    write_best,
-)
+from . import codegen
+from .codegen import has_dpx
 from .compile import Rendered
 
 THREADS = 128
@@ -90,40 +74,38 @@ def _kernel_source(rows: int, group: int, threads: int, shuffles: bool, shared: 
     fused max instructions (linked CUDA C++, see :data:`DPX_SOURCE`).  Everything else
     is the same text, so the simulator checks the GPU kernel's logic.
     """
-    r = range(rows)
     span = group * rows
-
+    in_pass, in_step, in_col = " " * 8, " " * 12, " " * 16  # the loops' bodies
+    neg = f"int32({NEG})"
     lines = [
         "def kernel(profile, passes, s_res, s_off, order, warp_len, warp_base, pad_code, gap_oe,",
         "           gap_e, boundary, out_score, out_qend, out_send):",
         f"    sprof = cuda.shared.array(({alphabet}, {span}), int16)" if shared else "    pass",
     ]
-    lines += thread_pair(group, threads, shuffles=shuffles) + scalars()
-    lines += ["    for p in range(passes):", f"        row0 = (p * {group} + lane) * {rows}"]
+    lines += codegen.thread_pair(group, threads, shuffles=shuffles) + codegen.scalars()
+    lines += ["    for p in range(passes):", f"{in_pass}row0 = (p * {group} + lane) * {rows}"]
     if shared:  # the block loads this pass's rows of the profile once
-        lines += stage_profile("        ", span, threads, flat=False)
-    lines += pass_registers("        ", rows, f"int32({NEG})")
-    lines += wavefront("        ", f"n_steps + {group} - 1", "lane", shuffles=shuffles,
-                       single=group == 1)
-    lines += ["            if lane == 0:"]
-    lines += edge_load("                ", "p > 0 and j < n_steps", "2 * (slot + j)",
-                       f"int32({NEG})")
-    lines += ["            if j >= 0 and j < n_steps:",
-              "                code = s_res[start + j] if j < n else pad_code"]
-    lines += column_start("                ")
-    for k in r:
+        lines += codegen.stage_profile(in_pass, span, threads, flat=False)
+    lines += codegen.pass_registers(in_pass, rows, neg)
+    lines += codegen.wavefront(in_pass, f"n_steps + {group} - 1", "lane", shuffles=shuffles,
+                               single=group == 1)
+    lines += [f"{in_step}if lane == 0:"]
+    lines += codegen.edge_load(in_col, "p > 0 and j < n_steps", "2 * (slot + j)", neg)
+    lines += [f"{in_step}if j >= 0 and j < n_steps:",
+              f"{in_col}code = s_res[start + j] if j < n else pad_code"]
+    lines += codegen.column_start(in_col)
+    for k in range(rows):
         load = (f"int32(sprof[code, lane * {rows} + {k}])" if shared
                 else f"profile[code, row0 + {k}]")
-        lines += [f"                s = {load}"] + gotoh_cell(k, "                ", "s", dpx=dpx)
-    lines += hand_on("                ")
-    lines += edge_store("                ", f"lane == {group - 1} and p + 1 < passes",
-                        "2 * (slot + j)")
-    lines += best_update("                ", rows, "cmax > best or (cmax == best and j + 1 < best_j)",
-                         "j + 1", "row0")
-    lines += ["        cuda.syncwarp()" if shuffles else "        cuda.syncthreads()"]
+        lines += [f"{in_col}s = {load}"] + codegen.gotoh_cell(k, in_col, "s", dpx=dpx)
+    lines += codegen.hand_on(in_col)
+    lines += codegen.edge_store(in_col, f"lane == {group - 1} and p + 1 < passes",
+                                "2 * (slot + j)")
+    lines += codegen.best_update(in_col, rows, "j + 1", "row0")
+    lines += [f"{in_pass}cuda.syncwarp()" if shuffles else f"{in_pass}cuda.syncthreads()"]
     # The group's best cell, by the tie rule.
-    lines += best_reduction(group, shuffles=shuffles, threads=threads)
-    lines += ["    if valid and lane == 0:"] + write_best("        ")
+    lines += codegen.best_reduction(group, shuffles=shuffles, threads=threads)
+    lines += ["    if valid and lane == 0:"] + codegen.write_best("        ")
     return "\n".join(lines) + "\n"
 
 
@@ -133,7 +115,7 @@ def threads_per_block() -> int:
 
 
 #: Hopper DPX instructions for the recurrence, linked into the GPU kernel when asked for.
-DPX_SOURCE = dpx32_source("sw", DPX_NAMES)
+DPX_SOURCE = codegen.dpx32_source("sw", DPX_NAMES)
 
 
 #: Argument types of a launch (:mod:`~swdask.kernels.cuda.launcher`), for building ahead:
@@ -154,7 +136,7 @@ def render(rows: int = ROWS, group: int = 32, *, shared: bool = False, dpx: bool
     simulated = bool(config.ENABLE_CUDASIM)
     use_dpx = dpx and not simulated
     namespace = {"cuda": cuda, "int32": np.int32, "int16": np.int16}
-    link = link_dpx32(namespace, "sw", DPX_NAMES) if use_dpx else ()
+    link = codegen.link_dpx32(namespace, "sw", DPX_NAMES) if use_dpx else ()
     source = _kernel_source(rows, group, threads_per_block(), shuffles=not simulated,
                             shared=shared, dpx=use_dpx, alphabet=alphabet)
     return Rendered(name=f"inter_task-R{rows}-G{group}-A{alphabet}-shared{int(shared)}"
@@ -171,7 +153,7 @@ def shapes(alphabets, longest: int = 8192) -> list:
     shared profile, DPX where the GPU has it) for queries of 1 to ``longest`` residues,
     as ``render`` arguments (``alphabets``: matrix sizes; the kernel adds a pad code)."""
     found = {choose_shape(m) for m in range(1, longest + 1)}
-    return [dict(rows=r, group=g, shared=True, dpx=has_dpx(), alphabet=a + 1)
+    return [{"rows": r, "group": g, "shared": True, "dpx": has_dpx(), "alphabet": a + 1}
             for (r, g) in sorted(found) for a in alphabets]
 
 

@@ -42,17 +42,7 @@ from __future__ import annotations
 import numpy as np
 from numba import config, cuda
 
-from .codegen import (
-    best_reduction,
-    column_start,
-    edge_load,
-    edge_store,
-    hand_on,
-    pass_registers,
-    stage_profile,
-    thread_pair,
-    wavefront,
-)
+from . import codegen
 from .compile import Rendered
 from .inter_task import PAD_SCORE, threads_per_block
 
@@ -221,13 +211,13 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
     """
     r = range(rows)
     span = group * rows
-
+    in_pass, in_step, in_col = " " * 8, " " * 12, " " * 16  # the loops' bodies
     lines = [
         "def kernel(profile, passes, s_res, s_off, order, warp_len, warp_base, pad_code, neg_oe,",
         "           neg_e, limit, boundary, out_score, out_qend, out_send, n_overflow):",
         f"    sprof = cuda.shared.array({alphabet * span}, int32)",
     ]
-    lines += thread_pair(group, threads, shuffles=shuffles)
+    lines += codegen.thread_pair(group, threads, shuffles=shuffles)
     lines += [
         "    zero = int32(0)",
         f"    lbase = uint32(lane * {rows})",
@@ -251,17 +241,17 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
         "        pass_bi = 0",
         "        pass_bj = 0",
     ]
-    lines += stage_profile("        ", span, threads)
+    lines += codegen.stage_profile(in_pass, span, threads)
     # E of the first column and F below the top row are 0 - (open + extend).
-    lines += pass_registers("        ", rows, "neg_oe")
-    lines += wavefront("        ", f"n_steps + {group} - 1", "lane", shuffles=shuffles,
-                       single=group == 1)
-    lines += ["            if lane == 0:"]
-    lines += edge_load("                ", "p > 0 and j < n_steps", "2 * (slot + j)", "neg_oe")
-    lines += ["            if j >= 0 and j < n_steps:",
-              "                code = s_res[uint64(start + j)] if j < n else pad_code"]
-    lines += column_start("                ", up=False, cmax=False)
-    lines += ["                base = uint32(code) * USPAN + lbase"]
+    lines += codegen.pass_registers(in_pass, rows, "neg_oe")
+    lines += codegen.wavefront(in_pass, f"n_steps + {group} - 1", "lane", shuffles=shuffles,
+                               single=group == 1)
+    lines += [f"{in_step}if lane == 0:"]
+    lines += codegen.edge_load(in_col, "p > 0 and j < n_steps", "2 * (slot + j)", "neg_oe")
+    lines += [f"{in_step}if j >= 0 and j < n_steps:",
+              f"{in_col}code = s_res[uint64(start + j)] if j < n else pad_code"]
+    lines += codegen.column_start(in_col, up=False, cmax=False)
+    lines += [f"{in_col}base = uint32(code) * USPAN + lbase"]
     for k in r:
         # H = max(hd, F) with hd = max(diag + s, E, 0), and F' = max(F - e, H - oe)
         # = max(F - e, hd - oe) because F - oe <= F - e: from row to row the chain is the
@@ -289,9 +279,9 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
             lines += [f"                cmax = max2({cmax}, {rest[0]})"]
             rest = []
         cmax = "cmax"
-    lines += hand_on("                ", f"h{rows - 1}")
-    lines += edge_store("                ", f"lane == {group - 1} and p + 1 < passes",
-                        "2 * (slot + j)", "out_h")
+    lines += codegen.hand_on(in_col, f"h{rows - 1}")
+    lines += codegen.edge_store(in_col, f"lane == {group - 1} and p + 1 < passes",
+                                "2 * (slot + j)", "out_h")
     lines += [
         "                raised = max2(best2, cmax)",
         "                if raised != best2 and j < n:  # a new best (rare after the start)",
@@ -310,16 +300,16 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
                       f"                            pass_{half}i = row0 + {k + 1}"]
     for half in ("a", "b"):  # an equal score at a smaller column of a later pass wins
         lines += [
-            f"        if pass_{half} > best_{half} or (pass_{half} == best_{half} and "
-            f"pass_{half}j < best_{half}j):",
+            (f"        if pass_{half} > best_{half} or (pass_{half} == best_{half} and "
+            f"pass_{half}j < best_{half}j):"),
             f"            best_{half} = pass_{half}",
             f"            best_{half}i = pass_{half}i",
             f"            best_{half}j = pass_{half}j",
         ]
     lines += ["        cuda.syncwarp()" if shuffles else "        cuda.syncthreads()"]
     # The group's best cell per half, by the tie rule.
-    lines += best_reduction(group, shuffles=shuffles, threads=threads,
-                            names=[(f"best_{h}", f"best_{h}j", f"best_{h}i") for h in "ab"])
+    lines += codegen.best_reduction(group, shuffles=shuffles, threads=threads,
+                                    names=[(f"best_{h}", f"best_{h}j", f"best_{h}i") for h in "ab"])
     lines += ["    if valid and lane == 0:"]
     for row, half in ((0, "a"), (1, "b")):
         lines += [
@@ -388,7 +378,7 @@ def shapes(alphabets, longest: int = 8192) -> list:
     (past a warp's span only the padding changes), as ``render`` arguments."""
     threads = threads_per_block()
     found = {(choose_shape(m, a), a) for a in alphabets for m in range(1, longest + 1)}
-    return [dict(rows=r, group=g, alphabet=a, threads=threads) for (r, g), a in sorted(found)]
+    return [{"rows": r, "group": g, "alphabet": a, "threads": threads} for (r, g), a in sorted(found)]
 
 
 #: GCUPS of each tile height (rows per lane), net of padded rows, measured on an H100

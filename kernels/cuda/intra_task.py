@@ -58,19 +58,7 @@ import math
 import numpy as np
 from numba import config, cuda
 
-from .codegen import (
-    best_update,
-    column_start,
-    edge_load,
-    edge_store,
-    gotoh_cell,
-    hand_on,
-    pass_registers,
-    scalars,
-    stage_profile,
-    wavefront,
-    write_best,
-)
+from . import codegen
 from .compile import Rendered
 from .inter_task import NEG, PAD_SCORE
 
@@ -146,7 +134,6 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
     span = threads * rows
     ring = 2 * delay
     ramp = threads - 1 + (warps - 1) * (delay - 1)
-    r = range(rows)
     lines = [
         "def kernel(profile, passes, s_res, s_off, order, b_off, gap_oe, gap_e, boundary,",
         "           out_score, out_qend, out_send):",
@@ -169,38 +156,39 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         f"    tbase = uint32(tx * {rows})",
         f"    n_steps = n + {ramp}",
     ]
-    lines += scalars()
-    lines += ["    for p in range(passes):", f"        row0 = (p * {threads} + tx) * {rows}"]
-    lines += stage_profile("        ", span, threads)
-    lines += ["        rd = ((p + 1) % 2) * half + base", "        wr = (p % 2) * half + base"]
-    lines += pass_registers("        ", rows, f"int32({NEG})")
-    lines += wavefront("        ", "n_steps", "lag", shuffles=shuffles, lane="lane", barrier=delay)
-    lines += ["            if lane == 0:", "                if warp == 0:"]
-    lines += edge_load("                    ", "p > 0 and j >= 0 and j < n", "rd + 2 * j",
-                       f"int32({NEG})")
+    in_pass, in_step, in_col = " " * 8, " " * 12, " " * 16  # the loops' bodies
+    neg = f"int32({NEG})"
+    lines += codegen.scalars()
+    lines += ["    for p in range(passes):", f"{in_pass}row0 = (p * {threads} + tx) * {rows}"]
+    lines += codegen.stage_profile(in_pass, span, threads)
+    lines += [f"{in_pass}rd = ((p + 1) % 2) * half + base", f"{in_pass}wr = (p % 2) * half + base"]
+    lines += codegen.pass_registers(in_pass, rows, neg)
+    lines += codegen.wavefront(in_pass, "n_steps", "lag", shuffles=shuffles, lane="lane",
+                               barrier=delay)
+    lines += [f"{in_step}if lane == 0:", f"{in_col}if warp == 0:"]
+    lines += codegen.edge_load(in_col + "    ", "p > 0 and j >= 0 and j < n", "rd + 2 * j", neg)
     lines += [
-        "                else:  # written by the warp before, one chunk ago",
-        f"                    slot = ((warp - 1) * {ring} + (step + {delay}) % {ring}) * 2",
-        "                    in_h = ring[slot]",
-        "                    in_f = ring[slot + 1]",
-        "            if j >= 0 and j < n:",
-        "                code = s_res[uint64(start + j)]",
-        f"                at = uint32(code) * uint32({span}) + tbase",
+        f"{in_col}else:  # written by the warp before, one chunk ago",
+        f"{in_col}    slot = ((warp - 1) * {ring} + (step + {delay}) % {ring}) * 2",
+        f"{in_col}    in_h = ring[slot]",
+        f"{in_col}    in_f = ring[slot + 1]",
+        f"{in_step}if j >= 0 and j < n:",
+        f"{in_col}code = s_res[uint64(start + j)]",
+        f"{in_col}at = uint32(code) * uint32({span}) + tbase",
     ]
-    lines += column_start("                ")
-    for k in r:
-        lines += [f"                s = int32(sprof[at + U{k}])"]
-        lines += gotoh_cell(k, "                ", "s", dpx=False)
-    lines += hand_on("                ")
+    lines += codegen.column_start(in_col)
+    for k in range(rows):
+        lines += [f"{in_col}s = int32(sprof[at + U{k}])"]
+        lines += codegen.gotoh_cell(k, in_col, "s", dpx=False)
+    lines += codegen.hand_on(in_col)
     lines += [  # the next warp's first lane reads it one chunk later
-        f"                if lane == {lanes - 1} and warp < {warps - 1}:",
-        f"                    slot = (warp * {ring} + step % {ring}) * 2",
-        "                    ring[slot] = up",
-        "                    ring[slot + 1] = f",
+        f"{in_col}if lane == {lanes - 1} and warp < {warps - 1}:",
+        f"{in_col}    slot = (warp * {ring} + step % {ring}) * 2",
+        f"{in_col}    ring[slot] = up",
+        f"{in_col}    ring[slot + 1] = f",
     ]
-    lines += edge_store("                ", f"tx == {threads - 1} and p + 1 < passes", "wr + 2 * j")
-    lines += best_update("                ", rows, "cmax > best or (cmax == best and j + 1 < best_j)",
-                         "j + 1", "row0")
+    lines += codegen.edge_store(in_col, f"tx == {threads - 1} and p + 1 < passes", "wr + 2 * j")
+    lines += codegen.best_update(in_col, rows, "j + 1", "row0")
     lines += [
         "    red[0, tx] = best",
         "    red[1, tx] = best_j",
@@ -211,12 +199,12 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         "            o_best = red[0, t]",
         "            o_j = red[1, t]",
         "            o_i = red[2, t]",
-        "            if o_best > best or (o_best == best and (o_j < best_j or "
-        "(o_j == best_j and o_i < best_i))):",
+        ("            if o_best > best or (o_best == best and (o_j < best_j or "
+        "(o_j == best_j and o_i < best_i))):"),
         "                best = o_best",
         "                best_j = o_j",
         "                best_i = o_i",
-    ] + write_best("        ")
+    ] + codegen.write_best("        ")
     return "\n".join(lines) + "\n"
 
 
@@ -278,7 +266,7 @@ def shapes(alphabets, longest: int = 65_536) -> list:
         while m <= longest:
             found.add((choose_shape(m, a, lanes, 1), a))
             m += max(1, m // 64)
-    return [dict(rows=r, warps=w, alphabet=a, lanes=lanes, dtype="int8")
+    return [{"rows": r, "warps": w, "alphabet": a, "lanes": lanes, "dtype": "int8"}
             for (r, w), a in sorted(found)]
 
 
