@@ -305,7 +305,7 @@ def test_gpu_kernel_scores_and_filter_in_the_simulator():
     s_lo = q_list + 1
     count = n - 1 - q_list
     unbounded = IdentityBound.from_scoring(DNA, 0).params
-    qi, sj, score, _, abandoned = gpu_kernel.score_pairs(
+    qi, sj, score, _, abandoned = gpu_kernel.score_passing_pairs(
         res, off, res, off, q_list[:first - 1], s_lo[:first - 1], first - 1 - q_list[:first - 1],
         DNA.matrix, 5, 2, unbounded, rows=1)
     assert {(int(a), int(b)): int(s) for a, b, s in zip(qi, sj, score)} == \
@@ -314,8 +314,9 @@ def test_gpu_kernel_scores_and_filter_in_the_simulator():
     # With a bound and a score floor only the pairs over both come back (the four
     # longest sequences, two rows per lane).
     bound = IdentityBound.from_scoring(DNA, Fraction(1, 2))
-    qi, sj, score, _, abandoned = gpu_kernel.score_pairs(res, off, res, off, q_list[2:], s_lo[2:], count[2:],
-                                              DNA.matrix, 5, 2, bound.params, min_score=-40, rows=2)
+    qi, sj, score, _, abandoned = gpu_kernel.score_passing_pairs(
+        res, off, res, off, q_list[2:], s_lo[2:], count[2:], DNA.matrix, 5, 2, bound.params,
+        min_score=-40, rows=2)
     want = {k: v for k, v in ref.items() if k[0] >= 2 and v >= -40
             and v >= bound.lowest_scores(len(seqs[k[0]]), len(seqs[k[1]]))}
     assert {(int(a), int(b)): int(s) for a, b, s in zip(qi, sj, score)} == want
@@ -328,7 +329,7 @@ def test_gpu_kernel_scores_and_filter_in_the_simulator():
     res = np.concatenate([a40, c40, near])
     off = np.array([0, 40, 80, 120], np.int64)
     bound = IdentityBound.from_scoring(DNA, 0.9)
-    qi, sj, score, _, abandoned = gpu_kernel.score_pairs(
+    qi, sj, score, _, abandoned = gpu_kernel.score_passing_pairs(
         res, off, res, off, np.array([0]), np.array([1]), np.array([2]), DNA.matrix, 5, 2,
         bound.params, rows=1)
     assert (qi.tolist(), sj.tolist(), score.tolist(), abandoned) == ([0], [2], [39 * 2 - 3], 1)

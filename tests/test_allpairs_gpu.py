@@ -43,27 +43,27 @@ def cpu_scores(genes):
 def test_every_16s_pair_scores_as_the_cpu_kernel(device, genes, cpu_scores, rows, dpx):
     """All 19,900 pairs of 16S_200 (649-1,651 bp, IUPAC codes as N), no bound: every
     global score identical to the CPU kernel, for several tile heights, DPX or not."""
-    from swdask.kernels.cuda.all_pairs import score_pairs
+    from swdask.kernels.cuda.all_pairs import score_passing_pairs
 
     n = len(genes)
     q_list = np.arange(n - 1, dtype=np.int64)
     unbounded = IdentityBound.from_scoring(DNA, 0).params
-    qi, sj, score, seconds, abandoned = score_pairs(genes.residues, genes.offsets, genes.residues,
-                                         genes.offsets, q_list, q_list + 1, n - 1 - q_list,
-                                         DNA.matrix, 5, 2, unbounded, rows=rows, dpx=dpx)
+    qi, sj, score, seconds, abandoned = score_passing_pairs(
+        genes.residues, genes.offsets, genes.residues, genes.offsets, q_list, q_list + 1,
+        n - 1 - q_list, DNA.matrix, 5, 2, unbounded, rows=rows, dpx=dpx)
     assert len(qi) == n * (n - 1) // 2 and seconds > 0 and abandoned == 0
     np.testing.assert_array_equal(score, cpu_scores[qi, sj])
 
 
 def test_on_device_filter_keeps_exactly_the_pairs_over_the_bound(device, genes, cpu_scores):
-    from swdask.kernels.cuda.all_pairs import score_pairs
+    from swdask.kernels.cuda.all_pairs import score_passing_pairs
 
     bound = IdentityBound.from_scoring(DNA, 0.9)
     n = len(genes)
     q_list = np.arange(n - 1, dtype=np.int64)
-    qi, sj, score, _, abandoned = score_pairs(genes.residues, genes.offsets, genes.residues, genes.offsets,
-                                   q_list, q_list + 1, n - 1 - q_list, DNA.matrix, 5, 2,
-                                   bound.params, min_score=100)
+    qi, sj, score, _, abandoned = score_passing_pairs(
+        genes.residues, genes.offsets, genes.residues, genes.offsets, q_list, q_list + 1,
+        n - 1 - q_list, DNA.matrix, 5, 2, bound.params, min_score=100)
     a, b = np.triu_indices(n, 1)
     low = bound.lowest_scores(genes.lengths[a], genes.lengths[b])
     keep = (cpu_scores[a, b] >= low) & (cpu_scores[a, b] >= 100)

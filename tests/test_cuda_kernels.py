@@ -28,7 +28,7 @@ def pack(seqs):
 def check(query, subjects, scoring, rows, group, label):
     s_res, s_off = pack(subjects)
     order = np.argsort([len(s) for s in subjects], kind="stable").astype(np.int64)
-    got = launcher.score_pairs(query, s_res, s_off, order, scoring.matrix, scoring.gap_open,
+    got = launcher.score_query(query, s_res, s_off, order, scoring.matrix, scoring.gap_open,
                                  scoring.gap_extend, rows=rows, group=group)
     want = score_all(query, np.array([0, len(query)]), s_res, s_off, scoring.matrix,
                      scoring.gap_open, scoring.gap_extend, subjects=order)
@@ -99,7 +99,7 @@ def test_simulated_variants_match_cpu(shared, dpx):
     s_res, s_off = pack(subjects)
     order = np.argsort([len(x) for x in subjects], kind="stable").astype(np.int64)
     scoring = Scoring()
-    got = launcher.score_pairs(query, s_res, s_off, order, scoring.matrix, 11, 1, rows=2,
+    got = launcher.score_query(query, s_res, s_off, order, scoring.matrix, 11, 1, rows=2,
                                  group=4, shared=shared, dpx=dpx)
     want = score_all(query, np.array([0, len(query)]), s_res, s_off, scoring.matrix, 11, 1,
                      subjects=order)
@@ -253,7 +253,7 @@ def test_32bit_kernel_with_matrix_entries_beyond_int16():
     subjects = [db.codes(k)[:int(5 + k)].copy() for k in range(4, 9)] + [query.copy()]
     s_res, s_off = pack(subjects)
     order = np.arange(len(subjects), dtype=np.int64)
-    got = launcher.score_pairs(query, s_res, s_off, order, matrix, 11 * 20_000, 20_000,
+    got = launcher.score_query(query, s_res, s_off, order, matrix, 11 * 20_000, 20_000,
                                rows=4, group=4)
     want = score_all(query, np.array([0, len(query)]), s_res, s_off, matrix, 11 * 20_000,
                      20_000, subjects=order)

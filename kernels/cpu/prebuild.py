@@ -12,7 +12,7 @@ wrappers) and then loads the kernel from the cache instead of compiling it again
 
 Only kernels missing from the cache are handed over, so a warm run starts no helper.
 The helper compiles tiny calls whose argument types are those of every real call (the
-wrappers pass read-only inputs and int64 scalars, see ``traceback._frozen``): each module
+wrappers pass read-only inputs and int64 scalars, see :func:`read_only`): each module
 lists them in ``_prebuild_examples()``.  Should the helper fail or be slow, the kernel is
 compiled here as it would have been without it; results never depend on it.
 ``SWDASK_PREBUILD=0`` in the environment starts no helper (everything compiles here).
@@ -29,6 +29,8 @@ import subprocess
 import sys
 import threading
 
+import numpy as np
+
 #: The kernels that can be prebuilt: name -> module that lists its example call.
 MODULES = {"local8": "score", "traceback": "traceback"}
 #: What a CPU search hands to the helper: the traceback kernel (it rescores saturated
@@ -38,7 +40,7 @@ SEARCH = ("traceback",)
 #: The longest wait for a helper before compiling here instead, in seconds.
 WAIT_SECONDS = 120.0
 
-_helpers: dict[str, "_Helper"] = {}  # kernel name -> the helper building it
+_helpers: dict[str, _Helper] = {}  # kernel name -> the helper building it
 _lock = threading.Lock()
 
 
@@ -70,6 +72,28 @@ class _Helper:
                 self.done.add(line.strip())
 
 
+def read_only(values, dtype=np.uint8) -> np.ndarray:
+    """``values`` as a read-only contiguous array of ``dtype`` (a view where possible).
+
+    Numba compiles a kernel once per argument type, and read-only (Arrow) arrays are
+    another type than writable ones: handing every kernel read-only arrays keeps one
+    compilation per kernel whichever caller comes first (and lets the helper's example
+    call build the one every later call uses).
+
+    Parameters
+    ----------
+    values : array_like
+    dtype : numpy.dtype, default numpy.uint8
+
+    Returns
+    -------
+    numpy.ndarray
+    """
+    view = np.ascontiguousarray(values, dtype=dtype).view()
+    view.flags.writeable = False
+    return view
+
+
 def _examples(names):
     """``{name: (kernel, arguments)}`` of the example calls of ``names``, in order."""
     import importlib
@@ -92,7 +116,7 @@ def cached(kernel, arguments) -> bool:
         signature = tuple(typeof(a) for a in arguments)
         index = kernel._cache._cache_file._load_index()
         return any(key[0] == signature for key in index)
-    except Exception:  # another Numba version: do as if there were no helper
+    except Exception:  # noqa: BLE001 - another Numba version: do as if there were no helper
         return True
 
 

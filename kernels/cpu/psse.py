@@ -136,6 +136,23 @@ def fisher_yates(res, start, n, out, out_start, seed, key, shuffle):
         i -= 1
 
 
+def write_copy(res, src_off, lengths, base, keys, copies, seed, out, out_off, c):
+    """Write copy ``c`` of a chunk of subjects and their shuffles (layout of
+    :func:`shuffle_chunk`): copy ``c % copies`` of subject ``c // copies``, 0 the subject
+    itself, ``k`` its shuffle ``k - 1`` (:func:`fisher_yates`).  Sets ``out_off[c]`` and
+    returns where the copy ends."""
+    b = c // copies
+    k = c % copies
+    at = base[b] + k * lengths[b]
+    out_off[c] = at
+    if k == 0:
+        for t in range(lengths[b]):
+            out[at + t] = res[src_off[b] + t]
+    else:
+        fisher_yates(res, src_off[b], lengths[b], out, at, seed, keys[b], k - 1)
+    return at + lengths[b]
+
+
 def gumbel_fit(x, start, count):
     """Censored ML Gumbel fit of ``x[start:start+count]`` (scores), censored below
     ``phi = floor(mean) + 0.5`` (see the module notes).
@@ -224,7 +241,7 @@ def pair_significance(scores, start, copies):
     for t in range(1, copies):
         total += scores[start + t]
     cutoff = math.floor(total / n) + 0.5 if n > 0 else 0.0
-    if lam == lam and real > cutoff:
+    if lam == lam and real > cutoff:  # noqa: PLR0124 - not NaN, on both targets
         return mu, lam, gumbel_sf(float(real), mu, lam)
     above = 0.0
     for t in range(1, copies):
@@ -238,13 +255,15 @@ def pair_significance(scores, start, copies):
 def with_globals(function, **names):
     """``function`` with some of its global names bound to other objects: how the
     plain-Python :func:`fisher_yates` calls the compiled Philox of its target (``@njit``
-    here, a CUDA device function in :mod:`swdask.kernels.cuda.psse`)."""
+    here, a CUDA device function in :mod:`swdask.kernels.cuda.psse`), and
+    :func:`write_copy` its :func:`fisher_yates`."""
     namespace = dict(function.__globals__, **names)
     return type(function)(function.__code__, namespace, function.__name__)
 
 
 philox_njit = njit(inline="always", cache=True)(philox)
 fisher_yates_njit = njit(cache=True)(with_globals(fisher_yates, philox=philox_njit))
+write_copy_njit = njit(inline="always")(with_globals(write_copy, fisher_yates=fisher_yates_njit))
 gumbel_fit_njit = njit(cache=True)(gumbel_fit)
 gumbel_sf_njit = njit(cache=True)(gumbel_sf)
 pair_significance_njit = njit(cache=True)(with_globals(
@@ -263,15 +282,7 @@ def shuffle_chunk(res, src_off, lengths, base, keys, n_shuffles, seed, out, out_
     copies = n_shuffles + 1
     total = lengths.shape[0] * copies
     for c in prange(total):
-        b = c // copies
-        k = c % copies
-        at = base[b] + k * lengths[b]
-        out_off[c] = at
-        if k == 0:
-            for t in range(lengths[b]):
-                out[at + t] = res[src_off[b] + t]
-        else:
-            fisher_yates_njit(res, src_off[b], lengths[b], out, at, seed, keys[b], k - 1)
+        write_copy_njit(res, src_off, lengths, base, keys, copies, seed, out, out_off, c)
     if total > 0:
         last = lengths.shape[0] - 1
         out_off[total] = base[last] + copies * lengths[last]
@@ -311,6 +322,5 @@ def score_profile(profile, s_res, s_off, order, gap_open, gap_extend, scores):
                 diag = h[i]
                 h[i] = v
                 up = v
-                if v > best:
-                    best = v
+                best = max(best, v)
         scores[c] = best

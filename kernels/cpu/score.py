@@ -38,10 +38,12 @@ import numba
 import numpy as np
 from numba import njit
 
+from ..directions import SCORE_LIMIT
 from . import prebuild
+from .prebuild import read_only
 from .reference import GLOBAL, LOCAL, mode_code
 from .simd import HAS_AVX2, LANES, column_sweep, first_rows, next_index, profile_u8
-from .traceback import _SCORE_LIMIT, _frozen, traceback_pair
+from .traceback import traceback_pair
 
 INT16_MAX = np.iinfo(np.int16).max
 #: Most cells (all pairs together) that :func:`_rescore` takes instead of a wider kernel
@@ -70,6 +72,36 @@ def _group_lengths(g, s_off, s_idx, lengths):
             lengths[k] = s_off[s + 1] - s_off[s]
             n_max = max(n_max, lengths[k])
     return first, count, n_max
+
+
+@njit(boundscheck=False, nogil=True, inline="always")
+def _next_group(order, counter, s_off, s_idx, lengths):
+    """:func:`_group_lengths` of the next group this thread takes,
+    ``order[next_index(counter)]``; ``count`` 0 once ``order`` has run out.  Inlined into
+    the kernels."""
+    t = next_index(counter)
+    if t >= order.shape[0]:
+        return 0, 0, 0
+    return _group_lengths(order[t], s_off, s_idx, lengths)
+
+
+@njit(boundscheck=False, nogil=True, inline="always")
+def _query_rows(q_res, q_off, qi, hcol, ecol):
+    """``(query, m, hc, ec)``: query ``qi`` and the first ``m`` rows of the work columns.
+    Inlined into the kernels."""
+    query = q_res[q_off[qi]:q_off[qi + 1]]
+    m = query.shape[0]
+    return query, m, hcol[:m], ecol[:m]
+
+
+@njit(boundscheck=False, nogil=True, inline="always")
+def _store_group(qi, first, count, best, best_i, best_j, scores, q_end, s_end):
+    """Write the group's best cells to columns ``first ..`` of query ``qi``'s outputs.
+    Inlined into the kernels."""
+    for k in range(count):
+        scores[qi, first + k] = best[k]
+        q_end[qi, first + k] = best_i[k]
+        s_end[qi, first + k] = best_j[k]
 
 
 @njit(boundscheck=False, nogil=True, inline="always")
@@ -122,17 +154,15 @@ def _local_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
     """
     dtype = matrix.dtype
     lanes = hcol.shape[1]
-    n_query = q_off.shape[0] - 1
-    zero = dtype.type(0)
     oe = dtype.type(gap_open + gap_extend)
     ge = dtype.type(gap_extend)
     fl = dtype.type(floor)
+    zero = dtype.type(0)
     lengths, best, best_i, best_j = state[0], state[1], state[2], state[3]
     while True:
-        t = next_index(counter)
-        if t >= order.shape[0]:
+        first, count, n_max = _next_group(order, counter, s_off, s_idx, lengths)
+        if count == 0:
             break
-        first, count, n_max = _group_lengths(order[t], s_off, s_idx, lengths)
         # Built once per group, read by every query.  Whether ``shuffle_tables`` is None
         # is settled when Numba compiles the kernel, which keeps one of the two ways:
         # the scalar loops cost the 8-bit kernel almost a second more to compile.
@@ -141,11 +171,8 @@ def _local_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
         else:
             _profile_shuffled(first, n_max, s_res, s_off, s_idx, shuffle_tables, sprof,
                               lengths, column_codes)
-        for qi in range(n_query):
-            query = q_res[q_off[qi]:q_off[qi + 1]]
-            m = query.shape[0]
-            hc = hcol[:m]
-            ec = ecol[:m]
+        for qi in range(q_off.shape[0] - 1):
+            query, m, hc, ec = _query_rows(q_res, q_off, qi, hcol, ecol)
             for i in range(m):
                 for k in range(lanes):
                     hc[i, k] = 0
@@ -166,11 +193,7 @@ def _local_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_exten
                     for k in range(count):
                         if out[0, k] > best[k]:
                             best[k], best_i[k], best_j[k] = out[0, k], first_row[k] + 1, j + 1
-            for k in range(count):
-                col = first + k
-                scores[qi, col] = best[k]
-                q_end[qi, col] = best_i[k]
-                s_end[qi, col] = best_j[k]
+            _store_group(qi, first, count, best, best_i, best_j, scores, q_end, s_end)
 
 
 @njit(boundscheck=False, nogil=True, cache=True)
@@ -182,22 +205,17 @@ def _end_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_extend,
     kernel of its own so that a local search, the common case, compiles none of this."""
     dtype = matrix.dtype
     lanes = hcol.shape[1]
-    n_query = q_off.shape[0] - 1
     oe = dtype.type(gap_open + gap_extend)
     ge = dtype.type(gap_extend)
     fl = dtype.type(floor)
     lengths, best, best_i, best_j = state[0], state[1], state[2], state[3]
     while True:
-        t = next_index(counter)
-        if t >= order.shape[0]:
+        first, count, n_max = _next_group(order, counter, s_off, s_idx, lengths)
+        if count == 0:
             break
-        first, count, n_max = _group_lengths(order[t], s_off, s_idx, lengths)
         _profile_scalar(first, n_max, s_res, s_off, s_idx, matrix, pad, sprof, lengths)
-        for qi in range(n_query):
-            query = q_res[q_off[qi]:q_off[qi + 1]]
-            m = query.shape[0]
-            hc = hcol[:m]
-            ec = ecol[:m]
+        for qi in range(q_off.shape[0] - 1):
+            query, m, hc, ec = _query_rows(q_res, q_off, qi, hcol, ecol)
             for i in range(m):
                 for k in range(lanes):
                     hc[i, k] = -(gap_open + (i + 1) * gap_extend) if mode == GLOBAL else 0
@@ -230,11 +248,7 @@ def _end_kernel(q_res, q_off, s_res, s_off, s_idx, matrix, gap_open, gap_extend,
                             for i in range(m):  # column n, rows in order
                                 if hc[i, k] > best[k]:
                                     best[k], best_i[k], best_j[k] = hc[i, k], i + 1, j + 1
-            for k in range(count):
-                col = first + k
-                scores[qi, col] = best[k]
-                q_end[qi, col] = best_i[k]
-                s_end[qi, col] = best_j[k]
+            _store_group(qi, first, count, best, best_i, best_j, scores, q_end, s_end)
 
 
 def _width_constants(bits, code, matrix):
@@ -353,7 +367,7 @@ def _run_threads(work, threads):
     def guarded():
         try:
             work()
-        except BaseException as exc:  # re-raised in the calling thread
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
             errors.append(exc)
 
     helpers = [threading.Thread(target=guarded, name=f"swdask-score-{k}", daemon=True)
@@ -401,12 +415,12 @@ def score_all(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, mode="lo
     code = mode_code(mode)
     matrix = np.asarray(matrix)
     # Read-only views: one compiled kernel whether the arrays come from Arrow (read-only)
-    # or from NumPy (see traceback._frozen).
-    q_res, s_res = _frozen(q_res), _frozen(s_res)
-    q_off, s_off = _frozen(q_off, np.int64), _frozen(s_off, np.int64)
+    # or from NumPy (see prebuild.read_only).
+    q_res, s_res = read_only(q_res), read_only(s_res)
+    q_off, s_off = read_only(q_off, np.int64), read_only(s_off, np.int64)
     if subjects is None:
         subjects = np.arange(s_off.shape[0] - 1, dtype=np.int64)
-    subjects = _frozen(subjects, np.int64)
+    subjects = read_only(subjects, np.int64)
     widths = _widths(matrix, gap_open, gap_extend, code)
     scores, q_end, s_end, limit = _run_width(widths[0], q_res, q_off, s_res, s_off, subjects,
                                              matrix, gap_open, gap_extend, code)
@@ -426,7 +440,7 @@ def score_all(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, mode="lo
         for qi in np.unique(rows):
             cols = np.flatnonzero(redo[qi])
             query = q_res[q_off[qi]:q_off[qi + 1]]
-            *exact, next_limit = _run_width(bits, query, _frozen([0, query.shape[0]], np.int64),
+            *exact, next_limit = _run_width(bits, query, read_only([0, query.shape[0]], np.int64),
                                             s_res, s_off, subjects[cols], matrix, gap_open,
                                             gap_extend, code)
             scores[qi, cols], q_end[qi, cols], s_end[qi, cols] = (x[0] for x in exact)
@@ -446,9 +460,9 @@ def load_kernel(matrix, gap_open, gap_extend, mode="local") -> None:
     code = mode_code(mode)
     matrix = np.asarray(matrix)
     bits = _widths(matrix, gap_open, gap_extend, code)[0]
-    codes, offsets = _frozen(np.zeros(1, np.uint8)), _frozen([0, 1], np.int64)
+    codes, offsets = read_only(np.zeros(1, np.uint8)), read_only([0, 1], np.int64)
     kernel, arguments, *_ = _width_call(bits, codes, offsets, codes, offsets,
-                                        _frozen([0], np.int64), matrix, gap_open, gap_extend,
+                                        read_only([0], np.int64), matrix, gap_open, gap_extend,
                                         code)
     if code == LOCAL:
         prebuild.wait(f"local{bits}")
@@ -472,7 +486,7 @@ def _rescore_exactly(rows, cols, bits, q_off, s_off, subjects, matrix, gap_open,
     cells = (m + 1) * (n + 1)
     worst = int(np.abs(matrix).max()) + int(gap_open) + int(gap_extend)
     return (int(cells.sum()) <= EXACT_RESCORE_CELLS and int(cells.max()) <= EXACT_PAIR_CELLS
-            and (int((m + n).max()) + 1) * worst < _SCORE_LIMIT)
+            and (int((m + n).max()) + 1) * worst < SCORE_LIMIT)
 
 
 def _loaded(bits) -> bool:
@@ -511,9 +525,9 @@ def _rescore(rows, cols, q_res, q_off, s_res, s_off, subjects, matrix, gap_open,
 def _prebuild_examples():
     """``{name: (kernel, arguments)}``: a tiny call of the 8-bit local kernel with the
     argument types of every real call (see :mod:`swdask.kernels.cpu.prebuild`)."""
-    codes = _frozen(np.zeros(2, np.uint8))
-    offsets = _frozen([0, 2], np.int64)
+    codes = read_only(np.zeros(2, np.uint8))
+    offsets = read_only([0, 2], np.int64)
     matrix = np.array([[1, -1], [-1, 1]], np.int32)
     kernel, arguments, *_ = _width_call(8, codes, offsets, codes, offsets,
-                                        _frozen([0], np.int64), matrix, 1, 1, LOCAL)
+                                        read_only([0], np.int64), matrix, 1, 1, LOCAL)
     return {"local8": (kernel, arguments())}

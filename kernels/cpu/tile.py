@@ -47,6 +47,7 @@ a non-negative ``H``).
 """
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -55,17 +56,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .reference import OP_DEL, OP_INS, OP_MATCH
-# The direction bits, the profile and the tie rule of the whole-pair traceback: a tile's
-# cells and path are that kernel's.
-from .traceback import (_E_EXTENDS, _F_EXTENDS, _NEG, _SRC_DIAG, _SRC_E, _SRC_F, _SRC_MASK,
-                        _SRC_STOP, row_best, subject_profile)
-
-#: Stands for -inf: E on column 0 and F on row 0 of the whole matrix.
-NEG = _NEG
-
-#: Walk states of :func:`traceback_tile`.
-STATE_H, STATE_E, STATE_F = 0, 1, 2
+# The direction bits, the walk (its states are those of traceback_tile), -inf (E on column
+# 0 and F on row 0 of the whole matrix), the profile and the tie rule of the whole-pair
+# traceback: a tile's cells and path are that kernel's.
+from ..directions import NEG, STATE_E, STATE_F, STATE_H  # noqa: F401 (public here too)
+from .traceback import decision_njit, row_best, subject_profile, walk_step_njit
 
 
 @njit(cache=True, nogil=True)
@@ -222,14 +217,10 @@ def traceback_tile(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, lef
             e_row[j] = e_val
             h_cur[j] = max(h_no_e[j], e_val)
         for j in range(1, cols + 1):
-            hv = h_cur[j]
-            src = _SRC_F
-            src = _SRC_E if hv == e_row[j] else src
-            src = _SRC_DIAG if hv == np.int32(h_prev[j - 1] + prow[j]) else src
-            src = _SRC_STOP if hv == 0 else src
-            e_bit = _E_EXTENDS if e_row[j] != np.int32(h_cur[j - 1] - oe) else 0
-            f_bit = _F_EXTENDS if f_row[j] != np.int32(h_prev[j] - oe) else 0
-            dir_row[j] = src | e_bit | f_bit
+            dir_row[j] = decision_njit(h_cur[j], e_row[j], f_row[j],
+                                       np.int32(h_prev[j - 1] + prow[j]),
+                                       np.int32(h_cur[j - 1] - oe), np.int32(h_prev[j] - oe),
+                                       True)
         h_prev, h_cur = h_cur, h_prev
 
     ops_rev = np.empty(rows + cols, dtype=np.uint8)
@@ -238,30 +229,9 @@ def traceback_tile(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, lef
     j = end_j
     stopped = False
     while i > 0 and j > 0:
-        if state == STATE_H:
-            src = direction[i, j] & _SRC_MASK
-            if src == _SRC_STOP:
-                stopped = True
-                break
-            if src == _SRC_DIAG:
-                ops_rev[k] = OP_MATCH
-                k += 1
-                i -= 1
-                j -= 1
-            elif src == _SRC_E:
-                state = STATE_E
-            else:
-                state = STATE_F
-        elif state == STATE_E:
-            ops_rev[k] = OP_DEL
-            k += 1
-            state = STATE_E if direction[i, j] & _E_EXTENDS else STATE_H
-            j -= 1
-        else:
-            ops_rev[k] = OP_INS
-            k += 1
-            state = STATE_F if direction[i, j] & _F_EXTENDS else STATE_H
-            i -= 1
+        state, i, j, k, stopped = walk_step_njit(direction[i, j], state, i, j, ops_rev, k)
+        if stopped:
+            break
     return ops_rev[:k].copy(), i, j, state, stopped
 
 
@@ -308,7 +278,7 @@ def grid_lines(cuts, length: int, step: int = 1) -> tuple:
     """
     cuts = tuple(int(c) for c in cuts)
     lines = (0, *cuts, int(length))
-    if cuts and (any(x >= y for x, y in zip(lines, lines[1:])) or any(c % step for c in cuts)):
+    if cuts and (any(x >= y for x, y in itertools.pairwise(lines)) or any(c % step for c in cuts)):
         raise ValueError(f"cuts {list(cuts)} must be increasing multiples of {step} strictly "
                          f"inside (0, {length})")
     return lines

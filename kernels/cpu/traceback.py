@@ -19,18 +19,9 @@ prefix do not depend on anything outside it).
   kept, only the decisions taken.
 - Directions: one uint8 per cell, C order, ``(rows + 1) x (cols + 1)`` bytes (row 0 and
   column 0 are never read; keeping them makes the index arithmetic that of the
-  reference).  Bits of ``direction[i, j]``:
-
-  ====  =====================================================================
-  bits  meaning
-  ====  =====================================================================
-  0-1   source of H: 0 diagonal, 1 E ('D'), 2 F ('I'), 3 local stop (H == 0)
-  2     E extends ``E(i, j-1)`` (0: E opens from ``H(i, j-1)``)
-  3     F extends ``F(i-1, j)`` (0: F opens from ``H(i-1, j)``)
-  ====  =====================================================================
-
-  The ties are resolved when the bits are written, with the reference's preferences:
-  diagonal before E before F for H, opening before extending inside a gap.
+  reference).  ``direction[i, j]`` holds the decision bits of
+  :mod:`swdask.kernels.directions` (source of H, E extends, F extends), the ties resolved
+  when they are written, with the reference's preferences.
 
 Each row is swept four times so that only one short chain runs serially: (1) F and the
 diagonal, which need only the row above; (2) E, whose recurrence runs along the row; (3) H;
@@ -47,24 +38,18 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..directions import NEG, SCORE_LIMIT, STATE_H, decision, walk_step
 from . import prebuild
+from .prebuild import read_only
 from .reference import GLOBAL, LOCAL, OP_DEL, OP_INS, OP_MATCH, SEMIGLOBAL, mode_code
 
 #: Largest direction matrix (cells, i.e. bytes) that :func:`align_codes` builds.
 MAX_TRACEBACK_CELLS = 1_000_000_000
 
-# Stands for the reference's -inf: E of column 0 and F of row 0.  Only ever lowered by one
-# gap_extend before a max() with a finite value discards it, so it cannot wrap around, and
-# it lies below every reachable score (align_codes checks |score| < 2^30 - 2^20).
-_NEG = -(1 << 30)
-
-# Reachable scores stay this far inside the sentinel.
-_SCORE_LIMIT = (1 << 30) - (1 << 20)
-
-_SRC_DIAG, _SRC_E, _SRC_F, _SRC_STOP = 0, 1, 2, 3
-_SRC_MASK = 3
-_E_EXTENDS = 4
-_F_EXTENDS = 8
+#: The decisions and the walk of every traceback kernel, compiled for the CPU and inlined
+#: into the kernels that call them (no compilation of their own).
+decision_njit = njit(inline="always")(decision)
+walk_step_njit = njit(inline="always")(walk_step)
 
 # Column kinds of summarize_path, in the order of their CIGAR letters "=XID".
 _CIGAR_EQ, _CIGAR_X, _CIGAR_I, _CIGAR_D = 0, 1, 2, 3
@@ -104,19 +89,6 @@ def row_best(h_row, cols, row_max, i, best, best_i, best_j):
                     best_j = j
                 break
     return best, best_i, best_j
-
-
-def _frozen(values, dtype=np.uint8) -> np.ndarray:
-    """``values`` as a read-only contiguous array of ``dtype`` (a view where possible).
-
-    Numba compiles a kernel once per argument type, and read-only (Arrow) arrays are
-    another type than writable ones: handing every kernel read-only arrays keeps one
-    compilation per kernel whichever caller comes first.
-    """
-    view = np.ascontiguousarray(values, dtype=dtype).view()
-    view.flags.writeable = False
-    return view
-
 
 def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_i, end_j):
     """Align one pair with affine gaps and trace the path back, as the reference does.
@@ -160,8 +132,8 @@ def _traceback_args(query, subject, matrix, gap_open, gap_extend, mode_code, end
     """The arguments of :func:`_traceback_kernel` for :func:`traceback_pair`'s, work
     arrays included, of the same types whoever calls (one compilation)."""
     end_i, end_j = int(end_i), int(end_j)
-    query, subject = _frozen(query), _frozen(subject)
-    matrix = _frozen(matrix, np.int32)
+    query, subject = read_only(query), read_only(subject)
+    matrix = read_only(matrix, np.int32)
     rows, cols = (end_i, end_j) if end_i >= 0 else (query.shape[0], subject.shape[0])
     return (query, subject, matrix, int(gap_open), int(gap_extend), int(mode_code), end_i,
             end_j, np.empty((matrix.shape[0], cols + 1), dtype=np.int32),
@@ -213,14 +185,14 @@ def _traceback_kernel(query, subject, matrix, gap_open, gap_extend, mode_code, e
     for j in range(cols + 1):
         h_prev[j] = 0
         h_cur[j] = 0
-        f_row[j] = _NEG
-        e_row[j] = _NEG
+        f_row[j] = NEG
+        e_row[j] = NEG
     # last_col: H of the last column, row by row: the semiglobal end may lie there.
     if glob:
         for j in range(1, cols + 1):
             h_prev[j] = -(o + j * e)
     last_col[0] = h_prev[cols]
-    floor = np.int32(0) if local else np.int32(_NEG)
+    floor = np.int32(0) if local else np.int32(NEG)
 
     # Local end when the caller gave none: the first strict maximum in column-major order,
     # i.e. among equal scores the smallest j, then the smallest i.  Rows are swept in
@@ -245,7 +217,7 @@ def _traceback_kernel(query, subject, matrix, gap_open, gap_extend, mode_code, e
         # 2. E(i,j) = max(E(i,j-1) - e, H(i,j-1) - o - e).  H(i,j-1) - o - e may be taken
         #    without E(i,j-1) in it: E(i,j-1) - o - e <= E(i,j-1) - e as o >= 0, so the
         #    value is the same and the chain is one subtraction and one max a cell.
-        e_val = np.int32(_NEG)
+        e_val = np.int32(NEG)
         for j in range(1, cols + 1):
             e_val = max(np.int32(e_val - e), np.int32(h_no_e[j - 1] - oe))
             e_row[j] = e_val
@@ -258,16 +230,10 @@ def _traceback_kernel(query, subject, matrix, gap_open, gap_extend, mode_code, e
         # 4. The decision bits, with the reference's preferences: diagonal, then E, then
         #    F for H; inside a gap extend only when strictly better than opening.
         for j in range(1, cols + 1):
-            h = h_cur[j]
-            e_val = e_row[j]
-            src = _SRC_F
-            src = _SRC_E if h == e_val else src
-            src = _SRC_DIAG if h == np.int32(h_prev[j - 1] + prow[j]) else src
-            if local:
-                src = _SRC_STOP if h == 0 else src
-            e_bit = _E_EXTENDS if e_val != np.int32(h_cur[j - 1] - oe) else 0
-            f_bit = _F_EXTENDS if f_row[j] != np.int32(h_prev[j] - oe) else 0
-            dir_row[j] = src | e_bit | f_bit
+            dir_row[j] = decision_njit(h_cur[j], e_row[j], f_row[j],
+                                       np.int32(h_prev[j - 1] + prow[j]),
+                                       np.int32(h_cur[j - 1] - oe), np.int32(h_prev[j] - oe),
+                                       local)
         if local:
             best, best_i, best_j = row_best(h_cur, cols, row_max, i, best, best_i, best_j)
         last_col[i] = h_cur[cols]
@@ -290,7 +256,7 @@ def _traceback_kernel(query, subject, matrix, gap_open, gap_extend, mode_code, e
         # Semiglobal: row m (j < n) first, then column n, first strict maximum wins.
         ei = 0
         ej = 0
-        score = np.int32(_NEG)
+        score = np.int32(NEG)
         found = False
         for j in range(n):
             if not found or h_prev[j] > score:
@@ -309,43 +275,23 @@ def _traceback_kernel(query, subject, matrix, gap_open, gap_extend, mode_code, e
     k = 0
     i = ei
     j = ej
-    state = 0  # 0: H, 1: E, 2: F
+    state = STATE_H
     while True:
-        if state == 0:
-            if i == 0 or j == 0:
-                if glob:
-                    # Boundary gap: at most one of i, j is non-zero here.
-                    for _ in range(j):
-                        ops_rev[k] = OP_DEL
-                        k += 1
-                    for _ in range(i):
-                        ops_rev[k] = OP_INS
-                        k += 1
-                    i = 0
-                    j = 0
-                break
-            src = direction[i, j] & _SRC_MASK
-            if src == _SRC_STOP:
-                break
-            if src == _SRC_DIAG:
-                ops_rev[k] = OP_MATCH
-                k += 1
-                i -= 1
-                j -= 1
-            elif src == _SRC_E:
-                state = 1
-            else:
-                state = 2
-        elif state == 1:
-            ops_rev[k] = OP_DEL
-            k += 1
-            state = 1 if direction[i, j] & _E_EXTENDS else 0
-            j -= 1
-        else:
-            ops_rev[k] = OP_INS
-            k += 1
-            state = 2 if direction[i, j] & _F_EXTENDS else 0
-            i -= 1
+        if state == STATE_H and (i == 0 or j == 0):
+            if glob:
+                # Boundary gap: at most one of i, j is non-zero here.
+                for _ in range(j):
+                    ops_rev[k] = OP_DEL
+                    k += 1
+                for _ in range(i):
+                    ops_rev[k] = OP_INS
+                    k += 1
+                i = 0
+                j = 0
+            break
+        state, i, j, k, stop = walk_step_njit(direction[i, j], state, i, j, ops_rev, k)
+        if stop:
+            break
     return np.int64(score), i, ei, j, ej, k
 
 
@@ -437,10 +383,10 @@ def check_score_range(m: int, n: int, scoring) -> None:
     """
     worst = int(np.abs(scoring.matrix).max()) + scoring.gap_open + scoring.gap_extend
     bound = (int(m) + int(n) + 1) * worst
-    if bound >= _SCORE_LIMIT:
+    if bound >= SCORE_LIMIT:
         raise ValueError(
             f"pair of {m} x {n} residues may reach scores of {bound:,}, beyond the exact "
-            f"32-bit range of the traceback kernel ({_SCORE_LIMIT:,})"
+            f"32-bit range of the traceback kernel ({SCORE_LIMIT:,})"
         )
 
 

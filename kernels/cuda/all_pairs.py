@@ -63,7 +63,7 @@ import time
 import numpy as np
 from numba import config, cuda
 
-from .codegen import lane_exchange
+from . import codegen
 from .compile import Rendered, get_kernel
 from .inter_task import NEG, threads_per_block
 
@@ -142,10 +142,10 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
         "    n_pairs = pair_start[pair_start.shape[0] - 1]",
         "    n_lists = q_list.shape[0]",
         "    base = warp * 2 * max_n",
-        "    gap_oe = int32(gap_oe)",
-        "    gap_e = int32(gap_e)",
-        "    neg_e = int32(-gap_e)",
         "    capacity = out_q.shape[0]",
+    ]
+    lines += codegen.scalars(best=False)
+    lines += [
         "    pair = warp",
         "    while pair < n_pairs:",
         # Binary search: the last k with pair_start[k] <= pair.
@@ -178,8 +178,8 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
         f"            row0 = p * {span} + lane * {rows}",
         # Lane 31's rows end on row r = (p+1)*span: it bounds H(m, n) from that row (below).
         f"            dm = int32(m - (p + 1) * {span})",
-        f"            ubest = int32(-(gap_oe + ((p + 1) * {span} - 1) * gap_e) + amax * min(dm, int32(n))"
-        " - gap_e * abs(dm - int32(n)))",
+        (f"            ubest = int32(-(gap_oe + ((p + 1) * {span} - 1) * gap_e) + amax * min(dm, int32(n))"
+        " - gap_e * abs(dm - int32(n)))"),
     ]
     for k in r:
         lines += [
@@ -188,59 +188,36 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
             f"            e{k} = int32({NEG})",
         ]
     lines += [
-        "            diag_in = int32(0) if row0 == 0 else int32(-(gap_oe + (row0 - 1) * gap_e))",
-        "            out_h = int32(0)",
+        "            diag_in = zero if row0 == 0 else int32(-(gap_oe + (row0 - 1) * gap_e))",
+        "            out_h = zero",
         f"            out_f = int32({NEG})",
-        f"            for step in range(n + {GROUP - 1}):",
-        "                j = step - lane",
     ]
-    lines += lane_exchange("                ", shuffles=shuffles, lane="lane")
+    in_pass, in_step, in_col = " " * 12, " " * 16, " " * 20  # the loops' bodies
+    lines += codegen.wavefront(in_pass, f"n + {GROUP - 1}", "lane", shuffles=shuffles,
+                               lane="lane")
     lines += [
-        "                if lane == 0:",
-        "                    if p > 0:",
-        "                        if j < n:",
-        "                            in_h = boundary[base + 2 * j]",
-        "                            in_f = boundary[base + 2 * j + 1]",
-        "                    else:",
-        "                        in_h = int32(-(gap_oe + j * gap_e))",
-        f"                        in_f = int32({NEG})",
-        "                if j >= 0 and j < n:",
-        "                    code = int32(s_res[sstart + j])",
-        "                    diag = diag_in",
-        "                    diag_in = in_h",
-        "                    up = in_h",
-        "                    f = in_f",
+        f"{in_step}if lane == 0:",
+        f"{in_col}if p > 0:",
+        f"{in_col}    if j < n:",
+        f"{in_col}        in_h = boundary[base + 2 * j]",
+        f"{in_col}        in_f = boundary[base + 2 * j + 1]",
+        f"{in_col}else:  # row 0 of a global alignment",
+        f"{in_col}    in_h = int32(-(gap_oe + j * gap_e))",
+        f"{in_col}    in_f = int32({NEG})",
+        f"{in_step}if j >= 0 and j < n:",
+        f"{in_col}code = int32(s_res[sstart + j])",
     ]
-    # Sums are cast back to int32: Numba types int32 + int32 as int64, and 64-bit integer
-    # arithmetic costs the GPU two instructions per operation.
-    for k in r:
-        if dpx:  # max(a + b, c) and max(a, b, c) are one instruction each on Hopper
-            cell = [
-                f"                    e{k} = viaddmax(e{k}, neg_e, int32(h{k} - gap_oe))",
-                "                    f = viaddmax(f, neg_e, int32(up - gap_oe))",
-                f"                    h = vimax3(int32(diag + smat[qo{k} + code]), e{k}, f)",
-            ]
-        else:
-            cell = [
-                f"                    e{k} = max(int32(e{k} - gap_e), int32(h{k} - gap_oe))",
-                "                    f = max(int32(f - gap_e), int32(up - gap_oe))",
-                f"                    h = max(int32(diag + smat[qo{k} + code]), max(e{k}, f))",
-            ]
-        lines += cell + [
-            f"                    diag = h{k}",
-            f"                    h{k} = h",
-            "                    up = h",
-        ]
+    lines += codegen.column_start(in_col, cmax=False)
+    for k in r:  # global: no zero floor, no column maximum
+        lines += codegen.gotoh_cell(k, in_col, f"smat[qo{k} + code]", dpx=dpx, local=False,
+                                    cmax=False)
+    lines += codegen.hand_on(in_col)
+    lines += codegen.edge_store(in_col, f"lane == {GROUP - 1} and p + 1 < passes", "base + 2 * j")
     lines += [
-        "                    out_h = up",
-        "                    out_f = f",
-        f"                    if lane == {GROUP - 1} and p + 1 < passes:",
-        "                        boundary[base + 2 * j] = up",
-        "                        boundary[base + 2 * j + 1] = f",
         "                        dn = int32(n - 1 - j)",
         "                        ubest = max(ubest, int32(up + amax * min(dm, dn) - gap_e * abs(dm - dn)))",
         # After the last column the registers hold column n: the owner of row m reads it.
-        f"            if p == passes - 1 and lane == owner:",
+        "            if p == passes - 1 and lane == owner:",
         f"                last = (m - 1) % {rows}",
     ]
     for k in r:
@@ -277,17 +254,13 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: Hopper DPX instructions, linked into the GPU kernel when asked for.  Numba's
-#: foreign-function convention: the result goes through the first pointer.
-DPX_SOURCE = """
-extern "C" __device__ int ap_viaddmax(int* out, int a, int b, int c)
-{ *out = __viaddmax_s32(a, b, c); return 0; }
-extern "C" __device__ int ap_vimax3(int* out, int a, int b, int c)
-{ *out = __vimax3_s32(a, b, c); return 0; }
-"""
+#: Hopper DPX instructions of the (global) recurrence, linked into the GPU kernel when
+#: asked for.
+DPX_NAMES = ("viaddmax", "vimax3")
+DPX_SOURCE = codegen.dpx32_source("ap", DPX_NAMES)
 
 
-#: Argument types of a launch (:func:`score_pairs`), for building ahead.
+#: Argument types of a launch (:func:`score_passing_pairs`), for building ahead.
 SIGNATURE = ("void(uint8[::1], int64[::1], uint8[::1], int64[::1], int64[::1], int64[::1], "
              "int64[::1], int32[::1], int64, int64, int64, int64, int64, int64, int64, int64, "
              "int64, int64, int32[::1], int64, int64[::1], int64[::1], int64[::1], int32[::1])")
@@ -303,12 +276,10 @@ def render(rows: int = ROWS, *, dpx: bool = False) -> Rendered:
     simulated = bool(config.ENABLE_CUDASIM)
     use_dpx = dpx and not simulated
     namespace = {"cuda": cuda, "int32": np.int32, "lowest_score": _lowest_score_device}
-    if use_dpx:
-        namespace["viaddmax"] = cuda.declare_device("ap_viaddmax", "int32(int32, int32, int32)")
-        namespace["vimax3"] = cuda.declare_device("ap_vimax3", "int32(int32, int32, int32)")
+    link = codegen.link_dpx32(namespace, "ap", DPX_NAMES) if use_dpx else ()
     source = _kernel_source(rows, threads_per_block(), shuffles=not simulated, dpx=use_dpx)
     return Rendered(name=f"all_pairs-R{rows}-dpx{int(use_dpx)}", source=source,
-                    namespace=namespace, link=(DPX_SOURCE,) if use_dpx else ())
+                    namespace=namespace, link=link)
 
 
 def signature(**shape) -> str:
@@ -317,14 +288,8 @@ def signature(**shape) -> str:
 
 
 def shapes(dpx: bool) -> list:
-    """The shape :func:`score_pairs` launches by default, as ``render`` arguments."""
-    return [dict(rows=ROWS, dpx=dpx)]
-
-
-def _has_dpx() -> bool:
-    if config.ENABLE_CUDASIM:
-        return False
-    return tuple(cuda.get_current_device().compute_capability) >= (9, 0)
+    """The shape :func:`score_passing_pairs` launches by default, as ``render`` arguments."""
+    return [{"rows": ROWS, "dpx": dpx}]
 
 
 def _grid(n_pairs: int, threads: int) -> int:
@@ -338,7 +303,7 @@ def _grid(n_pairs: int, threads: int) -> int:
     return min(wanted, resident)
 
 
-def score_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_open, gap_extend,
+def score_passing_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_open, gap_extend,
                 bound, *, min_score=None, rows: int | None = None, dpx=None):
     """Global scores of the listed pairs on the GPU; only the pairs passing the filter
     come back.
@@ -397,7 +362,7 @@ def score_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_o
     if n_pairs == 0:
         return (*empty, 0.0, 0)
     if dpx is None:
-        dpx = _has_dpx()
+        dpx = codegen.has_dpx()
     if rows is None:
         rows = SIMULATOR_ROWS if config.ENABLE_CUDASIM else ROWS
     threads = threads_per_block()

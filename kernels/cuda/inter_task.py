@@ -40,7 +40,8 @@ import math
 import numpy as np
 from numba import config, cuda
 
-from .codegen import best_reduction, lane_exchange, shuffle_down, thread_pair, write_best
+from . import codegen
+from .codegen import has_dpx
 from .compile import Rendered
 
 THREADS = 128
@@ -57,6 +58,8 @@ ROW_RATES = {8: 1170.0, 12: 1220.0}
 #: Score of the pad code and of query rows past the end: far below any real score.
 PAD_SCORE = -(1 << 14)  # fits the int16 shared profile; any negative score would do
 NEG = -(1 << 29)
+#: The DPX instructions of the recurrence (see :mod:`~swdask.kernels.cuda.codegen`).
+DPX_NAMES = ("viaddmax", "vimax3_relu")
 
 
 
@@ -71,104 +74,38 @@ def _kernel_source(rows: int, group: int, threads: int, shuffles: bool, shared: 
     fused max instructions (linked CUDA C++, see :data:`DPX_SOURCE`).  Everything else
     is the same text, so the simulator checks the GPU kernel's logic.
     """
-    r = range(rows)
     span = group * rows
-
-    def down(name, shift):
-        return shuffle_down(name, shift, shuffles=shuffles, scratch="xch[0, {}]",
-                            guard=f"tx + {shift} < {threads}")
-
+    in_pass, in_step, in_col = " " * 8, " " * 12, " " * 16  # the loops' bodies
+    neg = f"int32({NEG})"
     lines = [
         "def kernel(profile, passes, s_res, s_off, order, warp_len, warp_base, pad_code, gap_oe,",
         "           gap_e, boundary, out_score, out_qend, out_send):",
-        "    tid = cuda.grid(1)",
-        "    tx = cuda.threadIdx.x",
-        f"    xch = cuda.shared.array((2, {threads}), int32)" if not shuffles else "    pass",
         f"    sprof = cuda.shared.array(({alphabet}, {span}), int16)" if shared else "    pass",
     ]
-    lines += thread_pair(group)
-    lines += [
-        "    zero = int32(0)",
-        "    gap_oe = int32(gap_oe)",
-        "    gap_e = int32(gap_e)",
-        "    neg_e = int32(-gap_e)",
-        "    best = zero",
-        "    best_i = 0",
-        "    best_j = 0",
-        "    for p in range(passes):",
-        f"        row0 = (p * {group} + lane) * {rows}",
-    ]
+    lines += codegen.thread_pair(group, threads, shuffles=shuffles) + codegen.scalars()
+    lines += ["    for p in range(passes):", f"{in_pass}row0 = (p * {group} + lane) * {rows}"]
     if shared:  # the block loads this pass's rows of the profile once
-        lines += [
-            "        cuda.syncthreads()",
-            f"        for idx in range(tx, n_codes * {span}, {threads}):",
-            f"            sprof[idx // {span}, idx % {span}] = profile[idx // {span}, p * {span} + idx % {span}]",
-            "        cuda.syncthreads()",
-        ]
-    lines += [f"        h{k} = zero" for k in r] + [f"        e{k} = int32({NEG})" for k in r]
-    lines += [
-        "        out_h = zero",
-        f"        out_f = int32({NEG})",
-        "        diag_in = zero",
-        f"        for step in range(n_steps + {group} - 1):",
-        "            j = step - lane",
-    ]
-    lines += lane_exchange("            ", shuffles=shuffles, single=group == 1)
-    lines += [
-        "            if lane == 0:",
-        "                if p > 0 and j < n_steps:",
-        "                    in_h = boundary[2 * (slot + j)]",
-        "                    in_f = boundary[2 * (slot + j) + 1]",
-        "                else:",
-        "                    in_h = zero",
-        f"                    in_f = int32({NEG})",
-        "            if j >= 0 and j < n_steps:",
-        "                code = s_res[start + j] if j < n else pad_code",
-        "                diag = diag_in",
-        "                diag_in = in_h",
-        "                up = in_h",
-        "                f = in_f",
-        "                cmax = zero",
-    ]
-    # Every sum is cast back to int32: Numba types int32 + int32 as int64, and 64-bit
-    # integer arithmetic costs the GPU two instructions per operation.
-    for k in r:
+        lines += codegen.stage_profile(in_pass, span, threads, flat=False)
+    lines += codegen.pass_registers(in_pass, rows, neg)
+    lines += codegen.wavefront(in_pass, f"n_steps + {group} - 1", "lane", shuffles=shuffles,
+                               single=group == 1)
+    lines += [f"{in_step}if lane == 0:"]
+    lines += codegen.edge_load(in_col, "p > 0 and j < n_steps", "2 * (slot + j)", neg)
+    lines += [f"{in_step}if j >= 0 and j < n_steps:",
+              f"{in_col}code = s_res[start + j] if j < n else pad_code"]
+    lines += codegen.column_start(in_col)
+    for k in range(rows):
         load = (f"int32(sprof[code, lane * {rows} + {k}])" if shared
                 else f"profile[code, row0 + {k}]")
-        if dpx:  # max(a + b, c) and max(a, b, c, 0) are one instruction each on Hopper
-            cell = [
-                f"                e{k} = viaddmax(e{k}, neg_e, int32(h{k} - gap_oe))",
-                "                f = viaddmax(f, neg_e, int32(up - gap_oe))",
-                f"                h = vimax3_relu(int32(diag + s), e{k}, f)",
-            ]
-        else:
-            cell = [
-                f"                e{k} = max(int32(e{k} - gap_e), int32(h{k} - gap_oe))",
-                "                f = max(int32(f - gap_e), int32(up - gap_oe))",
-                f"                h = max(max(int32(diag + s), zero), max(e{k}, f))",
-            ]
-        lines += [f"                s = {load}"] + cell + [
-            f"                diag = h{k}",
-            f"                h{k} = h",
-            "                up = h",
-            "                cmax = max(cmax, h)",
-        ]
-    lines += [
-        "                out_h = up",
-        "                out_f = f",
-        f"                if lane == {group - 1} and p + 1 < passes:",
-        "                    boundary[2 * (slot + j)] = up",
-        "                    boundary[2 * (slot + j) + 1] = f",
-        "                if cmax > best or (cmax == best and j + 1 < best_j):",
-        "                    best = cmax",
-        "                    best_j = j + 1",
-        f"                    best_i = row0 + {rows}",
-    ]
-    for k in reversed(r):  # the first row holding the maximum wins: scan upwards
-        lines += [f"                    if h{k} == cmax:", f"                        best_i = row0 + {k + 1}"]
-    lines += ["        cuda.syncwarp()" if shuffles else "        cuda.syncthreads()"]
-    lines += best_reduction(group, down)  # the group's best cell, by the tie rule
-    lines += ["    if valid and lane == 0:"] + write_best("        ")
+        lines += [f"{in_col}s = {load}"] + codegen.gotoh_cell(k, in_col, "s", dpx=dpx)
+    lines += codegen.hand_on(in_col)
+    lines += codegen.edge_store(in_col, f"lane == {group - 1} and p + 1 < passes",
+                                "2 * (slot + j)")
+    lines += codegen.best_update(in_col, rows, "j + 1", "row0")
+    lines += [f"{in_pass}cuda.syncwarp()" if shuffles else f"{in_pass}cuda.syncthreads()"]
+    # The group's best cell, by the tie rule.
+    lines += codegen.best_reduction(group, shuffles=shuffles, threads=threads)
+    lines += ["    if valid and lane == 0:"] + codegen.write_best("        ")
     return "\n".join(lines) + "\n"
 
 
@@ -178,13 +115,7 @@ def threads_per_block() -> int:
 
 
 #: Hopper DPX instructions for the recurrence, linked into the GPU kernel when asked for.
-#: Numba's foreign-function convention: the result goes through the first pointer.
-DPX_SOURCE = """
-extern "C" __device__ int sw_viaddmax(int* out, int a, int b, int c)
-{ *out = __viaddmax_s32(a, b, c); return 0; }
-extern "C" __device__ int sw_vimax3_relu(int* out, int a, int b, int c)
-{ *out = __vimax3_s32_relu(a, b, c); return 0; }
-"""
+DPX_SOURCE = codegen.dpx32_source("sw", DPX_NAMES)
 
 
 #: Argument types of a launch (:mod:`~swdask.kernels.cuda.launcher`), for building ahead:
@@ -205,15 +136,11 @@ def render(rows: int = ROWS, group: int = 32, *, shared: bool = False, dpx: bool
     simulated = bool(config.ENABLE_CUDASIM)
     use_dpx = dpx and not simulated
     namespace = {"cuda": cuda, "int32": np.int32, "int16": np.int16}
-    if use_dpx:
-        namespace["viaddmax"] = cuda.declare_device("sw_viaddmax", "int32(int32, int32, int32)")
-        namespace["vimax3_relu"] = cuda.declare_device("sw_vimax3_relu",
-                                                       "int32(int32, int32, int32)")
+    link = codegen.link_dpx32(namespace, "sw", DPX_NAMES) if use_dpx else ()
     source = _kernel_source(rows, group, threads_per_block(), shuffles=not simulated,
                             shared=shared, dpx=use_dpx, alphabet=alphabet)
     return Rendered(name=f"inter_task-R{rows}-G{group}-A{alphabet}-shared{int(shared)}"
-                         f"-dpx{int(use_dpx)}",
-                    source=source, namespace=namespace, link=(DPX_SOURCE,) if use_dpx else ())
+                         f"-dpx{int(use_dpx)}", source=source, namespace=namespace, link=link)
 
 
 def signature(**shape) -> str:
@@ -226,7 +153,7 @@ def shapes(alphabets, longest: int = 8192) -> list:
     shared profile, DPX where the GPU has it) for queries of 1 to ``longest`` residues,
     as ``render`` arguments (``alphabets``: matrix sizes; the kernel adds a pad code)."""
     found = {choose_shape(m) for m in range(1, longest + 1)}
-    return [dict(rows=r, group=g, shared=True, dpx=has_dpx(), alphabet=a + 1)
+    return [{"rows": r, "group": g, "shared": True, "dpx": has_dpx(), "alphabet": a + 1}
             for (r, g) in sorted(found) for a in alphabets]
 
 
@@ -275,10 +202,3 @@ def launch_plan(lengths, group, uniform=32):
     warp_len = np.repeat(unit_len, uniform // 32).astype(np.int64)
     warp_base = np.concatenate([[0], np.cumsum(warp_len * per_warp)[:-1]]).astype(np.int64)
     return warp_len, warp_base, int((warp_len * per_warp).sum())
-
-
-def has_dpx() -> bool:
-    """Whether the current GPU has Hopper's DPX instructions (compute capability >= 9.0)."""
-    if config.ENABLE_CUDASIM:
-        return False
-    return tuple(cuda.get_current_device().compute_capability) >= (9, 0)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 from numba import config, cuda
 
-from .codegen import lane_exchange, shuffle_down, take_better, thread_pair
+from . import codegen
 from .compile import Rendered
 from .inter_task import PAD_SCORE, threads_per_block
 
@@ -211,20 +211,13 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
     """
     r = range(rows)
     span = group * rows
-
-    def down(name, shift):
-        return shuffle_down(name, shift, shuffles=shuffles, scratch="xch[0, {}]",
-                            guard=f"tx + {shift} < {threads}")
-
+    in_pass, in_step, in_col = " " * 8, " " * 12, " " * 16  # the loops' bodies
     lines = [
         "def kernel(profile, passes, s_res, s_off, order, warp_len, warp_base, pad_code, neg_oe,",
         "           neg_e, limit, boundary, out_score, out_qend, out_send, n_overflow):",
-        "    tid = cuda.grid(1)",
-        "    tx = cuda.threadIdx.x",
-        f"    xch = cuda.shared.array((2, {threads}), int32)" if not shuffles else "    pass",
         f"    sprof = cuda.shared.array({alphabet * span}, int32)",
     ]
-    lines += thread_pair(group)
+    lines += codegen.thread_pair(group, threads, shuffles=shuffles)
     lines += [
         "    zero = int32(0)",
         f"    lbase = uint32(lane * {rows})",
@@ -247,36 +240,18 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
         "        pass_b = 0",
         "        pass_bi = 0",
         "        pass_bj = 0",
-        "        cuda.syncthreads()",
-        f"        for idx in range(tx, n_codes * {span}, {threads}):",
-        f"            sprof[idx] = profile[idx // {span}, p * {span} + idx % {span}]",
-        "        cuda.syncthreads()",
     ]
+    lines += codegen.stage_profile(in_pass, span, threads)
     # E of the first column and F below the top row are 0 - (open + extend).
-    lines += [f"        h{k} = zero" for k in r] + [f"        e{k} = neg_oe" for k in r]
-    lines += [
-        "        out_h = zero",
-        "        out_f = neg_oe",
-        "        diag_in = zero",
-        f"        for step in range(n_steps + {group} - 1):",
-        "            j = step - lane",
-    ]
-    lines += lane_exchange("            ", shuffles=shuffles, single=group == 1)
-    lines += [
-        "            if lane == 0:",
-        "                if p > 0 and j < n_steps:",
-        "                    in_h = boundary[2 * (slot + j)]",
-        "                    in_f = boundary[2 * (slot + j) + 1]",
-        "                else:",
-        "                    in_h = zero",
-        "                    in_f = neg_oe",
-        "            if j >= 0 and j < n_steps:",
-        "                code = s_res[uint64(start + j)] if j < n else pad_code",
-        "                diag = diag_in",
-        "                diag_in = in_h",
-        "                f = in_f",
-        "                base = uint32(code) * USPAN + lbase",
-    ]
+    lines += codegen.pass_registers(in_pass, rows, "neg_oe")
+    lines += codegen.wavefront(in_pass, f"n_steps + {group} - 1", "lane", shuffles=shuffles,
+                               single=group == 1)
+    lines += [f"{in_step}if lane == 0:"]
+    lines += codegen.edge_load(in_col, "p > 0 and j < n_steps", "2 * (slot + j)", "neg_oe")
+    lines += [f"{in_step}if j >= 0 and j < n_steps:",
+              f"{in_col}code = s_res[uint64(start + j)] if j < n else pad_code"]
+    lines += codegen.column_start(in_col, up=False, cmax=False)
+    lines += [f"{in_col}base = uint32(code) * USPAN + lbase"]
     for k in r:
         # H = max(hd, F) with hd = max(diag + s, E, 0), and F' = max(F - e, H - oe)
         # = max(F - e, hd - oe) because F - oe <= F - e: from row to row the chain is the
@@ -304,12 +279,10 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
             lines += [f"                cmax = max2({cmax}, {rest[0]})"]
             rest = []
         cmax = "cmax"
+    lines += codegen.hand_on(in_col, f"h{rows - 1}")
+    lines += codegen.edge_store(in_col, f"lane == {group - 1} and p + 1 < passes",
+                                "2 * (slot + j)", "out_h")
     lines += [
-        f"                out_h = h{rows - 1}",
-        "                out_f = f",
-        f"                if lane == {group - 1} and p + 1 < passes:",
-        "                    boundary[2 * (slot + j)] = out_h",
-        "                    boundary[2 * (slot + j) + 1] = f",
         "                raised = max2(best2, cmax)",
         "                if raised != best2 and j < n:  # a new best (rare after the start)",
         "                    best2 = raised",
@@ -327,21 +300,16 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
                       f"                            pass_{half}i = row0 + {k + 1}"]
     for half in ("a", "b"):  # an equal score at a smaller column of a later pass wins
         lines += [
-            f"        if pass_{half} > best_{half} or (pass_{half} == best_{half} and "
-            f"pass_{half}j < best_{half}j):",
+            (f"        if pass_{half} > best_{half} or (pass_{half} == best_{half} and "
+            f"pass_{half}j < best_{half}j):"),
             f"            best_{half} = pass_{half}",
             f"            best_{half}i = pass_{half}i",
             f"            best_{half}j = pass_{half}j",
         ]
     lines += ["        cuda.syncwarp()" if shuffles else "        cuda.syncthreads()"]
-    shift = 1
-    while shift < group:  # group reduction per half: score, then column, then row
-        for half in ("a", "b"):
-            names = (f"best_{half}", f"best_{half}j", f"best_{half}i")
-            for name in names:
-                lines += down(name, shift)
-            lines += take_better(names, shift, group)
-        shift *= 2
+    # The group's best cell per half, by the tie rule.
+    lines += codegen.best_reduction(group, shuffles=shuffles, threads=threads,
+                                    names=[(f"best_{h}", f"best_{h}j", f"best_{h}i") for h in "ab"])
     lines += ["    if valid and lane == 0:"]
     for row, half in ((0, "a"), (1, "b")):
         lines += [
@@ -410,7 +378,7 @@ def shapes(alphabets, longest: int = 8192) -> list:
     (past a warp's span only the padding changes), as ``render`` arguments."""
     threads = threads_per_block()
     found = {(choose_shape(m, a), a) for a in alphabets for m in range(1, longest + 1)}
-    return [dict(rows=r, group=g, alphabet=a, threads=threads) for (r, g), a in sorted(found)]
+    return [{"rows": r, "group": g, "alphabet": a, "threads": threads} for (r, g), a in sorted(found)]
 
 
 #: GCUPS of each tile height (rows per lane), net of padded rows, measured on an H100

@@ -58,7 +58,7 @@ import math
 import numpy as np
 from numba import config, cuda
 
-from .codegen import lane_exchange, write_best
+from . import codegen
 from .compile import Rendered
 from .inter_task import NEG, PAD_SCORE
 
@@ -134,7 +134,6 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
     span = threads * rows
     ring = 2 * delay
     ramp = threads - 1 + (warps - 1) * (delay - 1)
-    r = range(rows)
     lines = [
         "def kernel(profile, passes, s_res, s_off, order, b_off, gap_oe, gap_e, boundary,",
         "           out_score, out_qend, out_send):",
@@ -156,83 +155,40 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         f"    lag = tx + warp * {delay - 1}",
         f"    tbase = uint32(tx * {rows})",
         f"    n_steps = n + {ramp}",
-        "    zero = int32(0)",
-        "    gap_oe = int32(gap_oe)",
-        "    gap_e = int32(gap_e)",
-        "    best = zero",
-        "    best_i = 0",
-        "    best_j = 0",
-        "    for p in range(passes):",
-        f"        row0 = (p * {threads} + tx) * {rows}",
-        "        cuda.syncthreads()",
-        f"        for idx in range(tx, n_codes * {span}, {threads}):",
-        f"            sprof[idx] = profile[idx // {span}, p * {span} + idx % {span}]",
-        "        cuda.syncthreads()",
-        "        rd = ((p + 1) % 2) * half + base",
-        "        wr = (p % 2) * half + base",
     ]
-    lines += [f"        h{k} = zero" for k in r] + [f"        e{k} = int32({NEG})" for k in r]
+    in_pass, in_step, in_col = " " * 8, " " * 12, " " * 16  # the loops' bodies
+    neg = f"int32({NEG})"
+    lines += codegen.scalars()
+    lines += ["    for p in range(passes):", f"{in_pass}row0 = (p * {threads} + tx) * {rows}"]
+    lines += codegen.stage_profile(in_pass, span, threads)
+    lines += [f"{in_pass}rd = ((p + 1) % 2) * half + base", f"{in_pass}wr = (p % 2) * half + base"]
+    lines += codegen.pass_registers(in_pass, rows, neg)
+    lines += codegen.wavefront(in_pass, "n_steps", "lag", shuffles=shuffles, lane="lane",
+                               barrier=delay)
+    lines += [f"{in_step}if lane == 0:", f"{in_col}if warp == 0:"]
+    lines += codegen.edge_load(in_col + "    ", "p > 0 and j >= 0 and j < n", "rd + 2 * j", neg)
     lines += [
-        "        out_h = zero",
-        f"        out_f = int32({NEG})",
-        "        diag_in = zero",
-        "        for step in range(n_steps):",
-        f"            if step % {delay} == 0:  # the chunk barrier orders the rings",
-        "                cuda.syncthreads()",
-        "            j = step - lag",
+        f"{in_col}else:  # written by the warp before, one chunk ago",
+        f"{in_col}    slot = ((warp - 1) * {ring} + (step + {delay}) % {ring}) * 2",
+        f"{in_col}    in_h = ring[slot]",
+        f"{in_col}    in_f = ring[slot + 1]",
+        f"{in_step}if j >= 0 and j < n:",
+        f"{in_col}code = s_res[uint64(start + j)]",
+        f"{in_col}at = uint32(code) * uint32({span}) + tbase",
     ]
-    lines += lane_exchange("            ", shuffles=shuffles, lane="lane")
-    lines += [
-        "            if lane == 0:",
-        "                if warp == 0:",
-        "                    if p > 0 and j >= 0 and j < n:",
-        "                        in_h = boundary[rd + 2 * j]",
-        "                        in_f = boundary[rd + 2 * j + 1]",
-        "                    else:",
-        "                        in_h = zero",
-        f"                        in_f = int32({NEG})",
-        "                else:  # written by the warp before, one chunk ago",
-        f"                    slot = ((warp - 1) * {ring} + (step + {delay}) % {ring}) * 2",
-        "                    in_h = ring[slot]",
-        "                    in_f = ring[slot + 1]",
-        "            if j >= 0 and j < n:",
-        "                code = s_res[uint64(start + j)]",
-        f"                at = uint32(code) * uint32({span}) + tbase",
-        "                diag = diag_in",
-        "                diag_in = in_h",
-        "                up = in_h",
-        "                f = in_f",
-        "                cmax = zero",
+    lines += codegen.column_start(in_col)
+    for k in range(rows):
+        lines += [f"{in_col}s = int32(sprof[at + U{k}])"]
+        lines += codegen.gotoh_cell(k, in_col, "s", dpx=False)
+    lines += codegen.hand_on(in_col)
+    lines += [  # the next warp's first lane reads it one chunk later
+        f"{in_col}if lane == {lanes - 1} and warp < {warps - 1}:",
+        f"{in_col}    slot = (warp * {ring} + step % {ring}) * 2",
+        f"{in_col}    ring[slot] = up",
+        f"{in_col}    ring[slot + 1] = f",
     ]
-    for k in r:
-        # Every sum is cast back to int32: Numba types int32 + int32 as int64.
-        lines += [
-            f"                s = int32(sprof[at + U{k}])",
-            f"                e{k} = max(int32(e{k} - gap_e), int32(h{k} - gap_oe))",
-            "                f = max(int32(f - gap_e), int32(up - gap_oe))",
-            f"                h = max(max(int32(diag + s), zero), max(e{k}, f))",
-            f"                diag = h{k}",
-            f"                h{k} = h",
-            "                up = h",
-            "                cmax = max(cmax, h)",
-        ]
-    lines += [
-        "                out_h = up",
-        "                out_f = f",
-        f"                if lane == {lanes - 1} and warp < {warps - 1}:",
-        f"                    slot = (warp * {ring} + step % {ring}) * 2",
-        "                    ring[slot] = up",
-        "                    ring[slot + 1] = f",
-        f"                if tx == {threads - 1} and p + 1 < passes:",
-        "                    boundary[wr + 2 * j] = up",
-        "                    boundary[wr + 2 * j + 1] = f",
-        "                if cmax > best or (cmax == best and j + 1 < best_j):",
-        "                    best = cmax",
-        "                    best_j = j + 1",
-        f"                    best_i = row0 + {rows}",
-    ]
-    for k in reversed(r):  # the first row holding the maximum wins: scan upwards
-        lines += [f"                    if h{k} == cmax:", f"                        best_i = row0 + {k + 1}"]
+    lines += codegen.edge_store(in_col, f"tx == {threads - 1} and p + 1 < passes", "wr + 2 * j")
+    lines += codegen.best_update(in_col, rows, "j + 1", "row0")
     lines += [
         "    red[0, tx] = best",
         "    red[1, tx] = best_j",
@@ -243,12 +199,12 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         "            o_best = red[0, t]",
         "            o_j = red[1, t]",
         "            o_i = red[2, t]",
-        "            if o_best > best or (o_best == best and (o_j < best_j or "
-        "(o_j == best_j and o_i < best_i))):",
+        ("            if o_best > best or (o_best == best and (o_j < best_j or "
+        "(o_j == best_j and o_i < best_i))):"),
         "                best = o_best",
         "                best_j = o_j",
         "                best_i = o_i",
-    ] + write_best("        ")
+    ] + codegen.write_best("        ")
     return "\n".join(lines) + "\n"
 
 
@@ -310,7 +266,7 @@ def shapes(alphabets, longest: int = 65_536) -> list:
         while m <= longest:
             found.add((choose_shape(m, a, lanes, 1), a))
             m += max(1, m // 64)
-    return [dict(rows=r, warps=w, alphabet=a, lanes=lanes, dtype="int8")
+    return [{"rows": r, "warps": w, "alphabet": a, "lanes": lanes, "dtype": "int8"}
             for (r, w), a in sorted(found)]
 
 

@@ -799,7 +799,7 @@ def cut_score(hist, max_hits, floor):
     return max(int(len(hist) - 1 - enough[0]), int(floor))
 
 
-def score_pairs(query, s_res, s_off, subjects, matrix, gap_open, gap_extend, **options):
+def score_query(query, s_res, s_off, subjects, matrix, gap_open, gap_extend, **options):
     """Local scores and end cells of one query against ``subjects`` by the 32-bit kernel
     (a one-off :class:`DeviceSubjects`); returns ``scores, query_end, subject_end``."""
     return DeviceSubjects(s_res, s_off, subjects).score(query, matrix, gap_open, gap_extend,

@@ -55,6 +55,8 @@ _fisher_yates = cuda.jit(device=True)(cpu_psse.with_globals(cpu_psse.fisher_yate
                                                             philox=_philox))
 _gumbel_fit = cuda.jit(device=True)(cpu_psse.gumbel_fit)
 _gumbel_sf = cuda.jit(device=True)(cpu_psse.gumbel_sf)
+_write_copy = cuda.jit(device=True)(cpu_psse.with_globals(cpu_psse.write_copy,
+                                                        fisher_yates=_fisher_yates))
 _pair_significance = cuda.jit(device=True)(cpu_psse.with_globals(
     cpu_psse.pair_significance, gumbel_fit=_gumbel_fit, gumbel_sf=_gumbel_sf))
 
@@ -67,17 +69,9 @@ def _shuffle_kernel(res, src_off, lengths, base, keys, n_shuffles, seed, out, ou
     copies = n_shuffles + 1
     total = lengths.shape[0] * copies
     if c < total:
-        b = c // copies
-        k = c % copies
-        at = base[b] + k * lengths[b]
-        out_off[c] = at
-        if k == 0:
-            for t in range(lengths[b]):
-                out[at + t] = res[src_off[b] + t]
-        else:
-            _fisher_yates(res, src_off[b], lengths[b], out, at, seed, keys[b], k - 1)
+        end = _write_copy(res, src_off, lengths, base, keys, copies, seed, out, out_off, c)
         if c == total - 1:
-            out_off[total] = at + lengths[b]
+            out_off[total] = end
 
 
 @jit

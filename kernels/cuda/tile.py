@@ -71,7 +71,7 @@ import numpy as np
 from numba import config, cuda
 
 from ..cpu.tile import NEG, GridBoundaries, grid_lines, score_grid
-from .codegen import best_reduction, lane_exchange, shuffle_down
+from . import codegen
 from .compile import Rendered, get_kernel
 
 #: Query rows per lane (registers) and columns per sub-tile on a GPU.  Not tuned on a GPU
@@ -91,14 +91,10 @@ SIMULATOR_ROWS = 2
 SIMULATOR_WIDTH = 8
 
 
-#: Hopper DPX instructions (as in kernels/cuda/inter_task.py; copied, not imported, so
-#: that this module does not depend on that one's internals).
-DPX_SOURCE = """
-extern "C" __device__ int swt_viaddmax(int* out, int a, int b, int c)
-{ *out = __viaddmax_s32(a, b, c); return 0; }
-extern "C" __device__ int swt_vimax3_relu(int* out, int a, int b, int c)
-{ *out = __vimax3_s32_relu(a, b, c); return 0; }
-"""
+#: Hopper DPX instructions of the recurrence (those of the inter-task kernel), linked into
+#: the GPU kernel when asked for.
+DPX_NAMES = ("viaddmax", "vimax3_relu")
+DPX_SOURCE = codegen.dpx32_source("swt", DPX_NAMES)
 
 
 def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
@@ -115,21 +111,8 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
     span = 32 * rows
     threads = 32 * warps
 
-    def down(name, shift):
-        return shuffle_down(name, shift, shuffles=shuffles, scratch="xch64[{}]",
-                            guard=f"lane + {shift} < 32")
-
     def cell(k, pad):
-        if dpx:
-            body = [f"{pad}e{k} = viaddmax(e{k}, neg_e, int32(h{k} - gap_oe))",
-                    f"{pad}f = viaddmax(f, neg_e, int32(up - gap_oe))",
-                    f"{pad}hv = vimax3_relu(int32(diag + smat[q{k} + code]), e{k}, f)"]
-        else:
-            body = [f"{pad}e{k} = max(int32(e{k} - gap_e), int32(h{k} - gap_oe))",
-                    f"{pad}f = max(int32(f - gap_e), int32(up - gap_oe))",
-                    f"{pad}hv = max(max(int32(diag + smat[q{k} + code]), zero), max(e{k}, f))"]
-        return body + [f"{pad}diag = h{k}", f"{pad}h{k} = hv", f"{pad}up = hv",
-                       f"{pad}cmax = max(cmax, hv)"]
+        return codegen.gotoh_cell(k, pad, f"smat[q{k} + code]", dpx=dpx, h="hv")
 
     extra = (",\n           row_slot, col_slot, ck_row_h, ck_row_f, ck_col_h, ck_col_e"
              if checkpoints else "")
@@ -138,7 +121,7 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
         "           row_h, row_f, col_h, col_e, corner, best_out" + extra + "):",
         "    tx = cuda.threadIdx.x",
         "    lane = tx % 32",
-        f"    n_codes = matrix.shape[0]",
+        "    n_codes = matrix.shape[0]",
         "    smat = cuda.shared.array(1024, int32)",
         f"    for idx in range(tx, n_codes * n_codes, {threads}):",
         "        smat[idx] = matrix[idx // n_codes, idx % n_codes]",
@@ -155,11 +138,8 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
         f"    rb = r0 + lane * {rows}",
         f"    nv = min(max(h_rows - rb, 0), {rows})",
         f"    full = r0 + {span} <= h_rows",
-        "    zero = int32(0)",
-        "    gap_oe = int32(gap_oe)",
-        "    gap_e = int32(gap_e)",
-        "    neg_e = int32(-gap_e)",
     ]
+    lines += codegen.scalars()
     if checkpoints:  # which checkpoint row / column this sub-tile writes, -1 for none
         lines += ["    rslot = row_slot[p]", "    cslot = col_slot[qc]"]
     for k in r:  # registers: query code offsets, H and E of the column on the left
@@ -173,39 +153,28 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
         "    new_corner = zero",
         "    out_h = zero",
         f"    out_f = int32({NEG})",
-        "    best = zero",
-        "    best_i = 0",
-        "    best_j = 0",
-        "    for step in range(wq + 31):",
-        "        j = step - lane",
     ]
-    lines += lane_exchange("        ", shuffles=shuffles, lane="lane")
+    in_col = " " * 12  # the body of a column's step
+    lines += codegen.wavefront("    ", "wq + 31", "lane", shuffles=shuffles, lane="lane")
     lines += [
         "        if j >= 0 and j < wq:",
-        "            if lane == 0:",
-        "                in_h = row_h[c0 + j + 1]",
-        "                in_f = row_f[c0 + j + 1]",
-        "                if j == wq - 1:",
-        "                    new_corner = in_h",
-        "            code = int32(b[c0 + j])",
-        "            diag = diag_in",
-        "            diag_in = in_h",
-        "            up = in_h",
-        "            f = in_f",
-        "            cmax = zero",
-        "            if full:",
+        f"{in_col}if lane == 0:",
+        f"{in_col}    in_h = row_h[c0 + j + 1]",
+        f"{in_col}    in_f = row_f[c0 + j + 1]",
+        f"{in_col}    if j == wq - 1:",
+        f"{in_col}        new_corner = in_h",
+        f"{in_col}code = int32(b[c0 + j])",
     ]
+    lines += codegen.column_start(in_col) + [f"{in_col}if full:"]
     for k in r:
-        lines += cell(k, "                ")
-    lines += ["            else:"]
+        lines += cell(k, in_col + "    ")
+    lines += [f"{in_col}else:"]
     for k in r:
-        lines += [f"                if {k} < nv:"] + cell(k, "                    ")
-    lines += [
-        "            out_h = up",
-        "            out_f = f",
-        "            if lane == 31:",
-        "                row_h[c0 + j + 1] = up",
-        "                row_f[c0 + j + 1] = f",
+        lines += [f"{in_col}    if {k} < nv:"] + cell(k, in_col + "        ")
+    lines += codegen.hand_on(in_col) + [
+        f"{in_col}if lane == 31:",
+        f"{in_col}    row_h[c0 + j + 1] = up",
+        f"{in_col}    row_f[c0 + j + 1] = f",
     ]
     if checkpoints:  # lane 31 holds the strip's last row: a row cut when strip p ends on one
         lines += [
@@ -213,15 +182,9 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
             "                    ck_row_h[rslot, c0 + j + 1] = up",
             "                    ck_row_f[rslot, c0 + j] = f",
         ]
-    lines += [
-        "            if cmax > best:",
-        "                best = cmax",
-        "                best_j = c0 + j + 1",
-        f"                best_i = rb + {rows}",
-    ]
-    for k in reversed(r):  # the first row holding the maximum wins: scan upwards
-        lines += [f"                if h{k} == cmax and {k} < nv:",
-                  f"                    best_i = rb + {k + 1}"]
+    # Columns come in increasing order: only a greater maximum is a new best.
+    lines += codegen.best_update(in_col, rows, "c0 + j + 1", "rb", passes=False,
+                                 guard=" and {k} < nv")
     for k in r:
         lines += [f"    if {k} < nv:", f"        col_h[rb + {k + 1}] = h{k}",
                   f"        col_e[rb + {k + 1}] = e{k}"]
@@ -229,13 +192,15 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
             lines += ["        if cslot >= 0:", f"            ck_col_h[cslot, rb + {k}] = h{k}",
                       f"            ck_col_e[cslot, rb + {k}] = e{k}"]
     lines += ["    cuda.syncwarp()" if shuffles else "    cuda.syncthreads()"]
-    lines += best_reduction(32, down)  # the warp's best cell, by the tie rule
+    # The warp's best cell, by the tie rule.
+    lines += codegen.best_reduction(32, shuffles=shuffles, scratch="xch64[{}]",
+                                    guard="lane + {shift} < 32")
     lines += [
         "    if lane == 0:",
         "        corner[p] = new_corner",
         "        old = best_out[p, 0]",
-        "        if best > 0 and (best > old or (best == old and (best_j < best_out[p, 2] or "
-        "(best_j == best_out[p, 2] and best_i < best_out[p, 1])))):",
+        ("        if best > 0 and (best > old or (best == old and (best_j < best_out[p, 2] or "
+        "(best_j == best_out[p, 2] and best_i < best_out[p, 1])))):"),
         "            best_out[p, 0] = best",
         "            best_out[p, 1] = best_i",
         "            best_out[p, 2] = best_j",
@@ -285,15 +250,12 @@ def render(rows: int, width: int, warps: int, *, dpx: bool = False,
     simulated = bool(config.ENABLE_CUDASIM)
     use_dpx = dpx and not simulated
     namespace = {"cuda": cuda, "int32": np.int32, "int64": np.int64}
-    if use_dpx:
-        namespace["viaddmax"] = cuda.declare_device("swt_viaddmax", "int32(int32, int32, int32)")
-        namespace["vimax3_relu"] = cuda.declare_device("swt_vimax3_relu",
-                                                       "int32(int32, int32, int32)")
+    link = codegen.link_dpx32(namespace, "swt", DPX_NAMES) if use_dpx else ()
     source = _kernel_source(rows, width, shuffles=not simulated, dpx=use_dpx, warps=warps,
                             checkpoints=checkpoints)
     return Rendered(name=f"tile-R{rows}-W{width}-warps{warps}-dpx{int(use_dpx)}"
                          f"-checkpoints{int(checkpoints)}",
-                    source=source, namespace=namespace, link=(DPX_SOURCE,) if use_dpx else ())
+                    source=source, namespace=namespace, link=link)
 
 
 def signature(checkpoints: bool = False, **shape) -> str:
@@ -304,15 +266,8 @@ def signature(checkpoints: bool = False, **shape) -> str:
 def shapes(dpx: bool) -> list:
     """The shapes :func:`shape` can choose (the score pass's and the grids'), with and
     without checkpoints, as ``render`` arguments."""
-    return [dict(rows=r, width=w, warps=WARPS_PER_BLOCK, dpx=dpx, checkpoints=c)
+    return [{"rows": r, "width": w, "warps": WARPS_PER_BLOCK, "dpx": dpx, "checkpoints": c}
             for r, w in ((ROWS, WIDTH), (GRID_ROWS, GRID_WIDTH)) for c in (False, True)]
-
-
-def has_dpx() -> bool:
-    """Whether the current GPU has Hopper's DPX instructions (compute capability >= 9.0)."""
-    if config.ENABLE_CUDASIM:
-        return False
-    return tuple(cuda.get_current_device().compute_capability) >= (9, 0)
 
 
 def score_tile_gpu(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e, *,
@@ -401,7 +356,7 @@ def score_grid_gpu(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, lef
     col_e[0] = NEG
     col_e[1:] = left_e
     corner = col_h[np.arange(n_p) * span].copy()  # H(r0, c0) of every strip's first sub-tile
-    use_dpx = has_dpx()
+    use_dpx = codegen.has_dpx()
     d_a = cuda.to_device(np.ascontiguousarray(a, dtype=np.uint8))
     d_b = cuda.to_device(np.ascontiguousarray(b, dtype=np.uint8))
     d_m = cuda.to_device(matrix)

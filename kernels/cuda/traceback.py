@@ -40,8 +40,7 @@ import warnings
 import numpy as np
 from numba import config, cuda, int16, int32, uint32
 
-from ..cpu.reference import OP_DEL, OP_INS, OP_MATCH
-from ..cpu.traceback import _E_EXTENDS, _F_EXTENDS, _NEG, _SRC_DIAG, _SRC_E, _SRC_F, _SRC_STOP
+from ..directions import NEG, STATE_H, decision, walk_step
 from .compile import jit
 
 #: Query rows per lane: the eight decision nibbles of a lane's rows make one 32-bit word.
@@ -59,6 +58,10 @@ PAD_SCORE = -(1 << 14)
 
 _SIMULATED = bool(config.ENABLE_CUDASIM)
 
+# The decisions and the walk of the CPU kernels, as device functions.
+_decision = cuda.jit(device=True)(decision)
+_walk_step = cuda.jit(device=True)(walk_step)
+
 
 if _SIMULATED:
     @cuda.jit(device=True)
@@ -75,9 +78,9 @@ else:
         return cuda.shfl_up_sync(0xFFFFFFFF, value, 1)
 
 
-@jit(signatures=("void(int32[::1], int64[::1], int32[::1], uint8[::1], int64[::1], int32[::1], "
+@jit(signatures=(("void(int32[::1], int64[::1], int32[::1], uint8[::1], int64[::1], int32[::1], "
                   "int32[::1], int64[::1], int64[::1], int32, int32, int32, uint32[::1], "
-                  "int32[::1], int32[::1])",))
+                  "int32[::1], int32[::1])"),))
 def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i, ends_j,
                     dir_base, bound_base, n_codes, gap_oe, gap_e, directions, boundary,
                     end_score):
@@ -109,7 +112,7 @@ def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i
     last_strip = (rows - 1) // ROWS
     last_k = (rows - 1) % ROWS
     zero = int32(0)
-    neg = int32(_NEG)
+    neg = int32(NEG)
     gap_oe = int32(gap_oe)
     gap_e = int32(gap_e)
     for p in range(passes):
@@ -153,17 +156,8 @@ def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i
                     f_val = max(int32(f - gap_e), int32(up - gap_oe))
                     via_diag = int32(diag + int32(sprof[code, lane * ROWS + k]))
                     value = max(max(via_diag, zero), max(e_val, f_val))
-                    src = _SRC_F
-                    if value == e_val:
-                        src = _SRC_E
-                    if value == via_diag:
-                        src = _SRC_DIAG
-                    if value == 0:
-                        src = _SRC_STOP
-                    if e_val != int32(left - gap_oe):
-                        src |= _E_EXTENDS
-                    if f_val != int32(up - gap_oe):
-                        src |= _F_EXTENDS
+                    src = _decision(value, e_val, f_val, via_diag, int32(left - gap_oe),
+                                    int32(up - gap_oe), True)
                     word |= uint32(src) << uint32(4 * k)
                     if at_end and k == last_k:
                         picked = value
@@ -190,8 +184,8 @@ def _nibble(directions, base, cols, i, j):
     return (word >> uint32(4 * ((i - 1) % ROWS))) & uint32(15)
 
 
-@jit(signatures=("void(uint32[::1], int64[::1], int32[::1], int32[::1], int64[::1], uint8[::1], "
-                  "int32[::1], int32[::1], int32[::1])",))
+@jit(signatures=(("void(uint32[::1], int64[::1], int32[::1], int32[::1], int64[::1], uint8[::1], "
+                  "int32[::1], int32[::1], int32[::1])"),))
 def _walk_kernel(directions, dir_base, ends_i, ends_j, ops_base, ops, out_len, out_i, out_j):
     """The path of every pair from its end cell (one thread per pair), operations in
     reverse order at ``ops[ops_base[p]:]``; the start cell in ``out_i/out_j``."""
@@ -204,33 +198,13 @@ def _walk_kernel(directions, dir_base, ends_i, ends_j, ops_base, ops, out_len, o
     i = ends_i[pair]
     j = cols
     k = 0
-    state = 0  # 0: H, 1: E, 2: F
-    while True:
-        if state == 0:
-            if i == 0 or j == 0:
-                break
-            src = _nibble(directions, base, cols, i, j) & uint32(3)
-            if src == _SRC_STOP:
-                break
-            if src == _SRC_DIAG:
-                ops[obase + k] = OP_MATCH
-                k += 1
-                i -= 1
-                j -= 1
-            elif src == _SRC_E:
-                state = 1
-            else:
-                state = 2
-        elif state == 1:
-            ops[obase + k] = OP_DEL
-            k += 1
-            state = 1 if _nibble(directions, base, cols, i, j) & uint32(_E_EXTENDS) else 0
-            j -= 1
-        else:
-            ops[obase + k] = OP_INS
-            k += 1
-            state = 2 if _nibble(directions, base, cols, i, j) & uint32(_F_EXTENDS) else 0
-            i -= 1
+    state = STATE_H
+    path = ops[obase:]
+    while not (state == STATE_H and (i == 0 or j == 0)):
+        state, i, j, k, stop = _walk_step(_nibble(directions, base, cols, i, j), state, i, j,
+                                          path, k)
+        if stop:
+            break
     out_len[pair] = k
     out_i[pair] = i
     out_j[pair] = j
