@@ -42,7 +42,9 @@ def test_a_second_process_loads_without_compiling(tmp_path):
     assert entries and len(entries) == first["compiled"] + first["loaded"]
     second = run(tmp_path)
     assert second["compiled"] == 0, second
-    assert second["loaded"] == len(entries)
+    # What it launches; the first process also built ahead kernels this search did not
+    # launch (a GPU traceback of five hits runs on the CPU).
+    assert 0 < second["loaded"] <= len(entries)
     assert second["hits"] == first["hits"]
     # A worker's warm-up loads them all before any task (swdask.cluster.warm_gpu_worker).
     warmed = run(tmp_path, preload=True)
@@ -52,5 +54,6 @@ def test_a_second_process_loads_without_compiling(tmp_path):
     for path in entries:
         path.write_bytes(path.read_bytes()[:100])
     third = run(tmp_path)
-    assert third["discarded"] == len(entries) and third["compiled"] > 0
+    # Each damaged entry it reads (those the second process loaded) is discarded and rebuilt.
+    assert third["discarded"] == second["loaded"] and third["compiled"] > 0
     assert third["hits"] == first["hits"]
