@@ -30,7 +30,7 @@ import sys
 from .options import DEVICES, check_choice
 from .errors import DeviceError
 
-__all__ = ["cluster", "compute", "gpu_resources", "session"]
+__all__ = ["cluster", "compute", "gpu_resources", "session", "shutdown"]
 
 #: The port of Dask's dashboard when it is free.
 DASHBOARD_PORT = 8787
@@ -341,7 +341,29 @@ def session(n_workers: int | None = None, *, scheduler: str | None = None,
             announce(f"dask dashboard: {client.dashboard_link}")
         yield client
     finally:
-        started = client.cluster if scheduler is None else None
-        client.close()
-        if started is not None:
-            started.close()  # workers first, then the scheduler: no lost heartbeats
+        shutdown(client, cluster_too=scheduler is None)
+
+
+def shutdown(client, *, cluster_too: bool = True) -> None:
+    """Close ``client`` and, with ``cluster_too``, the cluster it started (workers first,
+    then the scheduler: no lost heartbeats).
+
+    A worker process that is slow to exit (on a loaded machine it can take more than the
+    nanny's 5 s) is killed by its nanny, which then raises ``TimeoutError`` from the
+    cluster's close; by then the job's work is done and written, so that is not an error of
+    the job and is not raised.
+
+    Examples
+    --------
+    >>> client = cluster(1, device="cpu", dashboard_address=":0")
+    >>> shutdown(client)
+    >>> client.status
+    'closed'
+    """
+    started = client.cluster if cluster_too else None
+    client.close()
+    if started is not None:
+        try:
+            started.close()
+        except TimeoutError:
+            pass

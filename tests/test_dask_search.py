@@ -25,6 +25,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 import swdask
 from swdask.cli import main
+from swdask.cluster import shutdown
 from swdask.errors import DeviceError, SchemaError
 from swdask.parquet_schemas import HITS
 from swdask.tables import to_pandas
@@ -258,8 +259,7 @@ def test_cluster_with_gpus_is_a_local_cuda_cluster(monkeypatch):
         assert got == {"n_workers": 2, "threads_per_worker": 2, "dashboard_address": ":0",
                        "resources": {"GPU": 1}}
     finally:
-        client.close()
-        client.cluster.close()
+        shutdown(client)
     monkeypatch.setitem(sys.modules, "dask_cuda", None)  # not installed
     with pytest.raises(DeviceError, match=r"needs dask-cuda: pip install 'swdask\[gpu\]'"):
         swdask.cluster(dashboard_address=":0")
@@ -282,8 +282,7 @@ def client():
     """A LocalCluster of 2 worker processes (the workers inherit the CUDA simulator)."""
     client = swdask.cluster(2, device="cpu", dashboard_address=":0")
     yield client
-    client.close()
-    client.cluster.close()
+    shutdown(client)
 
 
 def _scheduler_idle(client, timeout=30.0):

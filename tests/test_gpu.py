@@ -5,6 +5,7 @@ Every score and both end positions of every pair must be identical to the CPU ke
 import numpy as np
 import pytest
 
+from swdask.cluster import shutdown
 from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
 from swdask.store import load_sequences
@@ -116,8 +117,7 @@ def test_search_on_a_local_cuda_cluster_equals_cpu(device, tmp_path):
                                              device="gpu", max_hits=20, return_stats=True),
                               client=client)
     finally:
-        client.close()
-        client.cluster.close()
+        shutdown(client)
     assert stats.device == "gpu"
     assert cpu.equals(hits)
 

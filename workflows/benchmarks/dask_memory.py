@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 import swdask
+from swdask.cluster import shutdown
 
 LETTERS = np.frombuffer(b"ACDEFGHIKLMNPQRSTVWY", dtype=np.uint8)
 SEED = 20261122
@@ -84,8 +85,7 @@ def measure(store, query: str, workers: int, memory_limit: str) -> dict:
         peaks = client.run(_peak_rss)
         limits = [w["memory_limit"] for w in client.scheduler_info()["workers"].values()]
     finally:
-        client.close()
-        client.cluster.close()
+        shutdown(client)
     return {
         "store_residues": store.n_residues,
         "partitions": len(store.partitions),

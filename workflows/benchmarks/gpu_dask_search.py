@@ -170,7 +170,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     import swdask
-    from swdask.cluster import compute
+    from swdask.cluster import compute, shutdown
     from swdask.store import load_sequences
 
     scoring = swdask.Scoring()
@@ -249,8 +249,7 @@ def main(argv=None) -> int:
                   f"{stats.n_hits:,} hits on {stats.device}\n  {phases(stream.data, t0, t1)}",
                   flush=True)
     finally:
-        client.close()
-        client.cluster.close()
+        shutdown(client)
     e2e_gcups = cells / statistics.median(walls) / 1e9
     ratio = e2e_gcups / kernel_gcups
     print(f"\n| workload | kernel-only GCUPS | end-to-end GCUPS (Dask, traceback of top "
