@@ -50,7 +50,6 @@ import json
 import math
 import os
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -63,11 +62,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import DeviceError, OutputExistsError, StoreError
+from . import backend
+from .errors import OutputExistsError, StoreError
 from .kernels.cpu.reference import mode_code
 from .kernels.cpu.score import score_all
 from .kernels.cpu.traceback import align_codes
-from .options import ALLPAIRS_MODES, DEVICES, check_choice
+from .options import ALLPAIRS_MODES, check_choice
 from .parquet_schemas import ALLPAIRS
 from .scoring import Scoring
 from .store import SequenceBatch, SequenceStore, open_database
@@ -76,7 +76,6 @@ from .tables import check_table, to_pandas
 __all__ = ["ALLPAIRS_MODES", "AllPairsStats", "IdentityBound", "all_pairs", "check_device",
            "read_all_pairs", "write_all_pairs"]
 
-#: Devices of the score pass.
 #: Default sequences per block (a block pair is one task).
 BLOCK_SIZE = 2048
 #: Queries scored together by the CPU kernel (against the union of their subject ranges).
@@ -85,11 +84,6 @@ CPU_CHUNK = 16
 MAX_DENOMINATOR = 10**6
 NO_BOUND = -(1 << 62)
 CANNOT_PASS = 1 << 62
-#: One score kernel at a time in a process (each uses all of Numba's threads, or the GPU;
-#: Numba's workqueue threading layer cannot be entered twice): block pairs on Dask's
-#: threads overlap their tracebacks with the next kernel, and kernel seconds stay the
-#: kernel's own.
-_KERNEL_LOCK = threading.Lock()
 MANIFEST = "_manifest.json"
 MANIFEST_VERSION = 1
 
@@ -449,30 +443,17 @@ def check_device(device: str, mode: str, *, here: bool) -> str:
     >>> check_device("gpu", "global", here=False)
     'gpu'
     """
-    from .gpu import gpu_available, require_gpu, simulator_enabled
-
-    check_choice("device", device, DEVICES)
-    if device == "gpu" and mode != "global":
-        raise DeviceError(f"--device gpu: the all-pairs GPU kernel computes global alignments; "
-                          f"run --mode {mode} with --device cpu (or auto)")
-    if not here:
-        return device
-    if device == "gpu":
-        require_gpu()
-        return "gpu"
-    if device == "auto" and mode == "global" and not simulator_enabled() and gpu_available():
-        return "gpu"
-    return "cpu"
+    return backend.check_device(device, mode, here=here, kernels=backend.ALLPAIRS_GPU)
 
 
 def _prepare(source, *, scoring, mode, min_identity, min_score, device, cigar, block_size,
-             alphabet, map_unknown, rows, here) -> _Job:
+             alphabet, map_unknown, rows, client) -> _Job:
     check_allpairs_mode(mode)
     if block_size is None or isinstance(block_size, bool) or int(block_size) < 1:
         raise ValueError(f"block_size must be a positive whole number, got {block_size!r}")
     if min_score is not None and (isinstance(min_score, bool) or int(min_score) != min_score):
         raise ValueError(f"min_score must be a whole number, got {min_score!r}")
-    device = check_device(device, mode, here=here)
+    device = backend.job_device(device, mode, kernels=backend.ALLPAIRS_GPU, client=client)
     if isinstance(source, SequenceStore):
         store = source
     else:
@@ -520,7 +501,7 @@ def _score_cpu(qa: SequenceBatch, sb: SequenceBatch, q_list, s_lo, s_count, job:
         first, last = int(lo.min()), int(hi.max())
         subjects = np.arange(first, last, dtype=np.int64)
         chunk = qa.take(ql)
-        with _KERNEL_LOCK:
+        with backend.KERNEL_LOCK:
             tick = time.perf_counter()
             scores, q_end, s_end = score_all(chunk.residues, chunk.offsets, sb.residues,
                                              sb.offsets, scoring.matrix, scoring.gap_open,
@@ -543,7 +524,7 @@ def _score_cpu(qa: SequenceBatch, sb: SequenceBatch, q_list, s_lo, s_count, job:
 def _score_gpu(qa, sb, q_list, s_lo, s_count, job: _Job):
     from .kernels.cuda.all_pairs import score_pairs
 
-    with _KERNEL_LOCK:
+    with backend.KERNEL_LOCK:
         qi, sj, score, seconds, abandoned = score_pairs(qa.residues, qa.offsets, sb.residues, sb.offsets,
                                              q_list, s_lo, s_count, job.scoring.matrix,
                                              job.scoring.gap_open,
@@ -611,10 +592,10 @@ def _block_pair(job: _Job, a: int, b: int):
     if pairs:
         cum = np.concatenate([[0], np.cumsum(sb.lengths.astype(np.int64))])
         cells = int((qa.lengths[q_list].astype(np.int64) * (cum[s_lo + s_count] - cum[s_lo])).sum())
-    backend = _task_device(job)
+    device = backend.task_device(job.device, job.mode, kernels=backend.ALLPAIRS_GPU)
     if pairs == 0:
         found, seconds, abandoned = [np.zeros(0, np.int64)] * 5, 0.0, 0
-    elif backend == "gpu":
+    elif device == "gpu":
         found, seconds, abandoned = _score_gpu(qa, sb, q_list, s_lo, s_count, job)
     else:
         found, seconds, abandoned = _score_cpu(qa, sb, q_list, s_lo, s_count, job)
@@ -624,19 +605,8 @@ def _block_pair(job: _Job, a: int, b: int):
     rows.sort(key=lambda r: (r[2], r[3]))
     info = {"pairs_scored": pairs, "cells": cells, "abandoned": abandoned,
             "candidates": len(found[0]), "hits": len(rows),
-            "kernel_seconds": seconds, "traceback_seconds": traced, "device": backend}
+            "kernel_seconds": seconds, "traceback_seconds": traced, "device": device}
     return _table(rows), info
-
-
-def _task_device(job: _Job) -> str:
-    if job.device == "cpu":
-        return "cpu"
-    try:
-        return check_device(job.device, job.mode, here=True)
-    except DeviceError as exc:
-        from .search import _worker_name
-
-        raise DeviceError(f"{_worker_name()}: {exc}") from None
 
 
 def _stats(job: _Job, infos) -> AllPairsStats:
@@ -751,7 +721,8 @@ def all_pairs(source, *, scoring: Scoring | None = None, mode: str = "global",
 
     job = _prepare(source, scoring=scoring, mode=mode, min_identity=min_identity,
                    min_score=min_score, device=device, cigar=cigar, block_size=block_size,
-                   alphabet=alphabet, map_unknown=map_unknown, rows=None, here=False)
+                   alphabet=alphabet, map_unknown=map_unknown, rows=None,
+                   client=backend.current_client())
     prefix = _key_prefix(job)
     meta = to_pandas(ALLPAIRS.empty_table())
     token = uuid.uuid4().hex[:8]
@@ -893,10 +864,9 @@ def write_all_pairs(source, output, *, scoring: Scoring | None = None, mode: str
         from .errors import InputNotFoundError
 
         raise InputNotFoundError(f"{output}: folder {output.parent} does not exist")
-    here = client is None
     job = _prepare(source, scoring=scoring, mode=mode, min_identity=min_identity,
                    min_score=min_score, device=device, cigar=cigar, block_size=block_size,
-                   alphabet=alphabet, map_unknown=map_unknown, rows=gpu_rows, here=here)
+                   alphabet=alphabet, map_unknown=map_unknown, rows=gpu_rows, client=client)
     store = SequenceStore.open(job.store_path)
     manifest = _manifest(job, store)
     if output.exists() and force and not resume:
@@ -975,9 +945,9 @@ def _run_blocks(job: _Job, todo, out: str, client):
     if client is not None:
         from distributed import as_completed
 
-        from .cluster import GPU_TASK_SHARE, _has_gpu_workers
+        from .cluster import GPU_TASK_SHARE, has_gpu_workers
 
-        resources = dict(GPU_TASK_SHARE) if job.device == "gpu" and _has_gpu_workers(client) else None
+        resources = dict(GPU_TASK_SHARE) if job.device == "gpu" and has_gpu_workers(client) else None
         job_future = client.scatter(job, broadcast=True)
         futures = {client.submit(_write_block_pair, job_future, a, b, out, resources=resources,
                                  key=f"{_key_prefix(job)}-write-{a}-{b}-{os.getpid()}"

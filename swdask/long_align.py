@@ -38,17 +38,23 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from .options import LONG_DEVICES, check_choice
-from .errors import DeviceError, InvalidSequenceError, ScoringError
-from .kernels.cpu.tile import (STATE_H, better, grid_tile_inputs, matrix_boundaries, score_grid,
-                                score_tile, traceback_tile)
+from . import backend
+from .errors import InvalidSequenceError, ScoringError
+from .kernels.cpu.tile import (
+    STATE_H,
+    better,
+    grid_tile_inputs,
+    matrix_boundaries,
+    score_grid,
+    score_tile,
+    traceback_tile,
+)
 from .kernels.cpu.traceback import cigar_string, summarize_path
 from .scoring import Scoring
 
 __all__ = ["CostModel", "LongAlignment", "TilePlan", "align_long", "calibrate", "plan_tiles",
            "planted_copy", "reverse_complement"]
 
-#: Devices of :func:`align_long`, the one table of their names.
 #: Largest rectangle (cells = bytes of direction matrix) that the traceback walks directly
 #: (a *leaf*); larger tiles on the path are cut into a grid first (:func:`_trace_side`).
 LEAF_CELLS = 1 << 16
@@ -245,7 +251,7 @@ class TilePlan:
 
 def _cuts(length: int, parts: int) -> tuple:
     parts = max(1, min(parts, max(length, 1)))
-    return tuple(int(round(k * length / parts)) for k in range(parts + 1))
+    return tuple(round(k * length / parts) for k in range(parts + 1))
 
 
 def simulate(plan: TilePlan, model: CostModel, gpus: int, cpu_threads: int) -> float:
@@ -402,7 +408,7 @@ def calibrate(kinds=("cpu", "gpu"), *, size: int = 2048, repeats: int = 3) -> Co
         rate = (large ** 2 - small ** 2) / max(t_large - t_small, 1e-9) / 1e9
         overhead = max(0.0, t_small - small ** 2 / (rate * 1e9))
         model = replace(model, cpu_gcups=rate, cpu_overhead=max(overhead, model.cpu_overhead))
-    if "gpu" in kinds and _real_gpu():
+    if "gpu" in kinds and backend.gpu_here():
         from .kernels.cuda.tile import ROWS, WIDTH, score_tile_gpu
 
         sub_rows, sub_cols = 32 * ROWS, WIDTH
@@ -738,18 +744,6 @@ def _traceback(client, futures, plan, a, b, scoring, best, grid_fn):
 
 # -- the API -------------------------------------------------------------------------------
 
-def check_device(device: str) -> str:
-    """``device`` if it is one of :data:`swdask.options.LONG_DEVICES`; else a ValueError
-    naming them.
-
-    Examples
-    --------
-    >>> check_device("both")
-    'both'
-    """
-    return check_choice("device", device, LONG_DEVICES)
-
-
 def check_score_range(m: int, n: int, scoring: Scoring) -> None:
     """Refuse a pair whose local scores could leave the kernels' exact int32 range.
 
@@ -858,9 +852,8 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
     (16, 2, 10, '8=')
     """
     from .alphabet import get_alphabet
-    from .gpu import simulator_enabled
 
-    check_device(device)
+    backend.check_long_device(device)
     if tile != "auto" and (isinstance(tile, bool) or int(tile) < 1):
         raise ValueError(f"tile must be 'auto' or a positive whole number, not {tile!r}")
     alphabet = scoring.alphabet.name if scoring is not None else None
@@ -879,22 +872,13 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
 
     own = client is None
     if own:
-        gpus = 1 if simulator_enabled() and device in ("gpu", "both") else 0
-        if not simulator_enabled():
-            from .cluster import _visible_gpus
-
-            gpus = _visible_gpus()
-        if device == "auto":
-            device = "both" if gpus else "cpu"
-        if device in ("gpu", "both") and not gpus:
-            raise DeviceError(f"device={device!r} needs a GPU; none is visible (use device='cpu')")
+        gpus = backend.cluster_gpus(device)
+        device = backend.tile_device(device, gpus,
+                                     missing="a GPU; none is visible (use device='cpu')")
         client = _local_cluster(device, gpus)
     try:
         n_gpus, cpu_threads = _client_workers(client)
-        if device == "auto":
-            device = "both" if n_gpus else "cpu"
-        if device in ("gpu", "both") and not n_gpus:
-            raise DeviceError(f"device={device!r} needs a Dask worker with the resource GPU=1")
+        device = backend.tile_device(device, n_gpus, missing="a Dask worker with the resource GPU=1")
         if device == "cpu":
             n_gpus = 0
         if device == "gpu":
@@ -921,7 +905,7 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
         tb_seconds = None
         if traceback:
             started = time.perf_counter()
-            grid_fn = _gpu_grid if device in ("gpu", "both") and _real_gpu() else _cpu_grid
+            grid_fn = _gpu_grid if device in ("gpu", "both") and backend.gpu_here() else _cpu_grid
             path = _traceback(client, futures, plan, a_codes, subject, scoring, best, grid_fn)
             tb_seconds = time.perf_counter() - started
             path.pop("ops")
@@ -950,13 +934,6 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
 
 
 _rc = reverse_complement
-
-
-def _real_gpu() -> bool:
-    """A CUDA GPU here, not the simulator."""
-    from .gpu import gpu_available, simulator_enabled
-
-    return gpu_available() and not simulator_enabled()
 
 
 def planted_copy(codes, scoring: Scoring, *, spacing: int = 200, seed: int = 0):

@@ -33,7 +33,6 @@ import numbers
 import os
 import shutil
 import sys
-import threading
 import time
 import uuid
 import weakref
@@ -45,17 +44,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import backend
 from .align import alignment_from_codes, check_mode
 from .alphabet import get_alphabet
-from .errors import DeviceError, EmptyInputError, InvalidSequenceError, StoreError
+from .errors import EmptyInputError, InvalidSequenceError, StoreError
 from .kernels.cpu.score import kernel_threads, load_kernel, score_all
-from .options import DEVICES, check_choice
+from .options import DEVICES
 from .parquet_schemas import HITS, SCORES, SEQUENCES
 from .scoring import Scoring
 from .store import SequenceBatch, SequenceStore, load_sequences, open_database
 from .tables import check_table, to_pandas
 
-__all__ = ["DEVICES", "SearchStats", "as_queries", "check_device", "search", "search_in_process"]
+__all__ = ["DEVICES", "SearchStats", "as_queries", "search", "search_in_process"]
 
 #: Bound on the score tables (scores and both ends, int32) held at once for one partition.
 SCORE_TABLE_BYTES = 256 * 2**20
@@ -66,8 +66,6 @@ TRACEBACK_QUERIES = 64
 #: Threads that decode a traceback task's row groups (at most one per core).
 _READ_THREADS = 8
 
-#: One score kernel at a time in a process: each uses all of Numba's threads (or the GPU).
-_KERNEL_LOCK = threading.Lock()
 _SUBJECT_COLUMNS = ("seq_id", "length", "residues")
 _SUBJECTS = pa.schema([SEQUENCES.field(name) for name in _SUBJECT_COLUMNS])
 _FETCHED = pa.schema([SEQUENCES.field(name) for name in ("seq_id", "name", "length", "residues")])
@@ -110,58 +108,6 @@ class SearchStats:
     def gcups(self) -> float:
         """Billions of cells per second, end to end (reading, scoring, traceback)."""
         return self.cells / self.total_seconds / 1e9 if self.total_seconds else 0.0
-
-
-def check_device(device: str, mode: str = "local", *, here: bool = True) -> str:
-    """The backend that runs a score pass in this process: ``"gpu"`` or ``"cpu"``.
-
-    ``"auto"`` takes a real GPU when Numba sees one and the mode is local, else the CPU;
-    ``"gpu"`` insists (the CUDA simulator counts, for tests) and raises
-    :class:`DeviceError` when there is none or the mode has no GPU kernel yet.  With
-    ``here=False`` (the score pass runs on a cluster's workers) only the name and the
-    mode are checked and ``device`` is returned as it is.
-    """
-    from .gpu import gpu_available, require_gpu, simulator_enabled
-
-    check_choice("device", device, DEVICES)
-    if not here:
-        if device == "gpu" and mode != "local":
-            raise _gpu_mode_error(mode)
-        return device
-    if device == "gpu":
-        require_gpu()
-        if mode != "local":
-            raise _gpu_mode_error(mode)
-        return "gpu"
-    if (device == "auto" and mode == "local" and not simulator_enabled()
-            and _cuda_driver_loadable() and gpu_available()):
-        return "gpu"
-    return "cpu"
-
-
-def _cuda_driver_loadable() -> bool:
-    """False when no CUDA driver library can be loaded on Linux (so there is no GPU),
-    found without importing Numba's CUDA target (about 0.2 s of a CPU run's start);
-    True wherever that cannot be told so cheaply (then :func:`swdask.gpu.gpu_available`
-    decides).  Looks where Numba does: ``libcuda.so`` and ``libcuda.so.1`` on the
-    loader's path and in ``/usr/lib`` and ``/usr/lib64``, or ``NUMBA_CUDA_DRIVER``."""
-    if not sys.platform.startswith("linux") or os.environ.get("NUMBA_CUDA_DRIVER"):
-        return True
-    import ctypes
-
-    for name in ("libcuda.so", "libcuda.so.1"):
-        for path in (name, f"/usr/lib/{name}", f"/usr/lib64/{name}"):
-            try:
-                ctypes.CDLL(path)
-            except OSError:
-                continue
-            return True
-    return False
-
-
-def _gpu_mode_error(mode: str) -> DeviceError:
-    return DeviceError(f"--device gpu: the GPU kernels compute local alignments; run "
-                       f"--mode {mode} with --device cpu (or auto)")
 
 
 def as_queries(queries, alphabet="auto", map_unknown=False) -> SequenceBatch:
@@ -310,7 +256,7 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
     import dask.dataframe as dd
 
     check_mode(mode)
-    device = _check_cluster_device(device, mode)
+    device = backend.job_device(device, mode, client=backend.current_client())
     _check_limits(max_hits, min_score, evalue)
     job = _prepare(queries, database, scoring=scoring, mode=mode, max_hits=int(max_hits),
                    min_score=min_score, evalue=evalue, device=device, alphabet=alphabet,
@@ -352,7 +298,7 @@ class _Search:
     max_hits: int
     min_score: int | None
     evalue: float | None
-    device: str  # "cpu", "gpu", or "auto": each task's worker decides
+    device: str  # decided on the client: "cpu", "gpu", or "auto" (each worker's GPU)
     store_path: str
     files: tuple
     db_residues: int
@@ -385,41 +331,6 @@ class _TemporaryStore:
 
     def __reduce__(self):
         return (str, (self.path,))
-
-
-def _check_cluster_device(device: str, mode: str) -> str:
-    """The ``device`` of a Dask search's score tasks, checked where they will run.
-
-    Without a ``distributed`` client the tasks run in this process: ``"auto"`` is decided
-    here, as :func:`check_device` does.  With one, ``"gpu"`` needs a worker that sees a
-    GPU and ``"auto"`` is left to each task's worker.
-    """
-    client = _current_client()
-    if client is None:
-        return check_device(device, mode)
-    check_device(device, mode, here=False)
-    if device == "gpu":
-        from .gpu import gpu_available
-
-        seen = client.run(gpu_available)
-        if not any(seen.values()):
-            raise DeviceError(
-                f"--device gpu: no worker of the Dask cluster at {client.scheduler.address} sees "
-                f"a CUDA GPU ({len(seen)} worker(s)); start GPU workers with 'dask cuda worker', "
-                "or use --device cpu")
-    return device
-
-
-def _current_client():
-    """The default ``distributed`` client, or None (without importing ``distributed``)."""
-    if "distributed" not in sys.modules:
-        return None
-    from distributed import default_client
-
-    try:
-        return default_client()
-    except ValueError:
-        return None
 
 
 def _check_limits(max_hits, min_score, evalue) -> None:
@@ -500,7 +411,7 @@ def _score_partition(frame, job: _Search, partition_info=None) -> pd.DataFrame:
     number = partition_info["number"]
     where = f"{job.files[number]} (store partition {number})"
     seq_id, offsets, residues = _subject_arrays(frame, where)
-    backend = _task_backend(job.device, job.mode)
+    device = backend.task_device(job.device, job.mode)
     batch = job.queries
     n_queries, n_subjects = len(batch), len(seq_id)
     lengths = np.diff(offsets).astype(np.int32)
@@ -511,8 +422,8 @@ def _score_partition(frame, job: _Search, partition_info=None) -> pd.DataFrame:
         q1 = min(n_queries, q0 + rows_per_chunk)
         q_off = batch.offsets[q0:q1 + 1] - batch.offsets[q0]
         q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
-        with _KERNEL_LOCK:
-            candidates, seconds = _score_pass(backend, q_res, q_off, residues, offsets,
+        with backend.KERNEL_LOCK:
+            candidates, seconds = _score_pass(device, q_res, q_off, residues, offsets,
                                               job.scoring, job.mode, job.max_hits, job.min_score)
         kernel_seconds += seconds
         for row, found in enumerate(candidates):
@@ -533,7 +444,7 @@ def _score_partition(frame, job: _Search, partition_info=None) -> pd.DataFrame:
         "kernel_seconds": kernel_seconds,
         "cells": int(batch.lengths.sum()) * int(offsets[-1]),
         "started": started, "finished": time.time(),
-        "devices": [backend], "workers": [_worker_name()]}
+        "devices": [device], "workers": [backend.worker_name()]}
     return table
 
 
@@ -553,27 +464,6 @@ def _list_arrays(column):
         offsets = np.zeros(1, dtype=np.int64)
     values = column.values.to_numpy(zero_copy_only=True)[offsets[0]:offsets[-1]]
     return offsets - offsets[0], values
-
-
-def _task_backend(device: str, mode: str) -> str:
-    """The backend a score task uses where it runs (``device`` as :func:`search` got it)."""
-    if device == "cpu":
-        return "cpu"
-    try:
-        return check_device(device, mode)
-    except DeviceError as exc:
-        raise DeviceError(f"{_worker_name()}: {exc}") from None
-
-
-def _worker_name() -> str:
-    if "distributed" in sys.modules:
-        from distributed import get_worker
-
-        try:
-            return get_worker().address
-        except ValueError:
-            pass
-    return f"process {os.getpid()}"
 
 
 def _best_of(found, seq_id, max_hits):
@@ -657,7 +547,8 @@ def _traceback_batch(job: _Search, candidates: pd.DataFrame, batch: int) -> pd.D
         work.append((queries.names[qi], int(queries.seq_id[qi]), queries.codes(qi), name,
                      int(row.subject_id), codes, int(row.score), int(row.query_end),
                      int(row.subject_end), rank))
-    hits = _hits_frame(_trace(work, job.scoring, job.mode, _trace_backend(job.device, job.mode)))
+    traced = backend.trace_device(job.device, job.mode)
+    hits = _hits_frame(_trace(work, job.scoring, job.mode, traced))
     if job.statistics:
         hits = _statistics(hits, job)
     hits.attrs["swdask"] = {"scored": scored, "traceback_seconds": time.perf_counter() - tick,
@@ -771,7 +662,8 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
     queries, database, scoring, mode, max_hits, min_score, evalue, alphabet, map_unknown
         As :func:`search`.  A FASTA database's temporary store is removed on return.
     device : {"auto", "cpu", "gpu"}, default "auto"
-        As :func:`check_device`: ``"auto"`` takes a GPU when Numba sees one (local mode).
+        As :func:`swdask.backend.check_device`: ``"auto"`` takes a GPU when Numba sees
+        one (local mode).
     threads : int, optional
         Numba threads of the CPU score kernel (default: all cores).
     progress : bool, default False
@@ -811,11 +703,10 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
     check_mode(mode)
     # "auto" is decided once the work is known: a small search never touches the GPU.
     # "gpu" starts the GPU now and checks it once the input is read (start_early).
-    backend = "cpu" if device == "auto" else check_device(device, mode, here=device != "gpu")
-    if backend == "gpu":
-        from . import gpu
-
-        gpu.start_early()
+    chosen = "cpu" if device == "auto" else backend.check_device(device, mode,
+                                                                  here=device != "gpu")
+    if chosen == "gpu":
+        backend.start_early()
     _check_limits(max_hits, min_score, evalue)
     threads = _threads(threads)
     if device == "cpu":
@@ -823,53 +714,34 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
 
         prebuild.start(prebuild.SEARCH)  # a first run compiles them in a second process
     job = _prepare(queries, database, scoring=scoring, mode=mode, max_hits=int(max_hits),
-                   min_score=min_score, evalue=evalue, device=backend, alphabet=alphabet,
+                   min_score=min_score, evalue=evalue, device=chosen, alphabet=alphabet,
                    map_unknown=map_unknown, owner="caller")
     reason = ""
     if device == "auto":
-        backend, reason = _auto_device(job, threads)
-        if backend == "cpu":
+        chosen, reason = backend.auto_device(job.queries.lengths, job.db_residues, job.scoring,
+                                             job.mode, threads)
+        if chosen == "cpu":
             from .kernels.cpu import prebuild
 
             prebuild.start(prebuild.SEARCH)
     try:
-        if backend == "gpu":
-            check_device(backend, mode)  # raises DeviceError where there is none
+        if chosen == "gpu":
+            backend.check_device(chosen, mode)  # raises DeviceError where there is none
         if threads == kernel_threads():  # as it is: leave Numba's threading layer unstarted
-            frame, stats = _run(job, progress, backend)
+            frame, stats = _run(job, progress, chosen)
         else:
             previous = numba.get_num_threads()
             numba.set_num_threads(threads)
             try:
-                frame, stats = _run(job, progress, backend)
+                frame, stats = _run(job, progress, chosen)
             finally:
                 numba.set_num_threads(previous)
     finally:
         if job.keep:
             shutil.rmtree(job.store_path, ignore_errors=True)
     stats = SearchStats(**stats, total_seconds=time.perf_counter() - started, workers=threads,
-                        device=backend, device_reason=reason)
+                        device=chosen, device_reason=reason)
     return (frame, stats) if return_stats else frame
-
-
-def _auto_device(job, threads: int) -> tuple[str, str]:
-    """``device="auto"``: the GPU or the CPU by expected time
-    (:func:`swdask.gpu.choose_device`), and why.  Work the CPU finishes before a GPU
-    could start is not weighed further: no CUDA import, no context."""
-    from . import gpu
-
-    lengths = job.queries.lengths
-    cells = int(lengths.sum()) * job.db_residues
-    cpu = cells / (gpu.CPU_GCUPS_PER_THREAD * 1e9 * threads)
-    if cpu < gpu.GPU_FIRST_USE_SECONDS:
-        return "cpu", (f"auto: CPU expected {cpu:.2g} s, less than a GPU's start "
-                       f"({gpu.GPU_FIRST_USE_SECONDS:g} s)")
-    if check_device("auto", job.mode) != "gpu":
-        return "cpu", ""
-    from .kernels.cuda.launcher import kernels_due
-
-    due = kernels_due(lengths, job.scoring.matrix, job.scoring.gap_open, job.scoring.gap_extend)
-    return gpu.choose_device(cells, threads, due)
 
 
 def _threads(threads) -> int:
@@ -902,17 +774,15 @@ class _TopHits:
         return self._best(self.parts[qi])
 
 
-def _score_pass(backend, q_res, q_off, s_res, s_off, scoring, mode, max_hits, min_score):
+def _score_pass(device, q_res, q_off, s_res, s_off, scoring, mode, max_hits, min_score):
     """Candidate hits of some queries against some subjects, and the kernel seconds.
 
     One ``(columns, scores, query_ends, subject_ends)`` per query: at least every
     subject that can be among the query's ``max_hits`` best scoring ``min_score`` or more
     (ties included).  The GPU selects them on the device and ships back only those.
     """
-    if backend == "gpu":
-        from .gpu import top_hits_gpu
-
-        return top_hits_gpu(q_res, q_off, s_res, s_off, scoring.matrix,
+    if device == "gpu":
+        return backend.top_hits_gpu(q_res, q_off, s_res, s_off, scoring.matrix,
                             scoring.gap_open, scoring.gap_extend, max_hits, min_score)
     # Numba's one-time set-up (or compilation) of the kernel is not scoring time.
     load_kernel(scoring.matrix, scoring.gap_open, scoring.gap_extend, mode)
@@ -928,7 +798,7 @@ def _score_pass(backend, q_res, q_off, s_res, s_off, scoring, mode, max_hits, mi
     return candidates, seconds
 
 
-def _run(job: _Search, progress, backend="cpu"):
+def _run(job: _Search, progress, device="cpu"):
     batch, max_hits = job.queries, job.max_hits
     store = SequenceStore.open(job.store_path)
     n_queries = len(batch)
@@ -938,14 +808,14 @@ def _run(job: _Search, progress, backend="cpu"):
     bar = _progress(progress, int(batch.lengths.sum()) * store.n_residues)
     names = {}
     # The GPU scores a partition while the next one is read and decoded.
-    for part in store.iter_partitions(read_ahead=backend == "gpu"):
+    for part in store.iter_partitions(read_ahead=device == "gpu"):
         n_subjects = len(part)
         rows_per_chunk = max(1, SCORE_TABLE_BYTES // (12 * max(n_subjects, 1)))
         for q0 in range(0, n_queries, rows_per_chunk):
             q1 = min(n_queries, q0 + rows_per_chunk)
             q_off = batch.offsets[q0:q1 + 1] - batch.offsets[q0]
             q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
-            candidates, seconds = _score_pass(backend, q_res, q_off, part.residues, part.offsets,
+            candidates, seconds = _score_pass(device, q_res, q_off, part.residues, part.offsets,
                                               job.scoring, job.mode, max_hits, job.min_score)
             score_seconds += seconds
             work = int(batch.lengths[q0:q1].sum()) * part.n_residues
@@ -968,16 +838,16 @@ def _run(job: _Search, progress, backend="cpu"):
         for rank, (score, seq_id, qe, se, subject) in enumerate(top.result(qi), start=1):
             work.append((batch.names[qi], int(batch.seq_id[qi]), query, names[seq_id], seq_id,
                          subject, score, qe, se, rank))
-    frame = _hits_frame(_trace(work, job.scoring, job.mode, backend))
+    frame = _hits_frame(_trace(work, job.scoring, job.mode, device))
     if job.statistics:
         frame = _statistics(frame, job)
     if job.evalue is not None:
         frame = frame[(frame["evalue"] <= job.evalue).to_numpy(dtype=bool)].reset_index(drop=True)
         frame["rank"] = (frame.groupby("query_id", sort=False).cumcount() + 1).astype("Int32")
     traceback_seconds = time.perf_counter() - tick
-    stats = dict(n_queries=n_queries, n_subjects=store.n_records, cells=cells,
-                 score_seconds=score_seconds, traceback_seconds=traceback_seconds,
-                 n_hits=len(frame))
+    stats = {"n_queries": n_queries, "n_subjects": store.n_records, "cells": cells,
+             "score_seconds": score_seconds, "traceback_seconds": traceback_seconds,
+             "n_hits": len(frame)}
     return frame, stats
 
 
@@ -995,33 +865,16 @@ def _progress(enabled, total):
 # --------------------------------------------------------------------------------------
 
 
-def _trace_backend(device: str, mode: str) -> str:
-    """Where a traceback task traces its hits: the GPU when the search may use one and this
-    worker has one (local mode), else the CPU.  Unlike a score task it never fails for
-    want of a GPU: both tracebacks give the same alignments."""
-    from .gpu import simulator_enabled
-
-    if device == "cpu" or mode != "local" or simulator_enabled():
-        # Numba's CUDA simulator would take minutes over what the CPU traces in
-        # milliseconds; tests/test_gpu_traceback.py checks the GPU traceback against the
-        # CPU's in the simulator, and the GPU lane checks whole searches on a real card.
-        return "cpu"
-    try:
-        return check_device(device, mode)
-    except DeviceError:
-        return "cpu"
-
-
-def _trace(work, scoring, mode, backend="cpu") -> list:
+def _trace(work, scoring, mode, device="cpu") -> list:
     """Rows of the hits table for ``work``, a list of :func:`_hit_row` arguments.
 
-    On the GPU (``backend="gpu"``, local mode) all pairs go to
+    On the GPU (``device="gpu"``, local mode) all pairs go to
     :func:`swdask.kernels.cuda.traceback.trace_local` at once.  On the CPU the traceback
     kernel releases the GIL, so the pairs are spread over Numba's thread count (the
     worker's share of the cores).  The largest pairs go first; rows come back in ``work``
     order.
     """
-    if backend == "gpu" and mode == "local" and work:
+    if device == "gpu" and mode == "local" and work:
         from .kernels.cuda import traceback as gpu_traceback
 
         if gpu_traceback.fits(scoring.matrix):
@@ -1047,7 +900,7 @@ def _trace_gpu(work, scoring, gpu_traceback) -> list:
     """:func:`_trace` on the GPU: paths from the device, described on the host."""
     from .kernels.cpu.traceback import cigar_string, summarize_path
 
-    with _KERNEL_LOCK:
+    with backend.KERNEL_LOCK:
         scores, starts, paths = gpu_traceback.trace_local(
             [item[2] for item in work], [item[5] for item in work],
             np.array([(item[7], item[8]) for item in work], dtype=np.int64).reshape(-1, 2),

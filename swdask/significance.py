@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from . import backend
 from .errors import EmptyInputError, InputNotFoundError, SchemaError, ScoringError
 from .options import DEVICES, check_choice
 from .parquet_schemas import SIGNIFICANCE
@@ -43,7 +44,6 @@ from .scoring import Scoring
 from .store import SequenceBatch
 from .tables import check_table, to_pandas
 
-#: Devices of the significance flow.
 #: Residues (subjects and shuffles) per CPU chunk: the shuffled buffer stays in cache-
 #: friendly tens of MB.
 CPU_CHUNK_RESIDUES = 1 << 24
@@ -276,7 +276,7 @@ class _Job:
     scoring: Scoring
     shuffles: int
     seed: int
-    backend: str
+    device: str  # decided once: "cpu", "gpu", or "auto" (each worker's GPU)
     uses_pssm: bool
 
 
@@ -310,8 +310,8 @@ def _run_batch(job: _Job, query_ids) -> tuple[pd.DataFrame, SignificanceStats]:
     # Subjects longest first: neighbours in a warp (or a SIMD vector) have equal lengths.
     lengths = job.subjects.lengths[needed].astype(np.int64)
     needed = needed[np.argsort(-lengths, kind="stable")]
-    backend = _backend("auto") if job.backend == "auto" else job.backend
-    if backend == "gpu":
+    device = backend.task_device(job.device)
+    if device == "gpu":
         from .kernels.cuda import psse as gpu
 
         chunks = gpu.chunk_subjects(job.subjects.lengths[needed], job.shuffles)
@@ -331,8 +331,9 @@ def _run_batch(job: _Job, query_ids) -> tuple[pd.DataFrame, SignificanceStats]:
             blocks.append(tuple(np.sort(local[local >= 0]).tolist()))
         res, off = _gather(job.subjects, subjects)
         keys = np.array([subject_key(job.subjects.names[s]) for s in subjects], np.uint64)
-        runner = _gpu_chunk if backend == "gpu" else _cpu_chunk
-        results, chunk_stats = runner(job, res, off, keys, query_ids, blocks)
+        runner = _gpu_chunk if device == "gpu" else _cpu_chunk
+        with backend.KERNEL_LOCK:  # the CPU's kernels are parallel Numba kernels
+            results, chunk_stats = runner(job, res, off, keys, query_ids, blocks)
         stats += chunk_stats
         for q, block, result in zip(query_ids, blocks, results):
             got[int(q)].append((subjects[np.asarray(block, np.int64)], *result))
@@ -485,17 +486,6 @@ def check_options(shuffles: int, seed: int, device: str, pairs) -> None:
                                  "of query/subject names or a HITS.parquet)")
 
 
-def _backend(device: str) -> str:
-    from .gpu import gpu_available, require_gpu, simulator_enabled
-
-    if device == "gpu":
-        require_gpu()
-        return "gpu"
-    if device == "auto" and not simulator_enabled() and gpu_available():
-        return "gpu"
-    return "cpu"
-
-
 def _prepare(queries, subjects, *, scoring, shuffles, seed, pairs, pssm, device, alphabet,
              map_unknown, here=True) -> _Job:
     from .search import as_queries
@@ -521,14 +511,10 @@ def _prepare(queries, subjects, *, scoring, shuffles, seed, pairs, pssm, device,
                                f"{table.sequence[:20]}...) matches none of the queries")
         for q in matched:
             profiles[q] = table.profile(scoring)
-    if here:
-        backend = _backend(device)
-    else:  # tasks on a Dask cluster: checked there (see swdask.search), "auto" per worker
-        from .search import _check_cluster_device
-
-        backend = _check_cluster_device(device, "local")
+    # In this process, or on a Dask cluster ("auto": each worker's GPU, see swdask.backend).
+    device = backend.job_device(device, "local", client=None if here else backend.current_client())
     return _Job(queries, subjects, tuple(_read_pairs(pairs, queries, subjects)), tuple(profiles),
-                scoring, int(shuffles), int(seed), backend, pssm is not None)
+                scoring, int(shuffles), int(seed), device, pssm is not None)
 
 
 def significance_in_process(queries, subjects, *, scoring: Scoring | None = None,
@@ -578,7 +564,7 @@ def _query_batches(job: _Job, per_task=None):
     """Query indices per task: every query in one batch on a GPU (the shuffles of a
     chunk are made once for all of them), 8 per batch on the CPU."""
     if per_task is None:
-        per_task = len(job.queries) if job.backend != "cpu" else 8
+        per_task = len(job.queries) if job.device != "cpu" else 8
     ids = np.arange(len(job.queries))
     return [ids[k:k + per_task] for k in range(0, len(ids), max(per_task, 1))]
 
@@ -665,11 +651,11 @@ def significance(queries, subjects, *, scoring: Scoring | None = None, shuffles:
                    here=False)
     batches = _query_batches(job, queries_per_task)
     token = tokenize(job.queries.residues, job.subjects.residues, job.pairs, job.shuffles,
-                     job.seed, job.backend)
+                     job.seed, job.device)
     if not batches:
         return dd.from_pandas(_empty_frame(), npartitions=1)
     return dd.from_map(_frame_task, batches, job=job, meta=_empty_frame(),
-                       label=f"swdask_score_{job.backend}-significance-{token[:8]}",
+                       label=f"swdask_score_{job.device}-significance-{token[:8]}",
                        enforce_metadata=False)
 
 

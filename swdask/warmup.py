@@ -79,7 +79,7 @@ def warmup(device: str = "auto", *, jobs: int | None = None, progress=None) -> W
     -------
     WarmupReport
     """
-    from .search import check_device
+    from .backend import check_device
 
     device = check_device(device)
     say = progress or (lambda line: None)
@@ -108,7 +108,6 @@ def warmup(device: str = "auto", *, jobs: int | None = None, progress=None) -> W
     say(f"search kernels ready ({report.seconds['search']:.1f} s)")
     start = time.perf_counter()
     from .significance import significance_in_process
-
     from .store import load_sequences
 
     query, pool = load_sequences(queries), load_sequences(database)

@@ -241,7 +241,7 @@ def _cigar_identity(q, s, cigar):
 def test_blocks_are_skipped_by_length(genes16s):
     job = ap._prepare(genes16s, scoring=DNA, mode="global", min_identity=0.97, min_score=None,
                       device="cpu", cigar=False, block_size=4, alphabet="dna", map_unknown=False,
-                      rows=None, here=True)
+                      rows=None, client=None)
     n = len(job.blocks)
     assert len(job.block_pairs) + job.skipped == n * (n + 1) // 2 and job.skipped > 0
     for a, b in job.block_pairs:

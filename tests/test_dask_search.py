@@ -252,7 +252,7 @@ def test_cluster_with_gpus_is_a_local_cuda_cluster(monkeypatch):
     fake = type(sys)("dask_cuda")
     fake.LocalCUDACluster = local_cuda_cluster
     monkeypatch.setitem(sys.modules, "dask_cuda", fake)
-    monkeypatch.setattr(cluster_module, "_visible_gpus", lambda: 2)
+    monkeypatch.setattr(swdask.backend, "visible_gpus", lambda: 2)
     client = swdask.cluster(dashboard_address=":0")
     try:
         assert got == {"n_workers": 2, "threads_per_worker": 2, "dashboard_address": ":0",
@@ -266,10 +266,10 @@ def test_cluster_with_gpus_is_a_local_cuda_cluster(monkeypatch):
 
 
 def test_device_gpu_needs_a_worker_that_sees_one(monkeypatch, store):
-    import swdask.gpu
+    import swdask.backend
     from distributed import Client, LocalCluster
 
-    monkeypatch.setattr(swdask.gpu, "gpu_available", lambda: False)
+    monkeypatch.setattr(swdask.backend, "gpu_available", lambda: False)
     with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as local, \
             Client(local):
         with pytest.raises(DeviceError, match=r"no worker of the Dask cluster at \S+ sees "

@@ -36,7 +36,7 @@ QUICK_A = ROOT / "tests" / "data" / "NCTC11397_window40k.fna.gz"
 
 
 def real_gpu() -> bool:
-    from swdask.gpu import gpu_available, simulator_enabled
+    from swdask.backend import gpu_available, simulator_enabled
 
     return gpu_available() and not simulator_enabled()
 
