@@ -23,7 +23,6 @@ import json
 import numbers
 import os
 import shutil
-import sys
 import tempfile
 from array import array
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from .errors import (
     StoreError,
 )
 from .fastx import check_readable, iter_records, sniff_alphabet
+from .jobs.base import atomic_dir, progress_bar
 from .parquet_schemas import SEQUENCES, SEQUENCES_VERSION
 from .tables import check_schema, check_table, to_pandas
 
@@ -70,7 +70,7 @@ def _swdask_version() -> str:
         from importlib.metadata import version
 
         return version("swdask")
-    except Exception:  # pragma: no cover - not installed
+    except Exception:  # noqa: BLE001  # pragma: no cover - not installed
         return "unknown"
 
 
@@ -788,13 +788,6 @@ def _check_output(output: Path, force: bool) -> None:
         )
 
 
-def _progress(progress: bool, desc: str, total=None):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit=" records", file=sys.stderr, disable=not progress,
-                leave=False, dynamic_ncols=True)
-
-
 def ingest(
     inputs,
     output,
@@ -900,7 +893,8 @@ def ingest(
     lengths = array("q")
     input_info = []
     per_input = []
-    with _progress(progress, "ingest: checking") as bar:
+    with progress_bar(progress, desc="ingest: checking", unit=" records",
+                      dynamic_ncols=True) as bar:
         for path in paths:
             count = 0
             for _, _, codes in _read_records(path, alphabet, detected, map_unknown):
@@ -921,16 +915,15 @@ def ingest(
     for p in range(len(bounds) - 1):
         partition_of[order[bounds[p]: bounds[p + 1]]] = p
 
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent))
-    try:
+    with atomic_dir(output) as tmp:
         spill_dir = tmp / "_spill"
         spill_dir.mkdir()
         spills = [_Spill(spill_dir, p) for p in range(len(bounds) - 1)]
         buffered = 0
         seq_id = 0
         # Pass 2: encode again and route each record to its partition.
-        with _progress(progress, "ingest: writing", total=len(lengths)) as bar:
+        with progress_bar(progress, desc="ingest: writing", unit=" records", total=len(lengths),
+                          dynamic_ncols=True) as bar:
             for path, expected in zip(paths, per_input):
                 first = seq_id
                 records = iter_records(path, alphabet=alphabet, map_unknown=map_unknown)
@@ -961,7 +954,7 @@ def ingest(
             "schema_version": SEQUENCES_VERSION,
             "swdask_version": _swdask_version(),
             "alphabet": alphabet.name,
-            "n_records": int(len(lengths)),
+            "n_records": len(lengths),
             "n_residues": int(lengths.sum()),
             "min_length": int(lengths.min()),
             "max_length": int(lengths.max()),
@@ -970,27 +963,7 @@ def ingest(
             "partitions": partitions,
         }
         (tmp / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
-        _replace(tmp, output)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return SequenceStore(output)
-
-
-def _replace(tmp: Path, output: Path) -> None:
-    """Rename ``tmp`` to ``output``, replacing an existing ``output`` only after success."""
-    if not (output.exists() or output.is_symlink()):
-        os.rename(tmp, output)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".old", dir=output.parent))
-    os.rename(output, old / "store")
-    try:
-        os.rename(tmp, output)
-    except BaseException:
-        os.rename(old / "store", output)
-        old.rmdir()
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------------------

@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Search the bundled data and print the best hits and the summary."""
-    from ..output import check_output, write_hits
+    from ..jobs.base import check_output
+    from ..output import write_hits
 
     if args.output:
         check_output(args.output, force=args.force)

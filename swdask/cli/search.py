@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> None:
         # search_in_process checks the GPU once it has read them.
         start_early()
     from ..backend import check_device
-    from ..output import check_format, check_output, write_hits
+    from ..jobs.base import check_output
+    from ..output import check_format, write_hits
 
     check_output(args.output, force=args.force)
     check_format(args.outfmt, args.columns)

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> None:
     import pyarrow.parquet as pq
 
     from ..cluster import compute
-    from ..output import atomic_path, check_output
+    from ..jobs.base import atomic_path, check_output
     from ..parquet_schemas import SIGNIFICANCE
     from ..significance import check_options, significance
     from ..tables import check_table
