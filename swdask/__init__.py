@@ -26,17 +26,17 @@ __version__ = "0.1.0"
 #: Where each public name lives.
 _EXPORTS = {
     "Alignment": "align", "align": "align",
-    "AllPairsStats": "allpairs", "all_pairs": "allpairs", "read_all_pairs": "allpairs",
-    "write_all_pairs": "allpairs",
+    "AllPairsStats": "jobs.allpairs", "all_pairs": "jobs.allpairs",
+    "read_all_pairs": "jobs.allpairs", "write_all_pairs": "jobs.allpairs",
     "cluster": "cluster", "gpu_resources": "cluster",
     "SwdaskError": "errors",
     "LongAlignment": "long_align", "align_long": "long_align",
     "write_hits": "output",
     "Scoring": "scoring",
-    "SearchStats": "search", "search": "search", "search_in_process": "search",
+    "SearchStats": "jobs.search", "search": "jobs.search", "search_in_process": "jobs.search",
     "significance": "significance", "significance_in_process": "significance",
-    "SequenceBatch": "store", "SequenceStore": "store", "ingest": "store",
-    "load_sequences": "store",
+    "SequenceBatch": "sequences.batch", "SequenceStore": "sequences.store",
+    "ingest": "sequences.ingest", "load_sequences": "sequences.store",
 }
 
 __all__ = sorted(_EXPORTS, key=str.lower) + ["__version__"]

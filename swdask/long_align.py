@@ -51,6 +51,7 @@ from .kernels.cpu.tile import (
 )
 from .kernels.cpu.traceback import cigar_string, summarize_path
 from .scoring import Scoring
+from .sequences.batch import one_sequence
 
 __all__ = ["CostModel", "LongAlignment", "TilePlan", "align_long", "calibrate", "plan_tiles",
            "planted_copy", "reverse_complement"]
@@ -766,7 +767,7 @@ def reverse_complement(codes: np.ndarray) -> np.ndarray:
 
     Examples
     --------
-    >>> from swdask.alphabet import DNA
+    >>> from swdask.sequences.alphabet import DNA
     >>> DNA.decode(reverse_complement(DNA.encode("AACGN")))
     'NCGTT'
     """
@@ -774,10 +775,9 @@ def reverse_complement(codes: np.ndarray) -> np.ndarray:
 
 
 def _sequence(value, alphabet, name):
-    from .align import _one_sequence
-    from .alphabet import get_alphabet
+    from .sequences.alphabet import get_alphabet
 
-    seq_name, codes, seq_alphabet = _one_sequence(value, alphabet or "auto", False, name)
+    seq_name, codes, seq_alphabet = one_sequence(value, alphabet or "auto", False, name)
     if isinstance(codes, str):
         codes = get_alphabet(alphabet or "dna").encode(codes, where=seq_name)
     return seq_name, np.ascontiguousarray(codes, dtype=np.uint8), seq_alphabet
@@ -851,7 +851,7 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
     >>> r.score, r.query_start, r.query_end, r.cigar
     (16, 2, 10, '8=')
     """
-    from .alphabet import get_alphabet
+    from .sequences.alphabet import get_alphabet
 
     backend.check_long_device(device)
     if tile != "auto" and (isinstance(tile, bool) or int(tile) < 1):
@@ -961,7 +961,7 @@ def planted_copy(codes, scoring: Scoring, *, spacing: int = 200, seed: int = 0):
 
     Examples
     --------
-    >>> from swdask.alphabet import DNA
+    >>> from swdask.sequences.alphabet import DNA
     >>> seq = np.random.default_rng(1).integers(0, 4, 1000).astype(np.uint8)
     >>> copy, score, ops = planted_copy(seq, Scoring(alphabet="dna"), spacing=300)
     >>> len(copy) != len(seq) or score < 2 * len(seq)

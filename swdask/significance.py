@@ -41,7 +41,7 @@ from .errors import EmptyInputError, InputNotFoundError, SchemaError, ScoringErr
 from .options import DEVICES, check_choice
 from .parquet_schemas import SIGNIFICANCE
 from .scoring import Scoring
-from .store import SequenceBatch
+from .sequences.batch import SequenceBatch, as_batch
 from .tables import check_table, to_pandas
 
 #: Residues (subjects and shuffles) per CPU chunk: the shuffled buffer stays in cache-
@@ -488,11 +488,9 @@ def check_options(shuffles: int, seed: int, device: str, pairs) -> None:
 
 def _prepare(queries, subjects, *, scoring, shuffles, seed, pairs, pssm, device, alphabet,
              map_unknown, here=True) -> _Job:
-    from .search import as_queries
-
     check_options(shuffles, seed, device, pairs)
-    queries = as_queries(queries, alphabet, map_unknown)
-    subjects = as_queries(subjects, queries.alphabet.name if alphabet == "auto" else alphabet,
+    queries = as_batch(queries, alphabet, map_unknown)
+    subjects = as_batch(subjects, queries.alphabet.name if alphabet == "auto" else alphabet,
                           map_unknown)
     if len(subjects) == 0:
         raise EmptyInputError("no subjects")

@@ -7,7 +7,7 @@ import pytest
 
 from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
-from swdask.store import load_sequences
+from swdask.sequences.store import load_sequences
 
 pytestmark = pytest.mark.gpu
 

@@ -16,7 +16,7 @@ import pytest
 
 import swdask
 from swdask import long_align as la
-from swdask.alphabet import DNA
+from swdask.sequences.alphabet import DNA
 from swdask.cli import main
 from swdask.kernels.cpu.reference import align_reference
 from swdask.kernels.cpu.tile import better, matrix_boundaries, score_tile
@@ -96,7 +96,7 @@ def test_tiles_compose_to_the_reference(scoring):
 def test_tiles_on_kilobase_real_pairs_match_the_full_matrix():
     """Two 16S genes (2 kb class) cut in tiles of odd sizes: score and ends of the
     traceback kernel's whole-matrix pass (itself checked against the reference)."""
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     batch = load_sequences(DATA / "16S_200.fna.gz")
     scoring = Scoring(alphabet="dna")
@@ -323,7 +323,7 @@ def test_gpu_megabase_planted_answer():
     score on the GPU alone, and on GPU and CPU workers at once; the traceback's path."""
     chromosome = Path(os.environ.get("SWDASK_CHROMOSOME", Path(__file__).resolve().parents[2]
                                      / "shared" / "data" / "NCTC11397_chromosome.fna.gz"))
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     codes = load_sequences(chromosome).codes(0)
     scoring = Scoring(alphabet="dna")

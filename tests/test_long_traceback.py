@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from swdask import long_align as la
-from swdask.alphabet import DNA
+from swdask.sequences.alphabet import DNA
 from swdask.kernels.cpu.tile import (STATE_H, grid_lines, matrix_boundaries, score_grid,
                                      score_tile)
 from swdask.kernels.cpu.traceback import align_codes, cigar_string, summarize_path

@@ -20,7 +20,7 @@ from swdask.kernels.cpu.traceback import rescore
 from swdask.output import hits_table
 from swdask.parquet_schemas import HITS
 from swdask.scoring import Scoring
-from swdask.search import SearchStats
+from swdask.jobs.search import SearchStats
 from oracles import python_summary
 
 DATA = Path(__file__).parent / "data"

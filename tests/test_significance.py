@@ -23,7 +23,7 @@ from swdask.kernels.cpu import psse
 from swdask.kernels.cpu.reference import score_reference
 from swdask.significance import (PSSM_LETTERS, read_pssm, significance, significance_in_process,
                                  subject_key)
-from swdask.store import load_sequences
+from swdask.sequences.store import load_sequences
 
 DATA = Path(__file__).parent / "data"
 PSSM_FILE = DATA / "sl_pseaac_example40.pssm"

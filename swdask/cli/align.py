@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> None:
     if args.matrix or args.match is not None or args.mismatch is not None \
             or args.gap_open is not None or args.gap_extend is not None:
         if alphabet is None and not args.matrix and args.match is None and args.mismatch is None:
-            from ..alphabet import detect_alphabet
+            from ..sequences.alphabet import detect_alphabet
 
             sample = "".join(x for x in (args.a, args.b) if not os.path.exists(x))
             alphabet = file_alphabet(args) or detect_alphabet(sample.encode()).name

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> None:
                                   return_stats=True)
     else:
         from ..cluster import compute, session
-        from ..search import search
+        from ..jobs.search import search
 
         with session(args.workers, scheduler=args.scheduler, announce=print) as client:
             hits, stats = compute(*search(queries, database, max_hits=max(args.hits, 1),

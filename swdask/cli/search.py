@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> None:
                                   **options)
     else:
         from ..cluster import compute
-        from ..search import search
+        from ..jobs.search import search
 
         with job_session(args) as client:
             hits, stats = compute(*search(args.queries, args.database, **options),

@@ -32,7 +32,7 @@ from .. import backend
 from ..errors import InputNotFoundError, OutputExistsError
 
 __all__ = ["Job", "TaskStats", "TemporaryStore", "atomic_dir", "atomic_path", "check_output",
-           "progress_bar", "stat"]
+           "lazy_value", "progress_bar", "stat"]
 
 
 # --------------------------------------------------------------------------------------
@@ -126,6 +126,19 @@ class TaskStats:
             f.name: _REDUCE[f.metadata.get("reduce", "sum")](getattr(self, f.name),
                                                               getattr(other, f.name))
             for f in fields(self)})
+
+
+def lazy_value(value, meta, *, name: str):
+    """A ``dask.delayed`` value (a job's statistics) as a ``dask.dataframe.Scalar``.
+
+    ``dask.compute(frame, scalar)`` then computes the job's DataFrame and the value in one
+    graph, each task once; a Delayed beside a DataFrame would make Dask build the
+    DataFrame's graph apart from it (and warn).  ``meta`` is what the value computes to
+    (a class will do).
+    """
+    import dask.dataframe as dd
+
+    return dd.from_graph(dict(value.__dask_graph__()), meta, (None, None), [value.key], name)
 
 
 # --------------------------------------------------------------------------------------

@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     import swdask
     from swdask import long_align as la
     from swdask.kernels.cuda import tile as gpu_tile
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     if args.sub_rows:
         gpu_tile.ROWS = args.sub_rows

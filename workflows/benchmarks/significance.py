@@ -116,7 +116,7 @@ def main(argv=None):
         args.queries, args.subjects, args.shuffles, args.repeats = 2, 3, 10, 1
         args.cpu_slice = "1,2,10"
 
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     queries = load_sequences(args.query_file)
     subjects = load_sequences(args.subject_file)

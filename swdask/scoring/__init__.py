@@ -31,8 +31,8 @@ from functools import cached_property
 
 import numpy as np
 
-from .alphabet import DNA, PROTEIN, Alphabet, get_alphabet
-from .errors import ScoringError
+from ..errors import ScoringError
+from ..sequences.alphabet import DNA, PROTEIN, Alphabet, get_alphabet
 
 #: Matrices loaded by name from Biopython, and the alphabet each scores.
 MATRICES = {
