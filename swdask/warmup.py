@@ -107,8 +107,8 @@ def warmup(device: str = "auto", *, jobs: int | None = None, progress=None) -> W
     report.seconds["search"] = time.perf_counter() - start
     say(f"search kernels ready ({report.seconds['search']:.1f} s)")
     start = time.perf_counter()
+    from .jobs.significance import significance_in_process
     from .sequences.store import load_sequences
-    from .significance import significance_in_process
 
     query, pool = load_sequences(queries), load_sequences(database)
     significance_in_process({query.names[0]: query.alphabet.decode(query.codes(0))},

@@ -451,8 +451,8 @@ def test_package_names_stay_functions():
     """``swdask.search`` is the function even once the module of that name is imported."""
     import importlib
 
-    for name, module in (("align", "align"), ("cluster", "cluster"), ("search", "jobs.search"),
-                         ("significance", "significance")):
+    for name, module in (("align", "jobs.align"), ("cluster", "cluster"), ("search", "jobs.search"),
+                         ("significance", "jobs.significance")):
         importlib.import_module(f"swdask.{module}")
         assert callable(getattr(swdask, name)), name
     assert "search_in_process" in dir(swdask)

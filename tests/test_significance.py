@@ -21,8 +21,8 @@ from swdask import Scoring
 from swdask.errors import EmptyInputError, InputNotFoundError, SchemaError, ScoringError
 from swdask.kernels.cpu import psse
 from swdask.kernels.cpu.reference import score_reference
-from swdask.significance import (PSSM_LETTERS, read_pssm, significance, significance_in_process,
-                                 subject_key)
+from swdask.jobs.significance import (PSSM_LETTERS, read_pssm, significance,
+                                      significance_in_process, subject_key)
 from swdask.sequences.store import load_sequences
 
 DATA = Path(__file__).parent / "data"

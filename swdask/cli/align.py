@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Align ``args.a`` with ``args.b`` and print the alignment."""
-    from ..align import align
+    from ..jobs.align import align
 
     alphabet = None if args.alphabet == "auto" else args.alphabet
     scoring = None

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> None:
     import pyarrow.parquet as pq
 
     from ..jobs.base import atomic_path, check_output
-    from ..long_align import align_long
+    from ..jobs.long_align import align_long
 
     check_output(args.output, force=args.force)
     if args.sam and not args.traceback:

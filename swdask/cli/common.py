@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from ..options import ALPHABETS, MODES
 
 if TYPE_CHECKING:  # for the annotations only: the modules load pandas and Numba
-    from ..scoring import Scoring
     from ..jobs.search import SearchStats
+    from ..scoring import Scoring
 
 #: The exit status of a usage error and of every error on bad input.
 EXIT_BAD_INPUT = 2

@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> None:
 
     from ..cluster import compute
     from ..jobs.base import atomic_path, check_output
+    from ..jobs.significance import check_options, significance
     from ..parquet_schemas import SIGNIFICANCE
-    from ..significance import check_options, significance
     from ..tables import check_table
 
     check_output(args.output, force=args.force)

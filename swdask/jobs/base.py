@@ -40,7 +40,7 @@ __all__ = ["Job", "TaskStats", "TemporaryStore", "atomic_dir", "atomic_path", "c
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class Job:
     """Everything a job's tasks need: small, immutable, picklable.
 

@@ -122,26 +122,10 @@ class SequenceBatch:
 
     @classmethod
     def from_pandas(cls, frame, alphabet) -> SequenceBatch:
-        """A batch from a pandas partition of :meth:`SequenceStore.to_dask`.
-
-        Parameters
-        ----------
-        frame : pandas.DataFrame
-            Columns ``seq_id``, ``name``, ``description``, ``length``, ``residues``
-            (an Arrow list column is used without copying; an object column of arrays
-            works too).
-        alphabet : Alphabet or str
-            The alphabet of the codes.
-
-        Returns
-        -------
-        SequenceBatch
-
-        Raises
-        ------
-        SchemaError
-            A column is missing or of the wrong type.
-        """
+        """A batch from a pandas partition of :meth:`SequenceStore.to_dask`: as
+        :meth:`from_arrow` (same ``alphabet``, same SchemaError), of a DataFrame with the
+        columns of ``SEQUENCES`` (an Arrow list column of residues is used without copying;
+        an object column of arrays works too)."""
         columns = [f.name for f in SEQUENCES if f.name in frame.columns]
         return cls.from_arrow(pa.Table.from_pandas(frame[columns], preserve_index=False), alphabet)
 

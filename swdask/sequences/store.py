@@ -254,58 +254,6 @@ class SequenceStore:
             )
 
 
-def _read_part_frame(path, filters=None, columns=None):
-    """One part file as a pandas DataFrame (the task of :meth:`SequenceStore.to_dask`).
-
-    The file's own schema is checked first, so that a damaged or foreign file raises a
-    :class:`SchemaError` naming the file and the column instead of being cast or padded
-    with nulls.
-    """
-    wanted = SEQUENCES if columns is None else pa.schema([SEQUENCES.field(c) for c in columns])
-    try:
-        schema = pq.read_schema(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise StoreError(f"{path}: cannot read partition: {exc}") from None
-    check_schema(schema, wanted, where=str(path))
-    table = pq.read_table(path, columns=columns, filters=filters, schema=SEQUENCES)
-    return to_pandas(check_table(table, wanted, where=str(path)))
-
-
-def _read_metadata(path: Path) -> dict:
-    if not path.exists():
-        raise StoreError(f"{path}: no such sequence store")
-    if not path.is_dir():
-        raise StoreError(f"{path}: not a sequence store (not a directory)")
-    meta_path = path / METADATA_FILE
-    if not meta_path.is_file():
-        raise StoreError(
-            f"{path}: not a sequence store (no {METADATA_FILE}); create one with ingest / swdask ingest"
-        )
-    try:
-        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StoreError(f"{meta_path}: damaged store metadata: {exc}") from None
-    if not isinstance(metadata, dict) or metadata.get("format") != STORE_FORMAT:
-        raise StoreError(f"{meta_path}: not swdask store metadata (format is not {STORE_FORMAT!r})")
-    version = metadata.get("schema_version")
-    if version != SEQUENCES_VERSION:
-        raise StoreError(
-            f"{path}: store schema version {version!r} is not supported "
-            f"(this swdask reads version {SEQUENCES_VERSION}); re-create it with ingest"
-        )
-    missing = [k for k in ("alphabet", "n_records", "n_residues", "partitions") if k not in metadata]
-    if missing:
-        raise StoreError(f"{meta_path}: damaged store metadata: missing {', '.join(missing)}")
-    try:
-        get_alphabet(metadata["alphabet"])
-    except InvalidSequenceError:
-        raise StoreError(f"{meta_path}: unknown alphabet {metadata['alphabet']!r}") from None
-    for part in metadata["partitions"]:
-        if not (path / part["file"]).is_file():
-            raise StoreError(f"{path}: damaged store: {part['file']} is missing")
-    return metadata
-
-
 def read_part(path, columns=None, filters=None) -> pa.Table:
     """One part file of a store as an Arrow table of ``columns`` (default: all), checked.
 

@@ -314,32 +314,8 @@ class AllPairsJob(Job):
 
 
 def check_device(device: str, mode: str, *, here: bool) -> str:
-    """The backend of the all-pairs score pass: ``"gpu"`` or ``"cpu"`` (or, with
-    ``here=False``, ``device`` itself once checked).
-
-    Parameters
-    ----------
-    device : {"auto", "cpu", "gpu"}
-        The device asked for.  ``"auto"`` takes a real GPU when Numba sees one and the
-        mode is global, else the CPU; ``"gpu"`` insists (the CUDA simulator counts, for
-        tests).
-    mode : {"global", "local"}
-        The all-pairs mode; the GPU kernel computes global alignments only.
-    here : bool
-        True when the score pass runs in this process; False when it runs on a
-        cluster's workers, where only the name and the mode are checked.
-
-    Returns
-    -------
-    str
-        ``"gpu"`` or ``"cpu"``; with ``here=False``, ``device`` as it was given.
-
-    Raises
-    ------
-    ValueError
-        ``device`` is not one of :data:`swdask.options.DEVICES`.
-    DeviceError
-        ``"gpu"`` with a local mode, or (``here=True``) with no GPU visible.
+    """The device of the all-pairs score pass: :func:`swdask.backend.check_device` with
+    the all-pairs GPU kernel, which computes global alignments only.
 
     Examples
     --------

@@ -40,10 +40,10 @@ import numba
 import numpy as np
 
 from ... import backend
-from ...align import check_mode
 from ...kernels.cpu.score import kernel_threads
 from ...scoring import Scoring
 from ...sequences.store import SequenceStore
+from ..align import check_mode
 from ..base import lazy_value, progress_bar
 from . import plan, tasks
 from .plan import HITS_META, SearchJob, SearchStats, check_limits, prepare
@@ -300,36 +300,6 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
     stats = SearchStats(**stats, total_seconds=time.perf_counter() - started, workers=threads,
                         device=chosen, device_reason=reason)
     return (frame, stats) if return_stats else frame
-
-
-def _threads(threads) -> int:
-    available = numba.config.NUMBA_NUM_THREADS
-    if threads is None:
-        return available
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise ValueError(f"threads must be a positive whole number, got {threads!r}")
-    return min(int(threads), available)
-
-
-class _TopHits:
-    """Best ``k`` candidates per query over all partitions: (score desc, seq_id asc)."""
-
-    def __init__(self, n_queries: int, k: int):
-        self.k = k
-        self.parts = [[] for _ in range(n_queries)]
-
-    def add(self, qi, scores, seq_ids, q_end, s_end, codes):
-        current = self.parts[qi]
-        current.extend(zip(scores.tolist(), seq_ids.tolist(), q_end.tolist(), s_end.tolist(), codes))
-        if len(current) > 2 * self.k:
-            self.parts[qi] = self._best(current)
-
-    def _best(self, items):
-        items.sort(key=lambda hit: (-hit[0], hit[1]))
-        return items[: self.k]
-
-    def result(self, qi):
-        return self._best(self.parts[qi])
 
 
 def _threads(threads) -> int:

@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ... import backend
-from ...align import alignment_from_codes
 from ...errors import StoreError
 from ...kernels.cpu.score import kernel_threads, load_kernel, score_all
 from ...parquet_schemas import HITS, SCORES, SEQUENCES
@@ -24,6 +23,7 @@ from ...scoring.statistics import annotate
 from ...sequences.batch import list_arrays
 from ...sequences.store import read_part
 from ...tables import check_table, to_pandas
+from ..align import alignment_from_codes
 from ..base import TaskStats, stat
 from .plan import SCORE_TABLE_BYTES, SearchJob, SearchStats
 

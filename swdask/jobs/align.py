@@ -5,12 +5,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InvalidSequenceError
-from .kernels.cpu.reference import MODES, OP_DEL, OP_INS, OP_MATCH, mode_code
-from .kernels.cpu.traceback import align_codes
-from .scoring import Scoring
-from .sequences.alphabet import get_alphabet
-from .sequences.batch import one_sequence
+from ..errors import InvalidSequenceError
+from ..kernels.cpu.reference import MODES, OP_DEL, OP_INS, OP_MATCH, mode_code
+from ..kernels.cpu.traceback import align_codes
+from ..scoring import Scoring
+from ..sequences.alphabet import get_alphabet
+from ..sequences.batch import one_sequence
 
 __all__ = ["MODES", "Alignment", "align", "alignment_from_codes", "check_mode"]
 
@@ -166,7 +166,7 @@ def align(query, subject, *, scoring: Scoring | None = None, mode: str = "local"
     AWGHE
     AW-HE
     """
-    from .sequences.alphabet import detect_alphabet
+    from ..sequences.alphabet import detect_alphabet
 
     check_mode(mode)
     if alphabet is None and scoring is not None:
