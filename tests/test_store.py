@@ -18,8 +18,6 @@ import pyarrow.parquet as pq
 import pytest
 
 import swdask.sequences.ingest as st
-from swdask.sequences import fastx
-from swdask.sequences.alphabet import DNA, PROTEIN
 from swdask.errors import (
     EmptyInputError,
     InputNotFoundError,
@@ -28,8 +26,10 @@ from swdask.errors import (
     SequenceFormatError,
     StoreError,
 )
-from swdask.sequences.fastx import iter_records, sniff_alphabet, split_header
+from swdask.sequences import fastx
+from swdask.sequences.alphabet import DNA, PROTEIN
 from swdask.sequences.batch import SequenceBatch
+from swdask.sequences.fastx import iter_records, sniff_alphabet, split_header
 from swdask.sequences.ingest import ingest, open_database
 from swdask.sequences.store import SequenceStore, load_sequences
 
