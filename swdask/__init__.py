@@ -25,18 +25,18 @@ __version__ = "0.1.0"
 
 #: Where each public name lives.
 _EXPORTS = {
-    "Alignment": "align", "align": "align",
-    "AllPairsStats": "allpairs", "all_pairs": "allpairs", "read_all_pairs": "allpairs",
-    "write_all_pairs": "allpairs",
+    "Alignment": "jobs.align", "align": "jobs.align",
+    "AllPairsStats": "jobs.allpairs", "all_pairs": "jobs.allpairs",
+    "read_all_pairs": "jobs.allpairs", "write_all_pairs": "jobs.allpairs",
     "cluster": "cluster", "gpu_resources": "cluster",
     "SwdaskError": "errors",
-    "LongAlignment": "long_align", "align_long": "long_align",
+    "LongAlignment": "jobs.long_align", "align_long": "jobs.long_align",
     "write_hits": "output",
     "Scoring": "scoring",
-    "SearchStats": "search", "search": "search", "search_in_process": "search",
-    "significance": "significance", "significance_in_process": "significance",
-    "SequenceBatch": "store", "SequenceStore": "store", "ingest": "store",
-    "load_sequences": "store",
+    "SearchStats": "jobs.search", "search": "jobs.search", "search_in_process": "jobs.search",
+    "significance": "jobs.significance", "significance_in_process": "jobs.significance",
+    "SequenceBatch": "sequences.batch", "SequenceStore": "sequences.store",
+    "ingest": "sequences.ingest", "load_sequences": "sequences.store",
 }
 
 __all__ = sorted(_EXPORTS, key=str.lower) + ["__version__"]
@@ -56,16 +56,17 @@ def __dir__():
 
 
 class _Package(types.ModuleType):
-    """The ``swdask`` module: ``swdask.search`` stays the function once ``swdask.search``
+    """The ``swdask`` module: ``swdask.cluster`` stays the function once ``swdask.cluster``
     the module is imported (as eager imports of the functions used to leave it).
 
-    The import system binds a submodule to its package's attribute on first import; for
-    the four functions named like their modules (``align``, ``cluster``, ``search``,
-    ``significance``) that binding is skipped, and the module stays in ``sys.modules``.
+    The import system binds a submodule to its package's attribute on first import; for a
+    public name that is also a submodule's name (``cluster``; the jobs' functions live in
+    ``swdask.jobs``, whose modules bind there) that binding is skipped, and the module
+    stays in ``sys.modules``.
     """
 
     def __setattr__(self, name, value):
-        if isinstance(value, types.ModuleType) and _EXPORTS.get(name) == name:
+        if isinstance(value, types.ModuleType) and name in _EXPORTS:
             return
         super().__setattr__(name, value)
 

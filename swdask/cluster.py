@@ -27,10 +27,11 @@ import os
 import socket
 import sys
 
-from .options import DEVICES, check_choice
+from . import backend
 from .errors import DeviceError
+from .options import DEVICES, check_choice
 
-__all__ = ["cluster", "compute", "gpu_resources", "session", "shutdown"]
+__all__ = ["cluster", "compute", "gpu_resources", "has_gpu_workers", "session", "shutdown"]
 
 #: The port of Dask's dashboard when it is free.
 DASHBOARD_PORT = 8787
@@ -113,7 +114,8 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
     from distributed import Client
 
     kind, options = _plan(n_workers, scheduler, device, threads_per_worker, dashboard_address,
-                          gpus=_visible_gpus(), simulator=_simulator())
+                          gpus=backend.visible_gpus(),
+                          simulator=backend.simulator_enabled())
     if kind == "connect":
         if kwargs:
             raise ValueError(f"{', '.join(sorted(kwargs))}: options of a new cluster, not of a "
@@ -152,9 +154,7 @@ def warm_gpu_worker() -> int:
 def dask_setup(worker) -> None:
     """Dask's preload hook (``dask cuda worker ... --preload swdask.cluster``): a worker
     that sees a GPU is warmed as :func:`cluster` warms its own (:func:`warm_gpu_worker`)."""
-    from .gpu import gpu_available, simulator_enabled
-
-    if gpu_available() and not simulator_enabled():
+    if backend.gpu_available() and not backend.simulator_enabled():
         warm_gpu_worker()
 
 
@@ -208,24 +208,6 @@ def _plan(n_workers, scheduler, device, threads_per_worker, dashboard_address, *
     return "local", options
 
 
-def _visible_gpus() -> int:
-    """Real CUDA GPUs that Numba sees here (0 under the simulator)."""
-    if _simulator():
-        return 0
-    try:
-        from numba import cuda
-
-        return len(cuda.gpus) if cuda.is_available() else 0
-    except Exception:  # a broken driver or toolkit install means: no GPU
-        return 0
-
-
-def _simulator() -> bool:
-    from .gpu import simulator_enabled
-
-    return simulator_enabled()
-
-
 def _free_dashboard() -> str:
     """``":8787"`` when nothing listens there, else ``":0"`` (any free port)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -266,7 +248,8 @@ def gpu_resources(key) -> dict:
     return dict(GPU_TASK_SHARE) if "swdask_score_gpu" in str(name) else {}
 
 
-def _has_gpu_workers(client) -> bool:
+def has_gpu_workers(client) -> bool:
+    """Whether a worker of ``client`` advertises the resource ``GPU``."""
     workers = client.scheduler_info(n_workers=-1)["workers"].values()
     return any(w.get("resources", {}).get("GPU", 0) > 0 for w in workers)
 
@@ -312,7 +295,7 @@ def compute(*collections, client=None, progress: bool = False):
 
         with ProgressBar(out=sys.stderr):
             return dask.compute(*collections)
-    resources = gpu_resources if _has_gpu_workers(client) else None
+    resources = gpu_resources if has_gpu_workers(client) else None
     futures = client.compute(list(collections), resources=resources)
     if progress:
         from distributed import progress as show_progress

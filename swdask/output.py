@@ -14,18 +14,15 @@ adds soft clips for the unaligned ends of the query.
 """
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import __version__
-from .errors import InputNotFoundError, OutputExistsError
+from .jobs.base import atomic_path
 from .options import BLAST6_COLUMNS, BLAST_KEYWORDS, OUTFMTS, check_choice
 from .parquet_schemas import HITS
 from .tables import check_table
@@ -131,43 +128,6 @@ def check_format(outfmt: str, columns=None) -> tuple[str, ...] | None:
             raise ValueError(f"columns apply to the blast6 output format only, not to {outfmt!r}")
         return None
     return blast_columns(columns)
-
-
-def check_output(path, *, force: bool = False) -> Path:
-    """Fail early if ``path`` cannot be written: it exists (without ``force``), or its
-    folder does not exist.
-
-    Raises
-    ------
-    OutputExistsError, InputNotFoundError
-    """
-    path = Path(path)
-    if path.exists() and not force:
-        raise OutputExistsError(f"{path}: already exists (use --force to overwrite)")
-    if path.is_dir():
-        raise OutputExistsError(f"{path}: is a directory; give a file name")
-    if not path.parent.resolve().is_dir():
-        raise InputNotFoundError(f"{path}: folder {path.parent} does not exist")
-    return path
-
-
-@contextlib.contextmanager
-def atomic_path(path, *, force: bool = False):
-    """Yield a temporary path beside ``path``; on success rename it to ``path``.
-
-    On an exception the temporary file is removed and ``path`` is left as it was.
-    """
-    path = check_output(path, force=force)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        if path.exists() and not force:  # appeared while we worked
-            raise OutputExistsError(f"{path}: already exists (use --force to overwrite)")
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
 
 
 def hits_table(hits) -> pa.Table:

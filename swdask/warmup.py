@@ -79,7 +79,7 @@ def warmup(device: str = "auto", *, jobs: int | None = None, progress=None) -> W
     -------
     WarmupReport
     """
-    from .search import check_device
+    from .backend import check_device
 
     device = check_device(device)
     say = progress or (lambda line: None)
@@ -101,15 +101,14 @@ def warmup(device: str = "auto", *, jobs: int | None = None, progress=None) -> W
         report.seconds["generated kernels"] = time.perf_counter() - start
         before = dict(kernels.STATS)
     start = time.perf_counter()
-    from .search import search_in_process
+    from .jobs.search import search_in_process
 
     search_in_process(queries, database, device=device, max_hits=3)
     report.seconds["search"] = time.perf_counter() - start
     say(f"search kernels ready ({report.seconds['search']:.1f} s)")
     start = time.perf_counter()
-    from .significance import significance_in_process
-
-    from .store import load_sequences
+    from .jobs.significance import significance_in_process
+    from .sequences.store import load_sequences
 
     query, pool = load_sequences(queries), load_sequences(database)
     significance_in_process({query.names[0]: query.alphabet.decode(query.codes(0))},

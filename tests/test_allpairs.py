@@ -19,13 +19,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import swdask
-from swdask import allpairs as ap
-from swdask.allpairs import IdentityBound, all_pairs, as_threshold, read_all_pairs, write_all_pairs
+from swdask.jobs.allpairs import (IdentityBound, all_pairs, as_threshold, read_all_pairs,
+                                  write_all_pairs)
+from swdask.jobs.allpairs import output as ap_output
+from swdask.jobs.allpairs import plan as ap_plan
 from swdask.cli import main
 from swdask.errors import DeviceError, OutputExistsError, StoreError
 from swdask.kernels.cpu.traceback import align_codes
 from swdask.kernels.cuda import all_pairs as gpu_kernel
-from swdask.store import load_sequences
+from swdask.sequences.store import load_sequences
 
 DATA = Path(__file__).parent / "data"
 DNA = swdask.Scoring(match=2, mismatch=-3, gap_open=5, gap_extend=2)
@@ -136,7 +138,7 @@ def test_bound_never_drops_a_passing_pair(case):
     # The integer formulas of the CPU path and of the GPU kernel equal the exact one.
     fast = int(bound.lowest_scores(len(a), len(b)))
     device = gpu_kernel.lowest_score(len(a), len(b), *bound.params)
-    expected = {None: ap.CANNOT_PASS, -np.inf: ap.NO_BOUND}.get(low, low)
+    expected = {None: ap_plan.CANNOT_PASS, -np.inf: ap_plan.NO_BOUND}.get(low, low)
     assert fast == device == expected, where
 
 
@@ -239,9 +241,9 @@ def _cigar_identity(q, s, cigar):
 
 
 def test_blocks_are_skipped_by_length(genes16s):
-    job = ap._prepare(genes16s, scoring=DNA, mode="global", min_identity=0.97, min_score=None,
-                      device="cpu", cigar=False, block_size=4, alphabet="dna", map_unknown=False,
-                      rows=None, here=True)
+    job = ap_plan.prepare(genes16s, scoring=DNA, mode="global", min_identity=0.97,
+                          min_score=None, device="cpu", cigar=False, block_size=4, alphabet="dna",
+                          map_unknown=False, rows=None, client=None)
     n = len(job.blocks)
     assert len(job.block_pairs) + job.skipped == n * (n + 1) // 2 and job.skipped > 0
     for a, b in job.block_pairs:
@@ -258,7 +260,7 @@ def test_pair_ranges_are_exact():
     q_len = np.array([9, 10, 10, 11, 20, 30])
     s_len = np.array([8, 9, 10, 11, 12, 20, 22, 23, 34])
     for diagonal, subjects in ((False, s_len), (True, q_len)):
-        q_list, lo, count = ap._pair_ranges(q_len, subjects, diagonal, bound)
+        q_list, lo, count = ap_plan.pair_ranges(q_len, subjects, diagonal, bound)
         got = {(int(q), int(j)) for q, l, c in zip(q_list, lo, count) for j in range(l, l + c)}
         want = {(q, j) for q in range(len(q_len)) for j in range(len(subjects))
                 if bound.lengths_can_pass(q_len[q], subjects[j]) and (not diagonal or j > q)}
@@ -379,7 +381,7 @@ def test_resume_after_an_interruption_equals_the_uninterrupted_run(short16s, tmp
     assert expected.equals(all_pairs(short16s, **options).compute().reset_index(drop=True))
 
     calls = []
-    real = ap._write_block_pair
+    real = ap_output.write_block_pair
 
     def dies_after_three(*args):
         if len(calls) == 3:
@@ -387,7 +389,7 @@ def test_resume_after_an_interruption_equals_the_uninterrupted_run(short16s, tmp
         calls.append(args[1:3])
         return real(*args)
 
-    monkeypatch.setattr(ap, "_write_block_pair", dies_after_three)
+    monkeypatch.setattr(ap_output, "write_block_pair", dies_after_three)
     out = tmp_path / "resumed"
     with pytest.raises(KeyboardInterrupt):
         write_all_pairs(short16s, out, **options)
@@ -398,7 +400,7 @@ def test_resume_after_an_interruption_equals_the_uninterrupted_run(short16s, tmp
     # A kill while writing leaves a temporary file; one done file is damaged on disk.
     (out / ".pairs-00000-00005.parquet.1.2.tmp").write_bytes(b"PAR1 partial")
     a, b = calls[0]
-    (out / ap._block_file(a, b)).write_bytes(b"not parquet")
+    (out / ap_output.block_file(a, b)).write_bytes(b"not parquet")
     with pytest.raises(OutputExistsError):
         write_all_pairs(short16s, out, **options)
     stats = write_all_pairs(short16s, out, resume=True, **options)
@@ -424,7 +426,7 @@ def test_cli_killed_and_resumed(short16s, tmp_path):
             time.sleep(0.02)
         errors = process.stderr.read().decode()  # the pipe closes with the block
     assert process.returncode == -signal.SIGKILL, errors
-    manifest = json.loads((out / ap.MANIFEST).read_text())
+    manifest = json.loads((out / ap_output.MANIFEST).read_text())
     assert not manifest["finished"]
     result = subprocess.run(command + ["--resume"], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 import swdask
-from swdask.allpairs import IdentityBound, all_pairs, read_all_pairs, write_all_pairs
+from swdask.jobs.allpairs import IdentityBound, all_pairs, read_all_pairs, write_all_pairs
 from swdask.kernels.cpu.score import score_all
-from swdask.store import load_sequences
+from swdask.sequences.store import load_sequences
 
 pytestmark = pytest.mark.gpu
 

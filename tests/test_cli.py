@@ -235,7 +235,7 @@ def test_output_format_errors(store, tmp_path, capsys, monkeypatch):
     def no_search(*args, **kwargs):  # errors must come before the work
         raise AssertionError("search ran")
 
-    monkeypatch.setattr(sys.modules["swdask.search"], "search", no_search)
+    monkeypatch.setattr(sys.modules["swdask.jobs.search"], "search", no_search)
     out = tmp_path / "hits.tsv"
     status, stdout, err = run(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "blast6",
                               "--columns", "std positive")
@@ -451,8 +451,9 @@ def test_package_names_stay_functions():
     """``swdask.search`` is the function even once the module of that name is imported."""
     import importlib
 
-    for name in ("align", "cluster", "search", "significance"):
-        importlib.import_module(f"swdask.{name}")
+    for name, module in (("align", "jobs.align"), ("cluster", "cluster"), ("search", "jobs.search"),
+                         ("significance", "jobs.significance")):
+        importlib.import_module(f"swdask.{module}")
         assert callable(getattr(swdask, name)), name
     assert "search_in_process" in dir(swdask)
     with pytest.raises(AttributeError):
@@ -463,7 +464,7 @@ def test_search_without_a_cluster_runs_in_process(store, tmp_path, capsys, monke
     def no_dask_search(*args, **kwargs):
         raise AssertionError("the Dask search ran")
 
-    monkeypatch.setattr(sys.modules["swdask.search"], "search", no_dask_search)
+    monkeypatch.setattr(sys.modules["swdask.jobs.search"], "search", no_dask_search)
     table = search_table(capsys, tmp_path / "hits.parquet", QUERIES, store, "--max-hits", 2)
     assert table.num_rows == 2 * N_QUERIES
 

@@ -13,7 +13,7 @@ from numba import config
 from swdask.kernels.cpu.score import score_all
 from swdask.kernels.cuda import inter_task_dpx, launcher
 from swdask.scoring import Scoring
-from swdask.store import load_sequences
+from swdask.sequences.store import load_sequences
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
 

@@ -1,4 +1,4 @@
-"""The Dask search (swdask.search) against the single-process engine (search_in_process):
+"""The Dask search (swdask.jobs.search) against the single-process engine (search_in_process):
 the same hits on Dask's threads, with 1 and 2 workers, with a worker killed mid-search,
 on a multi-node cluster started here, and with the CUDA kernels in the simulator; the
 cluster helper; schema errors; the interactive notebook."""
@@ -30,7 +30,7 @@ from swdask.errors import DeviceError, SchemaError
 from swdask.parquet_schemas import HITS
 from swdask.tables import to_pandas
 
-search_module = importlib.import_module("swdask.search")
+search_module = importlib.import_module("swdask.jobs.search.plan")
 cluster_module = importlib.import_module("swdask.cluster")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,8 +90,8 @@ def test_result_is_lazy_with_the_hits_schema(store, small_batches):
     assert hits.dtypes.to_dict() == meta.dtypes.to_dict()
     names = {key[0] if isinstance(key, tuple) else key for key in hits.__dask_graph__()}
     assert sum(1 for name in names if "swdask_score_cpu" in name) == 1  # one layer of 15 tasks
-    assert any(name.startswith("_merge_candidates") for name in names)
-    assert any(name.startswith("_traceback_batch") for name in names)
+    assert any(name.startswith("merge_candidates") for name in names)
+    assert any(name.startswith("traceback_batch") for name in names)
 
 
 def test_threads_give_the_in_process_hits_and_stats(store, reference, small_batches):
@@ -253,7 +253,7 @@ def test_cluster_with_gpus_is_a_local_cuda_cluster(monkeypatch):
     fake = type(sys)("dask_cuda")
     fake.LocalCUDACluster = local_cuda_cluster
     monkeypatch.setitem(sys.modules, "dask_cuda", fake)
-    monkeypatch.setattr(cluster_module, "_visible_gpus", lambda: 2)
+    monkeypatch.setattr(swdask.backend, "visible_gpus", lambda: 2)
     client = swdask.cluster(dashboard_address=":0")
     try:
         assert got == {"n_workers": 2, "threads_per_worker": 2, "dashboard_address": ":0",
@@ -266,10 +266,10 @@ def test_cluster_with_gpus_is_a_local_cuda_cluster(monkeypatch):
 
 
 def test_device_gpu_needs_a_worker_that_sees_one(monkeypatch, store):
-    import swdask.gpu
+    import swdask.backend
     from distributed import Client, LocalCluster
 
-    monkeypatch.setattr(swdask.gpu, "gpu_available", lambda: False)
+    monkeypatch.setattr(swdask.backend, "gpu_available", lambda: False)
     with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as local, \
             Client(local):
         with pytest.raises(DeviceError, match=r"no worker of the Dask cluster at \S+ sees "

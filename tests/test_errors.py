@@ -205,9 +205,9 @@ def test_unknown_mode(work, capsys):
 @pytest.fixture
 def no_gpu(monkeypatch):
     """A machine where Numba sees no GPU (the test lane itself has the simulator)."""
-    import swdask.gpu
+    import swdask.backend
 
-    monkeypatch.setattr(swdask.gpu, "gpu_available", lambda: False)
+    monkeypatch.setattr(swdask.backend, "gpu_available", lambda: False)
 
 
 def test_gpu_device_without_a_gpu(work, capsys, no_gpu):

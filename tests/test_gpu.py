@@ -8,7 +8,7 @@ import pytest
 from swdask.cluster import shutdown
 from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
-from swdask.store import load_sequences
+from swdask.sequences.store import load_sequences
 
 pytestmark = pytest.mark.gpu
 
@@ -24,7 +24,7 @@ def device():
 
 @pytest.mark.parametrize("packed", [True, False], ids=["16bit-dpx", "32bit"])
 def test_sprot196_against_sprot12071_bit_identical(device, packed):
-    from swdask.gpu import score_all_gpu
+    from swdask.backend import score_all_gpu
 
     queries = load_sequences("tests/data/sprot196.fasta")
     db = load_sequences("tests/data/sprot12071.fasta.gz").sorted_by_length()
@@ -44,7 +44,7 @@ def test_sprot196_against_sprot12071_bit_identical(device, packed):
                                      Scoring("PAM30", gap_open=9, gap_extend=1)],
                          ids=["BLOSUM50-13-2", "PAM30-9-1"])
 def test_other_matrices_bit_identical(device, scoring):
-    from swdask.gpu import score_all_gpu
+    from swdask.backend import score_all_gpu
 
     queries = load_sequences("tests/data/sprot_queries.fasta")
     db = load_sequences("tests/data/sprot12071.fasta.gz").sorted_by_length()
@@ -63,7 +63,7 @@ def test_identical_40kb_dna_pair_exceeds_16_bits(device, packed, routing):
     re-run gives the exact score; the unrelated pair stays in 16 bits.  With
     routing from 8,192 residues both 39-40 kb subjects go to the (32-bit) intra-task kernel
     instead."""
-    from swdask.gpu import score_all_gpu
+    from swdask.backend import score_all_gpu
 
     rng = np.random.default_rng(40)
     gene = rng.integers(0, 4, 40_000).astype(np.uint8)

@@ -10,7 +10,7 @@ import pytest
 
 from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
-from swdask.store import load_sequences
+from swdask.sequences.store import load_sequences
 
 pytestmark = pytest.mark.gpu
 
@@ -76,7 +76,7 @@ def test_long_subjects_routed_by_length_bit_identical(device, packed):
     """Swiss-Prot plus six titin-like subjects of 9-35k residues (routed to the intra-task
     kernel from 9,000 residues), 16 queries including two of ~5,000 residues (several
     passes of a block)."""
-    from swdask.gpu import score_all_gpu
+    from swdask.backend import score_all_gpu
 
     db = load_sequences("tests/data/sprot_db.fasta.gz")
     big = load_sequences("tests/data/sprot12071.fasta.gz")

@@ -12,7 +12,7 @@ from swdask.kernels.cpu.score import score_all
 from swdask.kernels.cpu.traceback import traceback_pair
 from swdask.kernels.cuda import traceback as gpu_traceback
 from swdask.scoring import Scoring
-from swdask.store import load_sequences
+from swdask.sequences.store import load_sequences
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
 

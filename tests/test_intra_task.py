@@ -14,7 +14,7 @@ from swdask.kernels.cpu.score import score_all
 from swdask.kernels.cuda import intra_task, launcher
 from swdask.kernels.cuda.compile import get_kernel
 from swdask.scoring import Scoring
-from swdask.store import load_sequences
+from swdask.sequences.store import load_sequences
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
 

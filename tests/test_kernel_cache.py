@@ -188,7 +188,7 @@ def test_declared_signatures_are_what_the_launchers_pass(monkeypatch):
     """Kernels built ahead of time are compiled for the declared argument types; a launch
     with other types would compile again.  Launch every family through its real launcher
     in the simulator and compare."""
-    from swdask.gpu import score_all_gpu, top_hits_gpu
+    from swdask.backend import score_all_gpu, top_hits_gpu
     from swdask.kernels.cuda import launcher, traceback
 
     monkeypatch.setattr(room, "_KERNELS", {})  # only this test's launches

@@ -1,4 +1,4 @@
-"""Long pair alignment (swdask.long_align, ``swdask align-long``): tiles composed into the
+"""Long pair alignment (swdask.jobs.long_align, ``swdask align-long``): tiles composed into the
 whole matrix against the reference and the full-matrix traceback, the CUDA tile kernel in
 the simulator against the CPU tile kernel, CPU / GPU / mixed Dask runs giving the same
 answer, a planted answer on a real chromosome window, the cost model, the command line.
@@ -15,8 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import swdask
-from swdask import long_align as la
-from swdask.alphabet import DNA
+from swdask.jobs import long_align as la
+from swdask.jobs.long_align import score as la_score
+from swdask.jobs.long_align import traceback as la_trace
+from swdask.sequences.alphabet import DNA
 from swdask.cli import main
 from swdask.kernels.cpu.reference import align_reference
 from swdask.kernels.cpu.tile import better, matrix_boundaries, score_tile
@@ -70,7 +72,7 @@ def related_pair(rng, m, n):
 
 @pytest.fixture(scope="module")
 def cpu_client():
-    client = la._local_cluster("cpu", 0)
+    client = la_score.local_cluster("cpu", 0)
     yield client
     cluster = client.cluster
     client.close()
@@ -96,7 +98,7 @@ def test_tiles_compose_to_the_reference(scoring):
 def test_tiles_on_kilobase_real_pairs_match_the_full_matrix():
     """Two 16S genes (2 kb class) cut in tiles of odd sizes: score and ends of the
     traceback kernel's whole-matrix pass (itself checked against the reference)."""
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     batch = load_sequences(DATA / "16S_200.fna.gz")
     scoring = Scoring(alphabet="dna")
@@ -155,8 +157,8 @@ def test_align_long_traceback_equals_align_codes(cpu_client, monkeypatch):
     """Tiles much smaller than the sequences, a path crossing many of them, and the
     traceback's grids forced (tiny leaves, at most 3 x 3 tiles a grid, so grids within
     grids): the alignment of align_codes."""
-    monkeypatch.setattr(la, "LEAF_CELLS", 300)
-    monkeypatch.setattr(la, "TRACE_MAX_SPLIT", 3)
+    monkeypatch.setattr(la_trace, "LEAF_CELLS", 300)
+    monkeypatch.setattr(la_trace, "TRACE_MAX_SPLIT", 3)
     codes = window_codes()
     scoring = Scoring(alphabet="dna")
     a = codes[:1500]
@@ -323,7 +325,7 @@ def test_gpu_megabase_planted_answer():
     score on the GPU alone, and on GPU and CPU workers at once; the traceback's path."""
     chromosome = Path(os.environ.get("SWDASK_CHROMOSOME", Path(__file__).resolve().parents[2]
                                      / "shared" / "data" / "NCTC11397_chromosome.fna.gz"))
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     codes = load_sequences(chromosome).codes(0)
     scoring = Scoring(alphabet="dna")

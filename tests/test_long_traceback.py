@@ -1,4 +1,4 @@
-"""The long-alignment traceback's grids (swdask.long_align._trace_rect): the cut boundaries
+"""The long-alignment traceback's grids (swdask.jobs.long_align.traceback._trace_rect): the cut boundaries
 of a grid swept at once, by the CPU's threads (kernels/cpu/tile.py ``score_grid``) and by
 the checkpointing GPU kernel in the simulator (kernels/cuda/tile.py ``score_grid_gpu``),
 equal to the boundaries of the tiles computed one by one with ``score_tile``; the walk
@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from swdask import long_align as la
-from swdask.alphabet import DNA
+from swdask.jobs.long_align import planted_copy
+from swdask.jobs.long_align import traceback as la
+from swdask.sequences.alphabet import DNA
 from swdask.kernels.cpu.tile import (STATE_H, grid_lines, matrix_boundaries, score_grid,
                                      score_tile)
 from swdask.kernels.cpu.traceback import align_codes, cigar_string, summarize_path
@@ -203,13 +204,13 @@ def test_trace_rect_equals_align_codes(monkeypatch, leaf, split, memory, depth):
     monkeypatch.setattr(la, "TRACE_MEMORY", memory)
     codes = window_codes()
     dna = Scoring(alphabet="dna")
-    b, _, _ = la.planted_copy(codes[2000:2700], dna, spacing=50, seed=5)
+    b, _, _ = planted_copy(codes[2000:2700], dna, spacing=50, seed=5)
     pairs = [(codes[1900:2750], np.concatenate([codes[9000:9040], b]), dna)]
     rng = np.random.default_rng(12)
     a, b = related(rng, 20, 333, 301)
     pairs.append((a, b, Scoring("BLOSUM62")))
     for a, b, scoring in pairs:
-        got, stats = trace(a, b, scoring, la._cpu_grid)
+        got, stats = trace(a, b, scoring, la.cpu_grid)
         assert got == reference(a, b, scoring), (scoring, leaf, split, memory)
         assert stats["grids"]["cpu"] >= 1 and stats["leaves"] > 1
         assert stats["grid_cells"] >= got[2] * got[4]  # the first grid: all before the end
@@ -232,7 +233,7 @@ def test_grid_lines_and_sides(monkeypatch):
 
 
 def test_trace_rect_through_the_simulator_grid(monkeypatch):
-    """``_gpu_grid`` with the checkpointing kernel (simulator, 32-row strips, 4-column
+    """``gpu_grid`` with the checkpointing kernel (simulator, 32-row strips, 4-column
     sub-tiles) for the first grid, the CPU below: the path of align_codes."""
     from swdask.kernels.cuda import tile as gpu_tile
 
@@ -243,7 +244,7 @@ def test_trace_rect_through_the_simulator_grid(monkeypatch):
     scoring = Scoring(alphabet="dna")
     a = codes[540:580]
     b = np.concatenate([codes[700:702], a[22:31], a[33:38]])
-    got, stats = trace(a, b, scoring, la._gpu_grid)
+    got, stats = trace(a, b, scoring, la.gpu_grid)
     assert got == reference(a, b, scoring) == (19, 22, 38, 2, 16, "9=2I5=")
     assert stats["grids"]["gpu"] == 1 and stats["grids"]["cpu"] >= 1
 
@@ -254,8 +255,8 @@ def test_trace_rect_through_the_simulator_grid(monkeypatch):
 def test_gpu_grid_matches_cpu_grid_on_a_real_gpu():
     """A 240 kb x 190 kb pair (a random flank and the test window, against random sequence
     and a mutated copy of the window's last 90 kb): the grids of both kernel shapes equal
-    the CPU's, and the traceback through ``_gpu_grid`` equals the one through
-    ``_cpu_grid``."""
+    the CPU's, and the traceback through ``gpu_grid`` equals the one through
+    ``cpu_grid``."""
     from numba import config
 
     from swdask.kernels.cuda.tile import GRID_ROWS, GRID_WIDTH, ROWS, WIDTH, score_grid_gpu
@@ -265,7 +266,7 @@ def test_gpu_grid_matches_cpu_grid_on_a_real_gpu():
     scoring = Scoring(alphabet="dna")
     matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
     a = np.concatenate([rng.integers(0, 4, 200_000).astype(np.uint8), window_codes()])
-    copy, planted, _ = la.planted_copy(a[150_000:], scoring, spacing=300, seed=6)
+    copy, planted, _ = planted_copy(a[150_000:], scoring, spacing=300, seed=6)
     b = np.concatenate([rng.integers(0, 4, 100_000).astype(np.uint8), copy])
     h, w = len(a), len(b)
     bounds = matrix_boundaries(h, w)
@@ -281,7 +282,7 @@ def test_gpu_grid_matches_cpu_grid_on_a_real_gpu():
         for x, y in zip(gpu.tile, cpu.tile):
             np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=str((rows, width)))
     end = tuple(int(x) for x in cpu.tile[4:])
-    on_gpu, gpu_counts = trace(a, b, scoring, la._gpu_grid, end)
-    on_cpu, cpu_counts = trace(a, b, scoring, la._cpu_grid, end)
+    on_gpu, gpu_counts = trace(a, b, scoring, la.gpu_grid, end)
+    on_cpu, cpu_counts = trace(a, b, scoring, la.cpu_grid, end)
     assert on_gpu == on_cpu
     assert gpu_counts["grids"]["gpu"] >= 1 and cpu_counts["grids"]["gpu"] == 0

@@ -487,6 +487,22 @@ def test_failed_write_leaves_no_file_and_keeps_the_old_one(hits, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["hits.sam"]
 
 
+def test_outputs_honour_the_umask(hits, tmp_path):
+    """Files and stores get the permissions the user's umask gives a new file or folder
+    (a temporary file from ``mkstemp`` would keep 0600 through its rename)."""
+    import os
+    import stat
+
+    previous = os.umask(0o027)
+    try:
+        out = write_hits(hits, tmp_path / "hits.tsv", outfmt="blast6")
+        store = swdask.ingest(QUERIES, tmp_path / "queries.store")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640
+    assert stat.S_IMODE(store.path.stat().st_mode) == 0o750
+
+
 def test_sam_lines_is_what_write_hits_writes(hits, tmp_path):
     out = write_hits(hits, tmp_path / "hits.sam", outfmt="sam", command_line="a\tb\nc")
     assert out.read_text() == "".join(sam_lines(hits_table(hits), command_line="a\tb\nc"))

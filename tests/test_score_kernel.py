@@ -13,7 +13,7 @@ from swdask.kernels.cpu.reference import MODE_CODES, score_reference
 from swdask.kernels.cpu.score import INT16_MAX, score_all
 from swdask.kernels.cpu.traceback import traceback_pair
 from swdask.scoring import Scoring
-from swdask.store import load_sequences
+from swdask.sequences.store import load_sequences
 
 MODES = list(MODE_CODES)
 GRID = [

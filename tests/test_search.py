@@ -20,7 +20,7 @@ from swdask.kernels.cpu.traceback import rescore
 from swdask.output import hits_table
 from swdask.parquet_schemas import HITS
 from swdask.scoring import Scoring
-from swdask.search import SearchStats
+from swdask.jobs.search import SearchStats
 from oracles import python_summary
 
 DATA = Path(__file__).parent / "data"
@@ -316,7 +316,7 @@ def test_cuda_driver_probe(monkeypatch):
     import ctypes
     import sys
 
-    search_module = sys.modules["swdask.search"]
+    from swdask import backend
 
     def no_library(path, *args, **kwargs):
         raise OSError(f"{path}: cannot open shared object file")
@@ -324,10 +324,10 @@ def test_cuda_driver_probe(monkeypatch):
     monkeypatch.setattr(ctypes, "CDLL", no_library)
     monkeypatch.delenv("NUMBA_CUDA_DRIVER", raising=False)
     monkeypatch.setattr(sys, "platform", "linux")
-    assert search_module._cuda_driver_loadable() is False
-    assert search_module.check_device("auto") == "cpu"
+    assert backend.cuda_driver_loadable() is False
+    assert backend.check_device("auto") == "cpu"
     monkeypatch.setenv("NUMBA_CUDA_DRIVER", "/opt/driver/libcuda.so")
-    assert search_module._cuda_driver_loadable() is True
+    assert backend.cuda_driver_loadable() is True
     monkeypatch.delenv("NUMBA_CUDA_DRIVER")
     monkeypatch.setattr(sys, "platform", "win32")
-    assert search_module._cuda_driver_loadable() is True
+    assert backend.cuda_driver_loadable() is True

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +21,9 @@ from swdask import Scoring
 from swdask.errors import EmptyInputError, InputNotFoundError, SchemaError, ScoringError
 from swdask.kernels.cpu import psse
 from swdask.kernels.cpu.reference import score_reference
-from swdask.significance import (PSSM_LETTERS, read_pssm, significance, significance_in_process,
-                                 subject_key)
-from swdask.store import load_sequences
+from swdask.jobs.significance import (PSSM_LETTERS, read_pssm, significance,
+                                      significance_in_process, subject_key)
+from swdask.sequences.store import load_sequences
 
 DATA = Path(__file__).parent / "data"
 PSSM_FILE = DATA / "sl_pseaac_example40.pssm"
@@ -363,6 +364,35 @@ def test_lazy_frame_equals_in_process_and_is_reproducible():
                                        shuffles=8, seed=5, device="cpu")
     pd.testing.assert_frame_equal(alone, here[(here["query"] == "q33") & (here.subject == "s2")]
                                   .reset_index(drop=True))
+
+
+def test_parallel_kernels_take_turns_on_dask_threads():
+    """Numba's workqueue threading layer (the one where neither TBB nor OpenMP is
+    installed) aborts the process when two threads enter its ``parallel=True`` kernels at
+    once (kernels/cpu/psse.py): significance tasks on Dask's threads must take turns
+    (swdask.backend.KERNEL_LOCK).  Without the lock this process dies with SIGABRT."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import dask, pandas as pd, swdask
+        queries = {f"q{k}": "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ"[k:] + "WWHEAG" for k in range(8)}
+        subjects = {f"s{k}": "GSHMLEDPVDAFQGRAGWMKTAYIAKQRQ"[k:] * 3 for k in range(6)}
+        options = dict(shuffles=400, seed=1, device="cpu")
+        here, _ = swdask.significance_in_process(queries, subjects, **options)
+        lazy = swdask.significance(queries, subjects, queries_per_task=1, **options)
+        with dask.config.set(scheduler="threads", num_workers=4):
+            for _ in range(3):
+                pd.testing.assert_frame_equal(lazy.compute().reset_index(drop=True), here)
+        import numba
+        print(numba.threading_layer(), len(here))
+    """)
+    env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["workqueue", "48"]
 
 
 def test_pairs_from_tsv_and_hits(tmp_path):

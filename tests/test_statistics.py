@@ -35,7 +35,7 @@ import pytest
 from Bio.Align import substitution_matrices
 
 from swdask.scoring import MATRICES, Scoring
-from swdask.statistics import (
+from swdask.scoring.statistics import (
     _BLASTN,
     _PROTEIN,
     KarlinAltschul,

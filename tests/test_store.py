@@ -1,4 +1,5 @@
-"""Tests of swdask.fastx and swdask.store: FASTA/FASTQ reading and the sequence store."""
+"""Tests of swdask.sequences (fastx, store, ingest): FASTA/FASTQ reading and the sequence
+store."""
 from __future__ import annotations
 
 import gzip
@@ -16,8 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import swdask.store as st
-from swdask.alphabet import DNA, PROTEIN
+import swdask.sequences.ingest as st
 from swdask.errors import (
     EmptyInputError,
     InputNotFoundError,
@@ -26,8 +26,12 @@ from swdask.errors import (
     SequenceFormatError,
     StoreError,
 )
-from swdask.fastx import iter_records, sniff_alphabet, split_header
-from swdask.store import SequenceBatch, SequenceStore, ingest, load_sequences, open_database
+from swdask.sequences import fastx
+from swdask.sequences.alphabet import DNA, PROTEIN
+from swdask.sequences.batch import SequenceBatch
+from swdask.sequences.fastx import iter_records, sniff_alphabet, split_header
+from swdask.sequences.ingest import ingest, open_database
+from swdask.sequences.store import SequenceStore, load_sequences
 
 DATA = Path(__file__).parent / "data"
 QUERIES = DATA / "sprot_queries.fasta"
@@ -470,7 +474,7 @@ def test_error_output_exists_without_force(tmp_path, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("precious")
-    monkeypatch.setattr(st, "sniff_alphabet", lambda paths: pytest.fail("work was done"))
+    monkeypatch.setattr(fastx, "sniff_alphabet", lambda paths: pytest.fail("work was done"))
     # Raised before any work: even before the (missing) input is looked at.
     message = error_of(OutputExistsError, ingest, tmp_path / "missing.fa", out)
     assert message == f"{out}: already exists (use --force to overwrite)"

@@ -23,14 +23,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Align ``args.a`` with ``args.b`` and print the alignment."""
-    from ..align import align
+    from ..jobs.align import align
 
     alphabet = None if args.alphabet == "auto" else args.alphabet
     scoring = None
     if args.matrix or args.match is not None or args.mismatch is not None \
             or args.gap_open is not None or args.gap_extend is not None:
         if alphabet is None and not args.matrix and args.match is None and args.mismatch is None:
-            from ..alphabet import detect_alphabet
+            from ..sequences.alphabet import detect_alphabet
 
             sample = "".join(x for x in (args.a, args.b) if not os.path.exists(x))
             alphabet = file_alphabet(args) or detect_alphabet(sample.encode()).name

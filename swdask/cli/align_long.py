@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> None:
     """Align, write the one-row table (and SAM), and (unless ``--quiet``) two summary lines."""
     import pyarrow.parquet as pq
 
-    from ..long_align import align_long
-    from ..output import atomic_path, check_output
+    from ..jobs.base import atomic_path, check_output
+    from ..jobs.long_align import align_long
 
     check_output(args.output, force=args.force)
     if args.sam and not args.traceback:

@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Write the pairs to the folder ``args.output`` and (unless ``--quiet``) the summary."""
-    from ..allpairs import check_device, write_all_pairs
+    from ..jobs.allpairs import check_device, write_all_pairs
 
     if os.path.exists(args.output) and not (args.resume or args.force):
         from ..errors import OutputExistsError

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from ..options import ALPHABETS, MODES
 
 if TYPE_CHECKING:  # for the annotations only: the modules load pandas and Numba
+    from ..jobs.search import SearchStats
     from ..scoring import Scoring
-    from ..search import SearchStats
 
 #: The exit status of a usage error and of every error on bad input.
 EXIT_BAD_INPUT = 2
@@ -179,8 +179,8 @@ def scoring_from_args(args: argparse.Namespace, alphabet: str | None) -> Scoring
 
 def database_alphabet(path: str, alphabet: str) -> str:
     """``alphabet``, or where it is ``"auto"`` the alphabet of the store or file ``path``."""
-    from ..fastx import check_readable, sniff_alphabet
-    from ..store import SequenceStore
+    from ..sequences.fastx import check_readable, sniff_alphabet
+    from ..sequences.store import SequenceStore
 
     if alphabet != "auto":
         return alphabet
@@ -192,7 +192,7 @@ def database_alphabet(path: str, alphabet: str) -> str:
 
 def file_alphabet(args: argparse.Namespace) -> str | None:
     """The alphabet of the files among ``args.a`` and ``args.b``; None when neither is one."""
-    from ..fastx import sniff_alphabet
+    from ..sequences.fastx import sniff_alphabet
 
     paths = [x for x in (args.a, args.b) if os.path.isfile(x)]
     return sniff_alphabet(paths).name if paths else None
@@ -240,7 +240,7 @@ def search_here(queries, database, **options) -> tuple:
 
         # Before the heavy imports: on a first run the helper has a head start.
         prebuild.start(prebuild.SEARCH)
-    from ..search import search_in_process
+    from ..jobs.search import search_in_process
 
     return search_in_process(queries, database, **options)
 

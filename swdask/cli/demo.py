@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Search the bundled data and print the best hits and the summary."""
-    from ..output import check_output, write_hits
+    from ..jobs.base import check_output
+    from ..output import write_hits
 
     if args.output:
         check_output(args.output, force=args.force)
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> None:
                                   return_stats=True)
     else:
         from ..cluster import compute, session
-        from ..search import search
+        from ..jobs.search import search
 
         with session(args.workers, scheduler=args.scheduler, announce=print) as client:
             hits, stats = compute(*search(queries, database, max_hits=max(args.hits, 1),

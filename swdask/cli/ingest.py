@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Ingest ``args.inputs`` into the store ``args.output`` and print what it holds."""
-    from ..store import ingest
+    from ..sequences.ingest import ingest
 
     store = ingest(args.inputs, args.output, alphabet=args.alphabet,
                    partition_residues=args.partition_residues, map_unknown=args.map_unknown,

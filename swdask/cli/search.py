@@ -57,13 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Search, write the hits file, and (unless ``--quiet``) print the summary."""
     if in_process(args) and args.device == "gpu":
-        from .. import gpu
+        from ..backend import start_early
 
         # The GPU's first use (0.6 s) overlaps the imports and the reading of the input;
         # search_in_process checks the GPU once it has read them.
-        gpu.start_early()
-    from ..output import check_format, check_output, write_hits
-    from ..search import check_device
+        start_early()
+    from ..backend import check_device
+    from ..jobs.base import check_output
+    from ..output import check_format, write_hits
 
     check_output(args.output, force=args.force)
     check_format(args.outfmt, args.columns)
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> None:
                                   **options)
     else:
         from ..cluster import compute
-        from ..search import search
+        from ..jobs.search import search
 
         with job_session(args) as client:
             hits, stats = compute(*search(args.queries, args.database, **options),

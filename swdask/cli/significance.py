@@ -53,9 +53,9 @@ def run(args: argparse.Namespace) -> None:
     import pyarrow.parquet as pq
 
     from ..cluster import compute
-    from ..output import atomic_path, check_output
+    from ..jobs.base import atomic_path, check_output
+    from ..jobs.significance import check_options, significance, significance_in_process
     from ..parquet_schemas import SIGNIFICANCE
-    from ..significance import check_options, significance, significance_in_process
     from ..tables import check_table
 
     check_output(args.output, force=args.force)

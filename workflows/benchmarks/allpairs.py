@@ -49,7 +49,7 @@ DEFAULT_FASTA = ROOT.parent / "shared" / "data" / "refseq_16S.fna.gz"
 
 def _subset_fasta(fasta: Path, genes: int | None, seed: int, folder: Path) -> tuple[Path, int]:
     """A FASTA of ``genes`` records drawn at random (seeded) from ``fasta``, in file order."""
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     batch = load_sequences(fasta, alphabet="dna", map_unknown=True)
     n = len(batch)

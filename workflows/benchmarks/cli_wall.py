@@ -48,7 +48,7 @@ cache it filled.  Cases (``--cases``, comma list, run in this order):
 ``align-long``
     A ``--window`` (1 Mb) window of ``--chromosome`` (default the 40 kb test window, so
     the pair is as long as that file allows) against a planted mutated copy of it (a
-    mutation every 1,000 residues, ``swdask.long_align.planted_copy`` as in
+    mutation every 1,000 residues, ``swdask.jobs.long_align.planted_copy`` as in
     ``long_align.py``): ``swdask align-long A.fasta B.fasta -o OUT.parquet --device D``
     (score pass, no traceback); the planted score is checked.  Cells = m x n.
 
@@ -311,7 +311,7 @@ def records_of(batch, indices):
 
 def residues_of(path) -> tuple[int, list[int]]:
     """Total residues and the lengths of a FASTA file's records."""
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     lengths = [int(x) for x in load_sequences(path).lengths]
     return sum(lengths), lengths
@@ -324,7 +324,7 @@ def residues_of(path) -> tuple[int, list[int]]:
 
 def case_search(args, runner: Runner, scratch: Path, has_warmup: bool, shared: dict) -> dict:
     """Rows (a)-(d) of the search case and its bars; its caches go to ``shared``."""
-    from swdask.store import SequenceStore, load_sequences
+    from swdask.sequences.store import SequenceStore, load_sequences
 
     queries = Path(args.queries)
     if args.quick:  # a few queries
@@ -449,7 +449,7 @@ def case_small(args, runner: Runner, scratch: Path, shared: dict) -> dict:
     case's caches, when it ran: the same commands, so the fill runs are short)."""
     import numpy as np
 
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     n_db, n_q, low, high = (300, 4, 349, 4613) if args.quick else (2100, 22, 349, 4613)
     pool = load_sequences(args.small_db)
@@ -527,7 +527,7 @@ def case_allpairs(args, runner: Runner, scratch: Path) -> dict:
     """Every pair of ``--allpairs-genes`` 16S genes above 97% identity, global."""
     import random
 
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     genes = 40 if args.quick else args.allpairs_genes
     batch = load_sequences(args.genes, alphabet="dna", map_unknown=True)
@@ -558,7 +558,7 @@ def case_significance(args, runner: Runner, scratch: Path) -> dict:
     """P-values of 100 Swiss-Prot pairs from ``--shuffles`` shuffles each."""
     import numpy as np
 
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     n_pairs, shuffles = (4, 20) if args.quick else (args.pairs, args.shuffles)
     pool = load_sequences(args.db)
@@ -588,8 +588,8 @@ def case_significance(args, runner: Runner, scratch: Path) -> dict:
 def case_align_long(args, runner: Runner, scratch: Path) -> dict:
     """A window of a chromosome against a planted mutated copy of it."""
     import swdask
-    from swdask import long_align as la
-    from swdask.store import load_sequences
+    from swdask.jobs import long_align as la
+    from swdask.sequences.store import load_sequences
 
     scoring = swdask.Scoring(alphabet="dna")
     chromosome = load_sequences(args.chromosome).codes(0)

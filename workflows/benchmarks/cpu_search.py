@@ -79,8 +79,9 @@ from swdask.cli.common import number, positive  # the command line's argument ty
 from swdask.errors import SwdaskError
 from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
-from swdask.search import search_in_process
-from swdask.store import load_sequences, open_database
+from swdask.jobs.search import search_in_process
+from swdask.sequences.ingest import open_database
+from swdask.sequences.store import load_sequences
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 DEFAULT_QUERIES = DATA / "sprot196.fasta"

@@ -171,7 +171,8 @@ def in_process_gcups(query_file: Path, store: Path, repeats: int) -> dict:
     from swdask.kernels.cpu.score import score_all
 
     from swdask.scoring import Scoring
-    from swdask.store import load_sequences, open_database
+    from swdask.sequences.ingest import open_database
+    from swdask.sequences.store import load_sequences
 
     queries = load_sequences(query_file)
     db = open_database(store).read_all()

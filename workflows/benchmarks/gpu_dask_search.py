@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def replicate(db_path: Path, copies: int, out: Path) -> None:
     """``db_path`` written ``copies`` times, record names made unique with ``/copy``."""
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     db = load_sequences(db_path)
     text = [(name.split()[0], db.alphabet.decode(db.codes(k))) for k, name in enumerate(db.names)]
@@ -57,7 +57,7 @@ def replicate(db_path: Path, copies: int, out: Path) -> None:
 
 def pick_queries(pool_path: Path, db_path: Path, lengths, per_length: int) -> dict:
     """``per_length`` Swiss-Prot records closest to each target length, by name."""
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     pool = load_sequences(pool_path)
     db = load_sequences(db_path)
@@ -76,20 +76,18 @@ def pick_queries(pool_path: Path, db_path: Path, lengths, per_length: int) -> di
 def kernel_only(store, queries: dict, scoring, max_hits: int, repeats: int):
     """Median (over repeats) of the summed score-kernel seconds of all partitions, and
     the median costs per partition of what a score task does besides its kernels."""
-    import importlib
-
     from swdask.kernels.cuda.launcher import DeviceSubjects
-    from swdask.store import SequenceStore
+    from swdask.sequences.batch import list_arrays
+    from swdask.sequences.store import SequenceStore, read_part
 
-    search_module = importlib.import_module("swdask.search")
     store = SequenceStore.open(store.path)
     codes = [scoring.alphabet.encode(seq) for seq in queries.values()]
-    frames = store.to_dask(columns=list(search_module._SUBJECT_COLUMNS))
     reads, uploads = [], []
-    for number in range(frames.npartitions):  # a score task's read, as the task does it
+    for path in store.files:  # a score task's read, as the task does it
         tick = time.perf_counter()
-        frame = frames.get_partition(number).compute(scheduler="sync")
-        search_module._subject_arrays(frame, str(number))
+        table = read_part(path, ["seq_id", "length", "residues"])
+        table.column("seq_id").to_numpy()
+        list_arrays(table.column("residues"))
         reads.append(time.perf_counter() - tick)
     partitions = []
     for part in store.iter_partitions():
@@ -171,7 +169,7 @@ def main(argv=None) -> int:
 
     import swdask
     from swdask.cluster import compute, shutdown
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     scoring = swdask.Scoring()
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="swdask-bench-"))

@@ -73,7 +73,7 @@ def main(argv=None):
     from swdask.kernels.cuda import inter_task_dpx
     from swdask.kernels.cuda.launcher import DeviceSubjects
     from swdask.scoring import Scoring
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     scoring = Scoring()
     db = load_sequences(args.db).sorted_by_length()

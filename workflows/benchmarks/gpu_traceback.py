@@ -58,8 +58,8 @@ def main(argv=None) -> int:
     from swdask.kernels.cpu.score import score_all
     from swdask.kernels.cuda.traceback import trace_local
     from swdask.scoring import Scoring
-    from swdask.search import _hit_row, _trace
-    from swdask.store import load_sequences
+    from swdask.jobs.search.tasks import hit_row, trace
+    from swdask.sequences.store import load_sequences
 
     pool = load_sequences(args.pool)
     rng = np.random.default_rng(2026)
@@ -106,17 +106,17 @@ def main(argv=None) -> int:
     sample = np.linspace(0, len(pairs) - 1, min(args.cpu_pairs, len(pairs))).astype(int)
     work = [("q", 0, pairs[k][0], "s", int(k), pairs[k][1], pairs[k][2], int(ends[k, 0]),
              int(ends[k, 1]), 1) for k in sample]
-    _trace(work[:1], scoring, "local")  # compile
+    trace(work[:1], scoring, "local")  # compile
     tick = time.perf_counter()
-    rows = _trace(work, scoring, "local")
+    rows = trace(work, scoring, "local")
     cpu_seconds = time.perf_counter() - tick
     cpu_cells = int((ends[sample, 0] * ends[sample, 1]).sum())
     for row, k in zip(rows, sample):
-        want = _hit_row("q", 0, pairs[k][0], "s", int(k), pairs[k][1], pairs[k][2],
+        want = hit_row("q", 0, pairs[k][0], "s", int(k), pairs[k][1], pairs[k][2],
                         int(ends[k, 0]), int(ends[k, 1]), 1, scoring, "local")
         assert row == want
         assert (row[7], row[9]) == (int(starts[k, 0]), int(starts[k, 1]))
-    gpu_rows = _trace(work, scoring, "local", backend="gpu")
+    gpu_rows = trace(work, scoring, "local", device="gpu")
     assert gpu_rows == rows, "the GPU and CPU tracebacks differ"
 
     result = {

@@ -165,7 +165,7 @@ def main(argv=None):
     from swdask.kernels.cuda import intra_task, launcher
     from swdask.kernels.cuda.launcher import DeviceSubjects
     from swdask.scoring import Scoring
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     if config.ENABLE_CUDASIM:
         name, sms = "CUDA simulator", 0

@@ -3,7 +3,7 @@ window of itself, GCUPS of the score pass on GPU, CPU and both, and the tracebac
 
 Default workload (issue 7): A = the whole NCTC 11397 chromosome (2.46 Mb), B = a 1 Mb
 window of it (from 700,000) with a planted mutation every 1,000 residues (substitutions,
-insertions and deletions of 1-3 residues: ``swdask.long_align.planted_copy``), so the
+insertions and deletions of 1-3 residues: ``swdask.jobs.long_align.planted_copy``), so the
 best score is known and checked.  GCUPS = m x n / seconds of the score pass (the tile
 DAG, from submission to the best cell, JIT warm-up excluded by a warm-up run).  With
 ``--traceback``: the traceback's seconds (after a warm-up traceback of a tenth of the
@@ -20,6 +20,7 @@ the first ``--cpu-rows`` residues of A (a rate, GCUPS, is what is compared).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -36,7 +37,7 @@ QUICK_A = ROOT / "tests" / "data" / "NCTC11397_window40k.fna.gz"
 
 
 def real_gpu() -> bool:
-    from swdask.gpu import gpu_available, simulator_enabled
+    from swdask.backend import gpu_available, simulator_enabled
 
     return gpu_available() and not simulator_enabled()
 
@@ -115,9 +116,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     import swdask
-    from swdask import long_align as la
+    from swdask.jobs import long_align as la
     from swdask.kernels.cuda import tile as gpu_tile
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     if args.sub_rows:
         gpu_tile.ROWS = args.sub_rows
@@ -223,7 +224,7 @@ def main(argv=None) -> int:
     if args.json:
         args.json.write_text(json.dumps({
             "workload": workload, "gpu": gpu_name(), "machine": platform.platform(),
-            "cores": os.cpu_count(), "cost_model": la.asdict(model), "rows": rows,
+            "cores": os.cpu_count(), "cost_model": dataclasses.asdict(model), "rows": rows,
             "traceback": traceback, "expected_score": expected}, indent=2, default=str))
     return 0 if ok else 1
 

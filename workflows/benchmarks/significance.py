@@ -8,7 +8,7 @@ every subject (``pairs="all"``), BLOSUM62 11/1, local.
 It prints the device (GPU name), the workload, and for the main run (median of
 ``--repeats`` runs after a warm-up):
 
-- wall time of :func:`swdask.significance.significance_in_process` (shuffles made on the
+- wall time of :func:`swdask.jobs.significance.significance_in_process` (shuffles made on the
   device, scores, censored Gumbel fits, P-values back on the host), and its effective
   GCUPS: query length x subject length x (shuffles + 1), summed over pairs, / wall seconds;
 - kernel time (score kernels only, CUDA events) and its GCUPS, and the shuffle and fit
@@ -72,7 +72,7 @@ def _workload(queries, subjects, n_queries, n_subjects, seed=0, max_length=None)
 
 
 def _run(q, s, shuffles, device, repeats, seed=1):
-    from swdask.significance import significance_in_process
+    from swdask.jobs.significance import significance_in_process
 
     significance_in_process(q, s, shuffles=shuffles, seed=seed, device=device)  # warm-up
     runs = []
@@ -116,7 +116,7 @@ def main(argv=None):
         args.queries, args.subjects, args.shuffles, args.repeats = 2, 3, 10, 1
         args.cpu_slice = "1,2,10"
 
-    from swdask.store import load_sequences
+    from swdask.sequences.store import load_sequences
 
     queries = load_sequences(args.query_file)
     subjects = load_sequences(args.subject_file)
@@ -154,7 +154,7 @@ def main(argv=None):
           f"{cpu_run['wall_seconds']:.2f} s = {cpu_run['effective_gcups']:.2f} GCUPS effective")
     check = "skipped (main device is the CPU)"
     if args.device != "cpu":
-        from swdask.significance import significance_in_process
+        from swdask.jobs.significance import significance_in_process
 
         dev_frame, _ = significance_in_process(sq, ss, shuffles=nsh, seed=1, device=args.device)
         if dev_frame.score.tolist() != cpu_frame.score.tolist():

@@ -6,7 +6,7 @@ Biopython 0.34 s; needletail is chosen over the slightly faster pyfastx because 
 rejects malformed FASTQ (a truncated file, a quality line of the wrong length) with the
 record name and line number, where pyfastx silently accepts a truncated FASTQ.
 
-Every record is checked letter by letter against an :class:`~swdask.alphabet.Alphabet`
+Every record is checked letter by letter against an :class:`~swdask.sequences.alphabet.Alphabet`
 and turned into uint8 codes.  Errors are one line naming the file and the 1-based
 record number (and, for a bad letter, the 1-based position in the sequence).
 """
@@ -19,10 +19,11 @@ from collections.abc import Iterator
 import needletail
 import numpy as np
 
-from .alphabet import Alphabet, detect_alphabet
-from .errors import EmptyInputError, InputNotFoundError, InvalidSequenceError, SequenceFormatError
+from ..errors import EmptyInputError, InputNotFoundError, InvalidSequenceError, SequenceFormatError
+from .alphabet import DNA, PROTEIN, Alphabet, detect_alphabet, get_alphabet
 
-__all__ = ["iter_records", "sniff_alphabet", "SNIFF_RESIDUES"]
+__all__ = ["SNIFF_RESIDUES", "check_alphabet", "check_readable", "iter_records", "read_records",
+           "resolve_alphabet", "sniff_alphabet", "split_header"]
 
 #: Residues read by :func:`sniff_alphabet` before it decides.
 SNIFF_RESIDUES = 10_000
@@ -108,7 +109,7 @@ def iter_records(
     description : str
         The rest of the header, stripped (``""`` if none).
     codes : numpy.ndarray
-        uint8 residue codes (see :mod:`swdask.alphabet`).
+        uint8 residue codes (see :mod:`swdask.sequences.alphabet`).
 
     Raises
     ------
@@ -127,7 +128,7 @@ def iter_records(
     Examples
     --------
     >>> from importlib.resources import files
-    >>> from swdask.alphabet import PROTEIN
+    >>> from swdask.sequences.alphabet import PROTEIN
     >>> path = files("swdask") / "data" / "demo_queries.fasta"
     >>> name, description, codes = next(iter_records(path, alphabet=PROTEIN))
     >>> codes.dtype, len(codes) > 0
@@ -149,7 +150,7 @@ def sniff_alphabet(paths) -> Alphabet:
     """Guess the alphabet of FASTA/FASTQ files from their first records.
 
     Records are read, over the files in order, until at least ``SNIFF_RESIDUES``
-    (10,000) residues are seen; :func:`swdask.alphabet.detect_alphabet` decides.
+    (10,000) residues are seen; :func:`swdask.sequences.alphabet.detect_alphabet` decides.
 
     Parameters
     ----------
@@ -185,3 +186,51 @@ def sniff_alphabet(paths) -> Alphabet:
         if seen >= SNIFF_RESIDUES:
             break
     return detect_alphabet("".join(sample).encode("ascii", "replace"))
+
+
+def check_alphabet(alphabet):
+    """``"auto"`` or the :class:`Alphabet` of ``alphabet`` (a name or an Alphabet).
+
+    Raises
+    ------
+    InvalidSequenceError
+        An unknown alphabet; the message names the choices.
+    """
+    if isinstance(alphabet, Alphabet) or alphabet == "auto":
+        return alphabet
+    if isinstance(alphabet, str) and alphabet in ("protein", "dna"):
+        return get_alphabet(alphabet)
+    raise InvalidSequenceError(f"unknown alphabet {alphabet!r}; choose one of: auto, protein, dna")
+
+
+def _detected_hint(exc: InvalidSequenceError, detected: Alphabet) -> InvalidSequenceError:
+    """Add the auto-detection hint to a bad-letter error."""
+    if detected.name == DNA.name:
+        hint = f"alphabet detected as {DNA.name} from the first records; pass --alphabet {PROTEIN.name}"
+    else:
+        hint = f"alphabet detected as {detected.name} from the first records"
+    return InvalidSequenceError(f"{exc} ({hint})")
+
+
+def resolve_alphabet(alphabet, paths):
+    """``(Alphabet, detected)`` of an ``alphabet`` argument (see :func:`check_alphabet`):
+    detected is True when it was sniffed from ``paths``."""
+    if alphabet == "auto":
+        return sniff_alphabet(paths), True
+    return alphabet, False
+
+
+def read_records(path, alphabet, detected, map_unknown):
+    """:func:`iter_records`, with the auto-detection hint added to bad-letter errors
+    (``detected`` as :func:`resolve_alphabet` gives it)."""
+    records = iter_records(path, alphabet=alphabet, map_unknown=map_unknown)
+    while True:
+        try:
+            record = next(records)
+        except StopIteration:
+            return
+        except InvalidSequenceError as exc:
+            if detected and " is not in the " in str(exc):  # a bad letter, not an empty record
+                raise _detected_hint(exc, alphabet) from None
+            raise
+        yield record

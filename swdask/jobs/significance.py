@@ -31,19 +31,21 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .errors import EmptyInputError, InputNotFoundError, SchemaError, ScoringError
-from .options import DEVICES, check_choice
-from .parquet_schemas import SIGNIFICANCE
-from .scoring import Scoring
-from .store import SequenceBatch
-from .tables import check_table, to_pandas
+from .. import backend
+from ..errors import EmptyInputError, InputNotFoundError, SchemaError, ScoringError
+from ..options import DEVICES, check_choice
+from ..parquet_schemas import SIGNIFICANCE
+from ..scoring import Scoring
+from ..sequences.batch import SequenceBatch, as_batch
+from ..tables import check_table, to_pandas
+from .base import Job, TaskStats, progress_bar
 
-#: Devices of the significance flow.
 #: Residues (subjects and shuffles) per CPU chunk: the shuffled buffer stays in cache-
 #: friendly tens of MB.
 CPU_CHUNK_RESIDUES = 1 << 24
@@ -244,7 +246,7 @@ def _read_pairs(pairs, queries: SequenceBatch, subjects: SequenceBatch) -> list:
 
 
 @dataclass(frozen=True)
-class SignificanceStats:
+class SignificanceStats(TaskStats):
     """Work and time of a significance run (summed over tasks)."""
 
     pairs: int = 0
@@ -254,29 +256,24 @@ class SignificanceStats:
     fit_seconds: float = 0.0
     seconds: float = 0.0  #: task wall time
 
-    def __add__(self, other):
-        return SignificanceStats(*(a + b for a, b in zip(self._values(), other._values())))
-
-    def _values(self):
-        return (self.pairs, self.cells, self.kernel_seconds, self.shuffle_seconds,
-                self.fit_seconds, self.seconds)
-
     @property
     def gcups(self) -> float:
         """Effective GCUPS: every cell of every shuffled alignment per second of wall time."""
         return self.cells / self.seconds / 1e9 if self.seconds else 0.0
 
 
-@dataclass(frozen=True, eq=False)
-class _Job:
+@dataclass(frozen=True, eq=False, kw_only=True)
+class SignificanceJob(Job):
+    """Everything a significance task needs: small, immutable, picklable."""
+
+    mode: ClassVar[str] = "local"  # the shuffles are scored by Smith-Waterman
+
     queries: SequenceBatch
     subjects: SequenceBatch
     pairs: tuple  # per query, subject indices
     profiles: tuple  # per query, int32 [code, row] profile (matrix columns or PSSM)
-    scoring: Scoring
     shuffles: int
     seed: int
-    backend: str
     uses_pssm: bool
 
 
@@ -302,7 +299,7 @@ def _frame(rows: dict, n_shuffles: int, seed: int) -> pd.DataFrame:
     return to_pandas(check_table(table, SIGNIFICANCE, where="significance"))
 
 
-def _run_batch(job: _Job, query_ids) -> tuple[pd.DataFrame, SignificanceStats]:
+def _run_batch(job: SignificanceJob, query_ids) -> tuple[pd.DataFrame, SignificanceStats]:
     """Significance of every pair of the queries ``query_ids``, in this process."""
     tick = time.perf_counter()
     query_ids = np.asarray(query_ids, np.int64)
@@ -310,9 +307,9 @@ def _run_batch(job: _Job, query_ids) -> tuple[pd.DataFrame, SignificanceStats]:
     # Subjects longest first: neighbours in a warp (or a SIMD vector) have equal lengths.
     lengths = job.subjects.lengths[needed].astype(np.int64)
     needed = needed[np.argsort(-lengths, kind="stable")]
-    backend = _backend("auto") if job.backend == "auto" else job.backend
-    if backend == "gpu":
-        from .kernels.cuda import psse as gpu
+    device = job.task_device()
+    if device == "gpu":
+        from ..kernels.cuda import psse as gpu
 
         chunks = gpu.chunk_subjects(job.subjects.lengths[needed], job.shuffles)
     else:
@@ -331,8 +328,9 @@ def _run_batch(job: _Job, query_ids) -> tuple[pd.DataFrame, SignificanceStats]:
             blocks.append(tuple(np.sort(local[local >= 0]).tolist()))
         res, off = _gather(job.subjects, subjects)
         keys = np.array([subject_key(job.subjects.names[s]) for s in subjects], np.uint64)
-        runner = _gpu_chunk if backend == "gpu" else _cpu_chunk
-        results, chunk_stats = runner(job, res, off, keys, query_ids, blocks)
+        runner = _gpu_chunk if device == "gpu" else _cpu_chunk
+        with backend.KERNEL_LOCK:  # the CPU's kernels are parallel Numba kernels
+            results, chunk_stats = runner(job, res, off, keys, query_ids, blocks)
         stats += chunk_stats
         for q, block, result in zip(query_ids, blocks, results):
             got[int(q)].append((subjects[np.asarray(block, np.int64)], *result))
@@ -373,16 +371,16 @@ def _gather(batch: SequenceBatch, indices):
 def _cpu_chunks(lengths, n_shuffles):
     """Subjects cut into chunks of at most :data:`CPU_CHUNK_RESIDUES` residues over all
     their shuffled copies (the GPU path's rule, with the CPU's budget)."""
-    from .kernels.cuda.psse import chunk_subjects
+    from ..kernels.cuda.psse import chunk_subjects
 
     return chunk_subjects(lengths, n_shuffles, budget=CPU_CHUNK_RESIDUES)
 
 
-def _cpu_chunk(job: _Job, res, off, keys, query_ids, blocks):
+def _cpu_chunk(job: SignificanceJob, res, off, keys, query_ids, blocks):
     """One chunk on the CPU: shuffles by the ``@njit`` twin, scores by the SIMD kernels
     (or the profile scorer for a PSSM), fits by the ``@njit`` fit."""
-    from .kernels.cpu import psse
-    from .kernels.cpu.score import score_all
+    from ..kernels.cpu import psse
+    from ..kernels.cpu.score import score_all
 
     copies = job.shuffles + 1
     lengths = np.diff(off)
@@ -429,8 +427,8 @@ def _cpu_chunk(job: _Job, res, off, keys, query_ids, blocks):
                                       fit_seconds=fit_seconds)
 
 
-def _gpu_chunk(job: _Job, res, off, keys, query_ids, blocks):
-    from .kernels.cuda.psse import DeviceShuffles
+def _gpu_chunk(job: SignificanceJob, res, off, keys, query_ids, blocks):
+    from ..kernels.cuda.psse import DeviceShuffles
 
     shuffled = DeviceShuffles(res, off, keys, job.shuffles, job.seed)
     results, dstats = shuffled.significance([job.profiles[q] for q in query_ids], blocks,
@@ -485,24 +483,11 @@ def check_options(shuffles: int, seed: int, device: str, pairs) -> None:
                                  "of query/subject names or a HITS.parquet)")
 
 
-def _backend(device: str) -> str:
-    from .gpu import gpu_available, require_gpu, simulator_enabled
-
-    if device == "gpu":
-        require_gpu()
-        return "gpu"
-    if device == "auto" and not simulator_enabled() and gpu_available():
-        return "gpu"
-    return "cpu"
-
-
 def _prepare(queries, subjects, *, scoring, shuffles, seed, pairs, pssm, device, alphabet,
-             map_unknown, here=True) -> _Job:
-    from .search import as_queries
-
+             map_unknown, here=True) -> SignificanceJob:
     check_options(shuffles, seed, device, pairs)
-    queries = as_queries(queries, alphabet, map_unknown)
-    subjects = as_queries(subjects, queries.alphabet.name if alphabet == "auto" else alphabet,
+    queries = as_batch(queries, alphabet, map_unknown)
+    subjects = as_batch(subjects, queries.alphabet.name if alphabet == "auto" else alphabet,
                           map_unknown)
     if len(subjects) == 0:
         raise EmptyInputError("no subjects")
@@ -521,14 +506,12 @@ def _prepare(queries, subjects, *, scoring, shuffles, seed, pairs, pssm, device,
                                f"{table.sequence[:20]}...) matches none of the queries")
         for q in matched:
             profiles[q] = table.profile(scoring)
-    if here:
-        backend = _backend(device)
-    else:  # tasks on a Dask cluster: checked there (see swdask.search), "auto" per worker
-        from .search import _check_cluster_device
-
-        backend = _check_cluster_device(device, "local")
-    return _Job(queries, subjects, tuple(_read_pairs(pairs, queries, subjects)), tuple(profiles),
-                scoring, int(shuffles), int(seed), backend, pssm is not None)
+    # In this process, or on a Dask cluster ("auto": each worker's GPU, see swdask.backend).
+    device = backend.job_device(device, "local", client=None if here else backend.current_client())
+    return SignificanceJob(queries=queries, subjects=subjects,
+                           pairs=tuple(_read_pairs(pairs, queries, subjects)),
+                           profiles=tuple(profiles), scoring=scoring, shuffles=int(shuffles),
+                           seed=int(seed), device=device, uses_pssm=pssm is not None)
 
 
 def significance_in_process(queries, subjects, *, scoring: Scoring | None = None,
@@ -557,28 +540,29 @@ def significance_in_process(queries, subjects, *, scoring: Scoring | None = None
     >>> bool(frame.p_value[0] < 1e-6), bool(frame.p_value[1] > 0.01)
     (True, True)
     """
-    from tqdm.auto import tqdm
-
     job = _prepare(queries, subjects, scoring=scoring, shuffles=shuffles, seed=seed, pairs=pairs,
                    pssm=pssm, device=device, alphabet=alphabet, map_unknown=map_unknown)
     frames, stats = [], SignificanceStats()
     tick = time.perf_counter()
-    for batch in tqdm(_query_batches(job), disable=not progress, desc="significance",
-                      unit="batch"):
-        frame, batch_stats = _run_batch(job, batch)
-        frames.append(frame)
-        stats += batch_stats
+    batches = _query_batches(job)
+    with progress_bar(progress, desc="significance", unit="batch", total=len(batches),
+                      leave=True) as bar:
+        for batch in batches:
+            frame, batch_stats = _run_batch(job, batch)
+            frames.append(frame)
+            stats += batch_stats
+            bar.update(1)
     frame = pd.concat(frames, ignore_index=True) if frames else _empty_frame()
     stats = SignificanceStats(stats.pairs, stats.cells, stats.kernel_seconds,
                               stats.shuffle_seconds, stats.fit_seconds, time.perf_counter() - tick)
     return frame, stats
 
 
-def _query_batches(job: _Job, per_task=None):
+def _query_batches(job: SignificanceJob, per_task=None):
     """Query indices per task: every query in one batch on a GPU (the shuffles of a
     chunk are made once for all of them), 8 per batch on the CPU."""
     if per_task is None:
-        per_task = len(job.queries) if job.backend != "cpu" else 8
+        per_task = len(job.queries) if job.device != "cpu" else 8
     ids = np.arange(len(job.queries))
     return [ids[k:k + per_task] for k in range(0, len(ids), max(per_task, 1))]
 
@@ -665,13 +649,13 @@ def significance(queries, subjects, *, scoring: Scoring | None = None, shuffles:
                    here=False)
     batches = _query_batches(job, queries_per_task)
     token = tokenize(job.queries.residues, job.subjects.residues, job.pairs, job.shuffles,
-                     job.seed, job.backend)
+                     job.seed, job.device)
     if not batches:
         return dd.from_pandas(_empty_frame(), npartitions=1)
     return dd.from_map(_frame_task, batches, job=job, meta=_empty_frame(),
-                       label=f"swdask_score_{job.backend}-significance-{token[:8]}",
+                       label=f"swdask_score_{job.device}-significance-{token[:8]}",
                        enforce_metadata=False)
 
 
-def _frame_task(batch, job: _Job) -> pd.DataFrame:
+def _frame_task(batch, job: SignificanceJob) -> pd.DataFrame:
     return _run_batch(job, batch)[0]

@@ -31,8 +31,8 @@ from functools import cached_property
 
 import numpy as np
 
-from .alphabet import DNA, PROTEIN, Alphabet, get_alphabet
-from .errors import ScoringError
+from ..errors import ScoringError
+from ..sequences.alphabet import DNA, PROTEIN, Alphabet, get_alphabet
 
 #: Matrices loaded by name from Biopython, and the alphabet each scores.
 MATRICES = {
@@ -135,7 +135,7 @@ class Scoring:
                                         "gap_extend", 1)
 
     @classmethod
-    def default(cls, alphabet) -> "Scoring":
+    def default(cls, alphabet) -> Scoring:
         """BLAST's default scoring for ``alphabet`` ("protein" or "dna")."""
         return cls(alphabet=alphabet)
 
@@ -234,7 +234,7 @@ def _load_matrix(matrix, alphabet):
         name = str(matrix)
         try:
             source = substitution_matrices.read(os.fspath(matrix))
-        except Exception as exc:  # Biopython raises assorted types on malformed files
+        except Exception as exc:  # noqa: BLE001 - Biopython raises assorted types on bad files
             detail = str(exc) or type(exc).__name__
             raise ScoringError(f"{matrix}: not a readable NCBI-format matrix ({detail})") from None
     else:

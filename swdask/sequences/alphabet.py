@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InvalidSequenceError
+from ..errors import InvalidSequenceError
 
 INVALID = 255
 _WHITESPACE = b" \t\r\n\v\f"

@@ -1,16 +1,16 @@
 """Align one pair: :func:`align` and the :class:`Alignment` it returns."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from .alphabet import get_alphabet
-from .errors import InvalidSequenceError
-from .kernels.cpu.reference import MODES, OP_DEL, OP_INS, OP_MATCH, mode_code
-from .kernels.cpu.traceback import align_codes
-from .scoring import Scoring
+from ..errors import InvalidSequenceError
+from ..kernels.cpu.reference import MODES, OP_DEL, OP_INS, OP_MATCH, mode_code
+from ..kernels.cpu.traceback import align_codes
+from ..scoring import Scoring
+from ..sequences.alphabet import get_alphabet
+from ..sequences.batch import one_sequence
 
 __all__ = ["MODES", "Alignment", "align", "alignment_from_codes", "check_mode"]
 
@@ -128,25 +128,6 @@ def alignment_from_codes(query, subject, scoring: Scoring, mode: str = "local", 
     )
 
 
-def _one_sequence(value, alphabet, map_unknown, default_name):
-    """A sequence given as text, as a FASTA/FASTQ path (first record) or as codes."""
-    from .store import load_sequences
-
-    if isinstance(value, (str, os.PathLike)) and os.path.exists(value):
-        batch = load_sequences(value, alphabet=alphabet, map_unknown=map_unknown)
-        return batch.names[0], batch.codes(0), batch.alphabet
-    if isinstance(value, os.PathLike) or (isinstance(value, str) and any(c in value for c in "./\\")):
-        # No residue is '.', '/' or '\\': a missing file, not a sequence with bad letters.
-        from .errors import InputNotFoundError
-
-        raise InputNotFoundError(f"{value}: no such file (and not a sequence)")
-    if isinstance(value, np.ndarray):
-        return default_name, value.astype(np.uint8), None
-    if not isinstance(value, str):
-        raise TypeError(f"{default_name}: expected a sequence string, a file path or a code array")
-    return default_name, value, None
-
-
 def align(query, subject, *, scoring: Scoring | None = None, mode: str = "local",
           alphabet=None, map_unknown: bool = False) -> Alignment:
     """Align two sequences exactly, with full traceback.
@@ -185,13 +166,13 @@ def align(query, subject, *, scoring: Scoring | None = None, mode: str = "local"
     AWGHE
     AW-HE
     """
-    from .alphabet import detect_alphabet
+    from ..sequences.alphabet import detect_alphabet
 
     check_mode(mode)
     if alphabet is None and scoring is not None:
         alphabet = scoring.alphabet
-    qname, q, qa = _one_sequence(query, alphabet or "auto", map_unknown, "query")
-    sname, s, sa = _one_sequence(subject, alphabet or "auto", map_unknown, "subject")
+    qname, q, qa = one_sequence(query, alphabet or "auto", map_unknown, "query")
+    sname, s, sa = one_sequence(subject, alphabet or "auto", map_unknown, "subject")
     if alphabet is None:
         alphabet = qa or sa
     if alphabet is None:

@@ -1,0 +1,476 @@
+"""Where a job's kernels run, decided once per job; the one kernel lock; the GPU calls.
+
+Every job asks the same questions of the machine, and asks them here:
+
+- :func:`check_device`: is the device name known, does the job's mode have a GPU kernel
+  (:class:`GpuKernels`), and (``here=True``) can this process run it: ``"auto"`` becomes
+  ``"gpu"`` where a real GPU is visible, else ``"cpu"``.
+- :func:`job_device`: the same for a job's tasks, once, where the job is set up.
+  Without a ``distributed`` client the tasks run in this process and ``"auto"`` is
+  decided here; with one, ``"gpu"`` needs a worker that sees a GPU, and ``"auto"`` stays
+  ``"auto"``: each worker's tasks use its GPU if it has one, so a cluster of GPU and CPU
+  workers scores on both.
+- :func:`task_device`: a task reads the job's device; only ``"auto"`` on a cluster is
+  resolved where the task runs, and ``"gpu"`` is checked there (the error names the
+  worker).  :func:`trace_device` is the traceback's choice, which never fails.
+- :func:`auto_device` and :func:`choose_device`: ``"auto"`` for a search in this
+  process, by expected time; :func:`tile_device` for long alignment's ``"both"``.
+
+:data:`KERNEL_LOCK` lets one kernel run at a time in a process.  Numba's CUDA target is
+imported only here and only when asked for, so the CPU backend starts without it.  With
+``NUMBA_ENABLE_CUDASIM=1`` the same kernels run in Numba's CUDA simulator on the CPU
+(slowly: for tests), and ``device="gpu"`` then uses it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import DeviceError
+from .options import DEVICES, LONG_DEVICES, check_choice
+
+__all__ = ["ALLPAIRS_GPU", "KERNEL_LOCK", "LOCAL_GPU", "GpuKernels", "auto_device",
+           "check_device", "check_long_device", "choose_device", "cluster_gpus", "cuda_driver_loadable", "current_client", "gpu_available",
+           "gpu_here", "job_device", "require_gpu", "score_all_gpu", "simulator_enabled", "start_early",
+           "task_device", "tile_device", "top_hits_gpu", "trace_device", "visible_gpus",
+           "worker_name"]
+
+#: One kernel at a time in a process.  A CPU kernel takes all of Numba's threads and a GPU
+#: kernel the whole device, so two at once only share them; and Numba's workqueue threading
+#: layer (where neither TBB nor OpenMP is installed) aborts the process when two Python
+#: threads enter its ``parallel=True`` kernels at once.  Tasks on Dask's threads still
+#: overlap the rest of their work (reading, decoding, traceback), and kernel seconds stay
+#: the kernel's own.
+KERNEL_LOCK = threading.Lock()
+
+#: The thread of :func:`start_early`, once started.
+_early_start: threading.Thread | None = None
+
+
+@dataclass(frozen=True)
+class GpuKernels:
+    """The alignment modes a job's GPU kernels compute, and how a refusal names them.
+
+    Examples
+    --------
+    >>> str(ALLPAIRS_GPU.refusal_for("local"))
+    '--device gpu: the all-pairs GPU kernel computes global alignments; run --mode local with --device cpu (or auto)'
+    """
+
+    modes: tuple
+    computes: str
+
+    def refusal_for(self, mode: str) -> DeviceError:
+        """The error of ``--device gpu`` with a ``mode`` these kernels do not compute."""
+        return DeviceError(f"--device gpu: {self.computes}; run --mode {mode} with --device cpu "
+                           "(or auto)")
+
+
+#: Search and significance: Smith-Waterman kernels.
+LOCAL_GPU = GpuKernels(("local",), "the GPU kernels compute local alignments")
+#: All-against-all: the warp-per-pair kernel computes Needleman-Wunsch.
+ALLPAIRS_GPU = GpuKernels(("global",), "the all-pairs GPU kernel computes global alignments")
+
+
+# --------------------------------------------------------------------------------------
+# the device of a job
+# --------------------------------------------------------------------------------------
+
+
+def check_device(device: str, mode: str = "local", *, here: bool = True,
+                 kernels: GpuKernels = LOCAL_GPU) -> str:
+    """The device that runs a job's kernels in this process: ``"gpu"`` or ``"cpu"``.
+
+    Parameters
+    ----------
+    device : {"auto", "cpu", "gpu"}
+        The device asked for.  ``"auto"`` takes a real GPU when Numba sees one and the
+        mode has a GPU kernel, else the CPU; ``"gpu"`` insists (the CUDA simulator
+        counts, for tests).
+    mode : str, default "local"
+        The job's alignment mode.
+    here : bool, default True
+        False when the kernels run on a cluster's workers: only the name and the mode
+        are checked, and ``device`` is returned as it is.
+    kernels : GpuKernels, default LOCAL_GPU
+        The modes the job's GPU kernels compute.
+
+    Returns
+    -------
+    str
+        ``"gpu"`` or ``"cpu"``; with ``here=False``, ``device`` as it was given.
+
+    Raises
+    ------
+    ValueError
+        ``device`` is not one of :data:`swdask.options.DEVICES`.
+    DeviceError
+        ``"gpu"`` with a mode the GPU kernels do not compute, or (``here=True``) with
+        no GPU visible.
+
+    Examples
+    --------
+    >>> check_device("cpu", "global")
+    'cpu'
+    >>> check_device("gpu", "global", here=False, kernels=ALLPAIRS_GPU)
+    'gpu'
+    """
+    check_choice("device", device, DEVICES)
+    if device == "gpu" and mode not in kernels.modes:
+        raise kernels.refusal_for(mode)
+    if not here:
+        return device
+    if device == "gpu":
+        require_gpu()
+        return "gpu"
+    return "gpu" if device == "auto" and mode in kernels.modes and gpu_here() else "cpu"
+
+
+def job_device(device: str, mode: str = "local", *, kernels: GpuKernels = LOCAL_GPU,
+               client=None) -> str:
+    """The device of a job's tasks, decided once, where the job is set up.
+
+    Parameters
+    ----------
+    device, mode, kernels
+        As :func:`check_device`.
+    client : distributed.Client, optional
+        The client whose workers run the tasks (:func:`current_client` for a lazy Dask
+        job).  None: the tasks run in this process, and the device is decided here, as
+        :func:`check_device` does.  With a client ``"gpu"`` needs a worker that sees a
+        GPU, and ``"auto"`` is left to each task's worker (:func:`task_device`).
+
+    Returns
+    -------
+    str
+        ``"gpu"`` or ``"cpu"``; with a client, also ``"auto"``.
+
+    Raises
+    ------
+    ValueError, DeviceError
+        As :func:`check_device`; ``"gpu"`` when no worker of the client sees a GPU.
+    """
+    if client is None:
+        return check_device(device, mode, kernels=kernels)
+    check_device(device, mode, here=False, kernels=kernels)
+    if device == "gpu":
+        seen = client.run(gpu_available)
+        if not any(seen.values()):
+            raise DeviceError(
+                f"--device gpu: no worker of the Dask cluster at {client.scheduler.address} sees "
+                f"a CUDA GPU ({len(seen)} worker(s)); start GPU workers with 'dask cuda worker', "
+                "or use --device cpu")
+    return device
+
+
+def task_device(device: str, mode: str = "local", *, kernels: GpuKernels = LOCAL_GPU) -> str:
+    """The device a task runs its kernels on, from its job's ``device``.
+
+    ``"cpu"`` as it is; ``"gpu"`` checked on this worker; ``"auto"`` (a job on a cluster)
+    decided by this worker's GPU.
+
+    Raises
+    ------
+    DeviceError
+        ``"gpu"`` on a worker without a GPU; the message names the worker.
+    """
+    if device == "cpu":
+        return "cpu"
+    try:
+        return check_device(device, mode, kernels=kernels)
+    except DeviceError as exc:
+        raise DeviceError(f"{worker_name()}: {exc}") from None
+
+
+def trace_device(device: str, mode: str) -> str:
+    """Where a search's traceback runs: the GPU when the job may use one and this worker
+    has one (local mode), else the CPU.  Unlike a score task it never fails for want of
+    a GPU: both tracebacks give the same alignments."""
+    if device == "cpu" or mode != "local" or simulator_enabled():
+        # Numba's CUDA simulator would take minutes over what the CPU traces in
+        # milliseconds; tests/test_gpu_traceback.py checks the GPU traceback against the
+        # CPU's in the simulator, and the GPU lane checks whole searches on a real card.
+        return "cpu"
+    try:
+        return check_device(device, mode)
+    except DeviceError:
+        return "cpu"
+
+
+def check_long_device(device: str) -> str:
+    """``device`` if it is one of :data:`swdask.options.LONG_DEVICES`; else a ValueError
+    naming them.
+
+    Examples
+    --------
+    >>> check_long_device("both")
+    'both'
+    """
+    return check_choice("device", device, LONG_DEVICES)
+
+
+def tile_device(device: str, gpus: int, *, missing: str) -> str:
+    """Long alignment's device once its GPUs are counted: ``"auto"`` is ``"both"`` with
+    a GPU, else ``"cpu"``; ``"gpu"`` and ``"both"`` need one.
+
+    Parameters
+    ----------
+    device : {"auto", "cpu", "gpu", "both"}
+    gpus : int
+        The GPUs (or GPU workers) there are.
+    missing : str
+        What a ``"gpu"`` or ``"both"`` without GPUs needs, for the message.
+
+    Raises
+    ------
+    DeviceError
+        ``"gpu"`` or ``"both"`` and no GPU.
+
+    Examples
+    --------
+    >>> tile_device("auto", 0, missing="a GPU"), tile_device("auto", 2, missing="a GPU")
+    ('cpu', 'both')
+    """
+    if device == "auto":
+        return "both" if gpus else "cpu"
+    if device in ("gpu", "both") and not gpus:
+        raise DeviceError(f"device={device!r} needs {missing}")
+    return device
+
+
+def cluster_gpus(device: str) -> int:
+    """The GPU workers of a cluster started here for ``device``: one per visible GPU;
+    under the simulator one stands in for a GPU where ``device`` asks for one."""
+    if simulator_enabled():
+        return 1 if device in ("gpu", "both") else 0
+    return visible_gpus()
+
+
+# --------------------------------------------------------------------------------------
+# this machine and this process
+# --------------------------------------------------------------------------------------
+
+
+def simulator_enabled() -> bool:
+    """Whether Numba's CUDA simulator stands in for a GPU (``NUMBA_ENABLE_CUDASIM=1``)."""
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def start_early() -> None:
+    """Begin this process's first use of the GPU on a thread, so that it overlaps the work
+    the caller does meanwhile (imports, reading the queries and the store).
+
+    The first use costs about 0.6 s on an H100 host (Numba's CUDA target 0.3 s, driver and
+    context 0.3 s, measured 2026-11-25): a search with every kernel in the cache takes 4 s
+    in all.  The driver calls release the GIL, so the caller's Python work goes on beside
+    them.  :func:`gpu_available` (every GPU check) waits for the thread, so nothing else
+    touches CUDA while it runs.  It does nothing when started already; errors are left to
+    the caller's own check.  Even Numba is imported on the thread.
+    """
+    global _early_start
+    if _early_start is None:
+        _early_start = threading.Thread(target=_first_use, name="swdask-gpu-start", daemon=True)
+        _early_start.start()
+
+
+def _first_use() -> None:
+    try:
+        from numba import cuda
+
+        if cuda.is_available():
+            cuda.current_context()
+    except Exception:  # noqa: BLE001, S110 - no GPU: gpu_available() says so, in the caller's thread
+        pass
+
+
+def gpu_available() -> bool:
+    """Whether a CUDA GPU (or the simulator) is usable by Numba."""
+    if _early_start is not None:
+        _early_start.join()
+    try:
+        from numba import cuda
+
+        return bool(cuda.is_available())
+    except Exception:  # noqa: BLE001 - a broken driver or toolkit install means: no GPU
+        return False
+
+
+def require_gpu() -> None:
+    """Raise :class:`DeviceError` unless a GPU (or the simulator) is usable."""
+    if not gpu_available():
+        raise DeviceError(
+            "--device gpu: no CUDA GPU is visible to Numba (numba.cuda.is_available() is "
+            "False); install swdask[gpu] on a machine with an NVIDIA GPU, or use --device cpu")
+
+
+def gpu_here() -> bool:
+    """Whether a real CUDA GPU (not the simulator) is usable here: found without importing
+    Numba's CUDA target where no driver can be loaded (:func:`cuda_driver_loadable`)."""
+    return not simulator_enabled() and cuda_driver_loadable() and gpu_available()
+
+
+def visible_gpus() -> int:
+    """Real CUDA GPUs that Numba sees here (0 under the simulator)."""
+    if simulator_enabled():
+        return 0
+    try:
+        from numba import cuda
+
+        return len(cuda.gpus) if cuda.is_available() else 0
+    except Exception:  # noqa: BLE001 - a broken driver or toolkit install means: no GPU
+        return 0
+
+
+def cuda_driver_loadable() -> bool:
+    """False when no CUDA driver library can be loaded on Linux (so there is no GPU),
+    found without importing Numba's CUDA target (about 0.2 s of a CPU run's start);
+    True wherever that cannot be told so cheaply (then :func:`gpu_available` decides).
+    Looks where Numba does: ``libcuda.so`` and ``libcuda.so.1`` on the loader's path and
+    in ``/usr/lib`` and ``/usr/lib64``, or ``NUMBA_CUDA_DRIVER``."""
+    if not sys.platform.startswith("linux") or os.environ.get("NUMBA_CUDA_DRIVER"):
+        return True
+    import ctypes
+
+    for name in ("libcuda.so", "libcuda.so.1"):
+        for path in (name, f"/usr/lib/{name}", f"/usr/lib64/{name}"):
+            try:
+                ctypes.CDLL(path)
+            except OSError:
+                continue
+            return True
+    return False
+
+
+def current_client():
+    """The default ``distributed`` client, or None (without importing ``distributed``)."""
+    if "distributed" not in sys.modules:
+        return None
+    from distributed import default_client
+
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def worker_name() -> str:
+    """The address of the Dask worker running this, else ``"process PID"``."""
+    if "distributed" in sys.modules:
+        from distributed import get_worker
+
+        try:
+            return get_worker().address
+        except ValueError:
+            pass
+    return f"process {os.getpid()}"
+
+
+# --------------------------------------------------------------------------------------
+# the GPU calls
+# --------------------------------------------------------------------------------------
+
+
+def score_all_gpu(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, subjects=None, *,
+                  packed=None, intra_threshold=None):
+    """:func:`swdask.kernels.cpu.score.score_all` for local alignment, on the GPU.
+
+    The subjects go to the device once; the queries are scored in batches (two per
+    launch by the 16-bit kernel where it applies, subjects of at least
+    ``intra_threshold`` residues by the block-per-pair kernel; default
+    :data:`swdask.kernels.cuda.intra_task.INTRA_THRESHOLD`; see
+    :mod:`swdask.kernels.cuda.launcher`).  Returns ``scores, query_end, subject_end``
+    (int32, queries x subjects) and the :class:`~swdask.kernels.cuda.launcher.KernelStats`.
+    """
+    from .kernels.cuda.launcher import DeviceSubjects
+
+    device_subjects = DeviceSubjects(s_res, s_off, subjects, intra_threshold=intra_threshold)
+    queries = [q_res[q_off[qi]:q_off[qi + 1]] for qi in range(len(q_off) - 1)]
+    return device_subjects.score_many(queries, matrix, gap_open, gap_extend, packed=packed)
+
+
+def top_hits_gpu(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, max_hits,
+                 min_score):
+    """Each query's candidate hits against a partition, selected on the GPU.
+
+    Only the subjects that can be among a query's ``max_hits`` best (scores of at least
+    ``min_score``, ties at the cut included) come back from the device; see
+    :meth:`swdask.kernels.cuda.launcher.DeviceSubjects.top_many`.  Returns one
+    ``(columns, scores, query_ends, subject_ends)`` per query and the kernel seconds.
+    """
+    from .kernels.cuda.launcher import DeviceSubjects
+
+    queries = [q_res[q_off[qi]:q_off[qi + 1]] for qi in range(len(q_off) - 1)]
+    candidates, stats = DeviceSubjects(s_res, s_off).top_many(
+        queries, np.asarray(matrix), gap_open, gap_extend, max_hits, min_score)
+    return candidates, stats.seconds
+
+
+# --------------------------------------------------------------------------------------
+# device="auto" by expected time
+# --------------------------------------------------------------------------------------
+
+
+#: Rates and fixed costs of the ``device="auto"`` choice (:func:`choose_device`).
+#: CPU: the 8-bit SIMD kernel's GCUPS per Numba thread (12.6 GCUPS on two Zen cores,
+#: ``workflows/benchmarks/cpu_search.py``).  GPU: the 16-bit kernel's whole-card rate on
+#: an H100 (2,000-2,600 GCUPS, ``gpu_search.py``), the first use of the GPU in a process
+#: (CUDA context, numba.cuda, loading the kernels, the first upload: 1.8 s measured as
+#: the first in-process search minus the second, 20 queries x 102.6 M residues, H100),
+#: and a kernel compiled for the first time on this machine (2-7 s each, measured by
+#: ``swdask warmup``; built in parallel processes, one per core).
+CPU_GCUPS_PER_THREAD = 6.0
+GPU_GCUPS = 2000.0
+GPU_FIRST_USE_SECONDS = 1.8
+COMPILE_SECONDS = 6.0
+
+
+def choose_device(cells: int, threads: int, kernels_due: int = 0,
+                  compile_jobs: int | None = None) -> tuple[str, str]:
+    """``("gpu" | "cpu", reason)`` for ``device="auto"``: the GPU only where its expected
+    time (first use in this process, kernels still to compile, the kernels) beats the
+    CPU kernels' on ``threads`` threads.  ``kernels_due`` kernels not yet compiled on
+    this machine are built ``compile_jobs`` at a time (default: one per core).
+
+    Examples
+    --------
+    >>> choose_device(4_284_806_223_096, 16)[0]  # 20 queries x 102.6 M residues
+    'gpu'
+    >>> choose_device(28_000_000_000, 16)[0]  # 22 queries x a 2,100-protein proteome
+    'cpu'
+    >>> choose_device(4_284_806_223_096, 16, kernels_due=5, compile_jobs=16)[1]
+    'auto: GPU expected 9.9 s (5 kernels to compile), CPU 45 s'
+    """
+    cpu = cells / (CPU_GCUPS_PER_THREAD * 1e9 * max(threads, 1))
+    jobs = compile_jobs or os.cpu_count() or 1
+    compile_seconds = -(-kernels_due // jobs) * COMPILE_SECONDS if kernels_due else 0.0
+    gpu = GPU_FIRST_USE_SECONDS + compile_seconds + cells / (GPU_GCUPS * 1e9)
+    due = f" ({kernels_due} kernels to compile)" if kernels_due else ""
+    reason = f"auto: GPU expected {gpu:.2g} s{due}, CPU {cpu:.2g} s"
+    return ("gpu" if gpu < cpu else "cpu"), reason
+
+
+def auto_device(lengths, db_residues: int, scoring, mode: str, threads: int) -> tuple[str, str]:
+    """``device="auto"`` for a search in this process: the GPU or the CPU by expected time
+    (:func:`choose_device`), and why.
+
+    Work the CPU finishes before a GPU could start is not weighed further: no CUDA
+    import, no context.  ``lengths`` are the queries' lengths, ``db_residues`` the
+    database's residues.
+    """
+    cells = int(lengths.sum()) * db_residues
+    cpu = cells / (CPU_GCUPS_PER_THREAD * 1e9 * threads)
+    if cpu < GPU_FIRST_USE_SECONDS:
+        return "cpu", (f"auto: CPU expected {cpu:.2g} s, less than a GPU's start "
+                       f"({GPU_FIRST_USE_SECONDS:g} s)")
+    if check_device("auto", mode) != "gpu":
+        return "cpu", ""
+    from .kernels.cuda.launcher import kernels_due
+
+    due = kernels_due(lengths, scoring.matrix, scoring.gap_open, scoring.gap_extend)
+    return choose_device(cells, threads, due)

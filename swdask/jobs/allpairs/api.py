@@ -1,0 +1,104 @@
+"""All-pairs as a lazy Dask DataFrame: one task per block pair."""
+from __future__ import annotations
+
+import uuid
+
+from ... import backend
+from ...parquet_schemas import ALLPAIRS
+from ...scoring import Scoring
+from ...tables import to_pandas
+from ..base import lazy_value
+from . import tasks
+from .output import key_prefix
+from .plan import BLOCK_SIZE, prepare
+
+__all__ = ["all_pairs"]
+
+
+def all_pairs(source, *, scoring: Scoring | None = None, mode: str = "global",
+              min_identity=0.97, min_score: int | None = None, device: str = "auto",
+              cigar: bool = False, block_size: int = BLOCK_SIZE, alphabet="auto",
+              map_unknown: bool = False, return_stats: bool = False):
+    """Every unordered pair of a sequence set with identity at least ``min_identity``:
+    a lazy Dask DataFrame.
+
+    One task per block pair (see the module docstring): score pass with the identity
+    bound, traceback of the pairs over it, exact identity filter.  Nothing is computed
+    until the result is (``.compute()``, ``client.compute(...)``, ``.to_parquet(...)``);
+    the arguments are checked at once.
+
+    Parameters
+    ----------
+    source : path or SequenceStore
+        A sequence store, or a FASTA/FASTQ file (ingested into a temporary store at once).
+    scoring : Scoring, optional
+        Default: BLAST's default for the alphabet (DNA 2/-3, gaps 5/2).
+    mode : {"global", "local"}, default "global"
+        Needleman-Wunsch (the identity bound skips blocks and pairs) or Smith-Waterman
+        (only a score of at least 1 is implied; give ``min_score``).
+    min_identity : float or Fraction, default 0.97
+        Identity threshold ``t`` (see :func:`as_threshold`); 0 keeps every pair.
+    min_score : int, optional
+        Also require at least this score (default: no such limit).
+    device : {"auto", "cpu", "gpu"}, default "auto"
+        Where the score pass runs: ``"auto"`` a GPU when one is visible and the mode is
+        global.  Scores are identical on every device.
+    cigar : bool, default False
+        Fill the ``cigar`` column (null otherwise).
+    block_size : int, default 2048
+        Sequences per block; a block pair is one task.
+    alphabet : {"auto", "protein", "dna"}, default "auto"
+    map_unknown : bool, default False
+        As :func:`swdask.ingest`.
+    return_stats : bool, default False
+        Also return a lazy :class:`AllPairsStats`.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        Schema :data:`swdask.parquet_schemas.ALLPAIRS`, one partition per block pair
+        scored, rows sorted by ``(query_id, subject_id)`` inside a partition.  With
+        ``return_stats``, ``(frame, stats)``.
+
+    Raises
+    ------
+    ValueError
+        A bad mode, threshold, block size or device name.
+    DeviceError
+        ``device="gpu"`` with no GPU, or in local mode.
+    InputNotFoundError, StoreError, SequenceFormatError, InvalidSequenceError
+        As :func:`swdask.sequences.ingest.open_database`.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> genes = {"a": "ACGTACGTTGCA" * 4, "b": "ACGTACGTTGCA" * 4 + "A", "c": "TTTTGGGGCCCC" * 4}
+    >>> path = Path(tempfile.mkdtemp()) / "genes.fasta"
+    >>> _ = path.write_text("".join(f">{k}\\n{v}\\n" for k, v in genes.items()))
+    >>> table = all_pairs(path, min_identity=0.9).compute()
+    >>> table[["query", "subject", "score", "identity", "align_length"]].values.tolist()
+    [['a', 'b', 89, 0.9795918367346939, 49]]
+    """
+    import dask
+    import dask.dataframe as dd
+
+    job = prepare(source, scoring=scoring, mode=mode, min_identity=min_identity,
+                  min_score=min_score, device=device, cigar=cigar, block_size=block_size,
+                  alphabet=alphabet, map_unknown=map_unknown, rows=None,
+                  client=backend.current_client())
+    prefix = key_prefix(job)
+    meta = to_pandas(ALLPAIRS.empty_table())
+    token = uuid.uuid4().hex[:8]
+    job_node = dask.delayed(job, name=f"swdask-allpairs-job-{token}")
+    block = dask.delayed(tasks.block_frame, nout=2, pure=True)
+    parts = [block(job_node, a, b, dask_key_name=f"{prefix}-{token}-{a}-{b}")
+             for a, b in job.block_pairs]
+    frames = [frame for frame, _ in parts]
+    if not frames:
+        frames = [dask.delayed(to_pandas, pure=True)(ALLPAIRS.empty_table())]
+    frame = dd.from_delayed(frames, meta=meta, verify_meta=False, prefix=f"swdask-allpairs-{token}")
+    if not return_stats:
+        return frame
+    stats = dask.delayed(tasks.allpairs_stats, pure=True)(job_node, [s for _, s in parts])
+    return frame, lazy_value(stats, tasks.AllPairsStats, name=f"swdask-allpairs-stats-{token}")

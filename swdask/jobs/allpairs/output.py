@@ -1,0 +1,264 @@
+"""All-pairs output: one Parquet file per block pair in a folder, written atomically and
+resumable (:func:`write_all_pairs`), read back by :func:`read_all_pairs`."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ...errors import InputNotFoundError, OutputExistsError, StoreError
+from ...parquet_schemas import ALLPAIRS
+from ...scoring import Scoring
+from ...sequences.store import SequenceStore
+from ...tables import to_pandas
+from ..base import atomic_path, progress_bar
+from .plan import BLOCK_SIZE, AllPairsJob, block_lengths, pair_ranges, prepare
+from .tasks import AllPairsStats, BlockStats, allpairs_stats, block_pair
+
+__all__ = ["MANIFEST", "MANIFEST_VERSION", "block_file", "key_prefix", "read_all_pairs",
+           "write_all_pairs", "write_block_pair"]
+
+MANIFEST = "_manifest.json"
+MANIFEST_VERSION = 1
+
+
+def key_prefix(job: AllPairsJob) -> str:
+    """The name of the job's block-pair tasks: ``"swdask_score_gpu"`` routes GPU tasks to
+    GPU workers (:func:`swdask.cluster.gpu_resources`)."""
+    return "swdask_score_gpu-allpairs" if job.device == "gpu" else "swdask-allpairs"
+
+
+def block_file(a: int, b: int) -> str:
+    """The name of block pair ``(a, b)``'s file in an output folder."""
+    return f"pairs-{a:05d}-{b:05d}.parquet"
+
+
+def _manifest(job: AllPairsJob, store: SequenceStore) -> dict:
+    """The parameters that determine the output (a resumed run must have the same)."""
+    return {
+        "schema": "allpairs", "version": MANIFEST_VERSION,
+        "store": {"path": str(Path(job.store_path).resolve()) if job.keep is None else None,
+                  "n_records": store.n_records, "n_residues": store.n_residues,
+                  "files": [p["file"] for p in store.partitions]},
+        "scoring": {"name": job.scoring.name, "matrix": np.asarray(job.scoring.matrix).tolist(),
+                    "gap_open": job.scoring.gap_open, "gap_extend": job.scoring.gap_extend},
+        "mode": job.mode, "min_identity": str(job.bound.threshold), "min_score": job.min_score,
+        "cigar": job.cigar,
+        "blocks": [[b.partition, b.start, b.stop] for b in job.blocks],
+        "block_pairs": [list(p) for p in job.block_pairs], "block_pairs_skipped": job.skipped,
+    }
+
+
+def _same_run(old: dict, new: dict) -> list:
+    keys = ("schema", "version", "scoring", "mode", "min_identity", "min_score", "cigar", "blocks",
+            "block_pairs")
+    differ = [k for k in keys if old.get(k) != new.get(k)]
+    if {k: v for k, v in old.get("store", {}).items() if k != "path"} != \
+            {k: v for k, v in new["store"].items() if k != "path"}:
+        differ.append("store")
+    return differ
+
+
+def write_block_pair(job: AllPairsJob, a: int, b: int, out: str) -> BlockStats:
+    """Compute block pair ``(a, b)`` and write its file atomically; returns its record."""
+    table, stats = block_pair(job, a, b)
+    with atomic_path(Path(out) / block_file(a, b), force=True) as tmp:
+        pq.write_table(table, tmp)
+    return stats
+
+
+def _write_json(path: Path, data: dict) -> None:
+    with atomic_path(path, force=True) as tmp:
+        tmp.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def _complete(path: Path) -> bool:
+    """Whether a block-pair file was written completely (renamed into place after the
+    last byte, so a readable footer with our schema means complete)."""
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException):
+        return False
+    return (schema.metadata or {}).get(b"swdask.schema") == b"allpairs"
+
+
+def write_all_pairs(source, output, *, scoring: Scoring | None = None, mode: str = "global",
+                    min_identity=0.97, min_score: int | None = None, device: str = "auto",
+                    cigar: bool = False, block_size: int = BLOCK_SIZE, alphabet="auto",
+                    map_unknown: bool = False, resume: bool = False, force: bool = False,
+                    client=None, progress: bool = False, gpu_rows: int | None = None) -> AllPairsStats:
+    """Run :func:`all_pairs` into a folder: one Parquet file per block pair, resumable.
+
+    Each block pair's rows go to ``OUTPUT/pairs-AAAAA-BBBBB.parquet``, written under a
+    temporary name and renamed when complete; ``OUTPUT/_manifest.json`` records the
+    parameters, and at the end the run's statistics (``"finished": true``).  With
+    ``resume`` the block pairs whose file is complete are skipped, so a run killed at any
+    moment and resumed gives exactly the files of an uninterrupted run (every file is a
+    deterministic function of its block pair: no duplicates, nothing lost).  Read the
+    result with :func:`read_all_pairs` (or ``pandas.read_parquet(OUTPUT)``).
+
+    Parameters
+    ----------
+    source, scoring, mode, min_identity, min_score, device, cigar, block_size, alphabet, map_unknown
+        As :func:`all_pairs`.
+    output : str or os.PathLike
+        The folder to create (or to resume).
+    resume : bool, default False
+        Continue a run in ``output`` made with the same parameters.
+    force : bool, default False
+        Remove an existing ``output`` first.
+    client : distributed.Client, optional
+        Run the block pairs on this cluster (GPU tasks on GPU workers); default: in this
+        process (one block pair at a time on the CPU, which uses every core; two at a
+        time with a GPU, so that one traces back while the other is on the GPU).
+    progress : bool, default False
+        A progress bar on stderr over the pairs to score, with rate and ETA.
+    gpu_rows : int, optional
+        Query rows per lane of the GPU kernel (default
+        :data:`swdask.kernels.cuda.all_pairs.ROWS`); for tuning, results do not change.
+
+    Returns
+    -------
+    AllPairsStats
+        Of the whole run (block pairs done earlier included, their kernel time as
+        recorded then).
+
+    Raises
+    ------
+    OutputExistsError
+        ``output`` exists, without ``resume`` or ``force``.
+    StoreError
+        ``resume`` into a folder made with other parameters (the message names them).
+    ValueError, DeviceError, InputNotFoundError
+        As :func:`all_pairs`; a missing parent folder.
+    """
+    output = Path(output)
+    if output.exists() and not (resume or force):
+        raise OutputExistsError(f"{output}: already exists (use --resume to continue it, or --force)")
+    if not output.parent.resolve().is_dir():
+        raise InputNotFoundError(f"{output}: folder {output.parent} does not exist")
+    job = prepare(source, scoring=scoring, mode=mode, min_identity=min_identity,
+                  min_score=min_score, device=device, cigar=cigar, block_size=block_size,
+                  alphabet=alphabet, map_unknown=map_unknown, rows=gpu_rows, client=client)
+    store = SequenceStore.open(job.store_path)
+    manifest = _manifest(job, store)
+    if output.exists() and force and not resume:
+        shutil.rmtree(output)
+    done_infos = {}
+    if output.exists():
+        path = output / MANIFEST
+        try:
+            old = json.loads(path.read_text())
+        except (OSError, ValueError):
+            raise StoreError(f"{output}: not an all-pairs output folder ({MANIFEST} missing or "
+                             "damaged); use --force to replace it") from None
+        differ = _same_run(old, manifest)
+        if differ:
+            raise StoreError(f"{output}: made with other {', '.join(differ)}; resume with the "
+                             "same parameters, or use --force to start again")
+        done_infos = {tuple(map(int, k.split("-"))): BlockStats.from_json(v)
+                      for k, v in old.get("done", {}).items()}
+    output.mkdir(exist_ok=True)
+    for pattern in (".pairs-*.tmp", f".{MANIFEST}.*.tmp"):  # partial files of a killed run
+        for stale in output.glob(pattern):
+            stale.unlink(missing_ok=True)
+    manifest["done"] = {f"{a}-{b}": v.to_json() for (a, b), v in done_infos.items()}
+    manifest["finished"] = False
+    _write_json(output / MANIFEST, manifest)
+    todo, infos = [], dict(done_infos)
+    for a, b in job.block_pairs:
+        if (a, b) in infos and _complete(output / block_file(a, b)):
+            continue
+        infos.pop((a, b), None)
+        todo.append((a, b))
+    weights = _pair_counts(job, todo)
+    done = sum(v.pairs_scored for v in infos.values())
+    with progress_bar(progress, desc="all pairs", unit="pair", unit_scale=True,
+                      total=sum(weights.values()) + done, initial=done, leave=True,
+                      smoothing=0.1) as bar:
+        for (a, b), info in _run_blocks(job, todo, str(output), client):
+            infos[(a, b)] = info
+            manifest["done"][f"{a}-{b}"] = info.to_json()
+            _write_json(output / MANIFEST, manifest)  # what finished, for the stats of a resume
+            bar.update(weights[(a, b)])
+    stats = allpairs_stats(job, infos.values())
+    manifest["finished"] = True
+    manifest["stats"] = {k: getattr(stats, k) for k in AllPairsStats.__dataclass_fields__}
+    _write_json(output / MANIFEST, manifest)
+    return stats
+
+
+def _pair_counts(job: AllPairsJob, todo) -> dict:
+    """Pairs to score per block pair (lengths only: cheap), the progress bar's weights."""
+    lengths = {}
+    counts = {}
+    for a, b in todo:
+        for x in (a, b):
+            if x not in lengths:
+                block = job.blocks[x]
+                lengths[x] = block_lengths(SequenceStore.open(job.store_path),
+                                            block.partition)[block.start:block.stop]
+        counts[(a, b)] = int(pair_ranges(lengths[a], lengths[b], a == b, job.bound)[2].sum())
+    return counts
+
+
+def _run_blocks(job: AllPairsJob, todo, out: str, client):
+    """Yield ``((a, b), info)`` as block pairs finish (in any order)."""
+    if client is not None:
+        from distributed import as_completed
+
+        from ...cluster import GPU_TASK_SHARE, has_gpu_workers
+
+        resources = dict(GPU_TASK_SHARE) if job.device == "gpu" and has_gpu_workers(client) else None
+        job_future = client.scatter(job, broadcast=True)
+        futures = {client.submit(write_block_pair, job_future, a, b, out, resources=resources,
+                                 key=f"{key_prefix(job)}-write-{a}-{b}-{os.getpid()}"
+                                 f"-{time.monotonic_ns()}", pure=False): (a, b)
+                   for a, b in todo}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+        return
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    workers = 2 if job.device == "gpu" else 1
+    if workers == 1:
+        for a, b in todo:
+            yield (a, b), write_block_pair(job, a, b, out)
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="swdask-allpairs-block") as pool:
+        pending = {}
+        queue = list(todo)
+        while queue or pending:
+            while queue and len(pending) < workers:
+                a, b = queue.pop(0)
+                pending[pool.submit(write_block_pair, job, a, b, out)] = (a, b)
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                yield pending.pop(future), future.result()
+
+
+def read_all_pairs(output) -> pd.DataFrame:
+    """The rows of a :func:`write_all_pairs` folder, in block-pair order (pandas).
+
+    Raises
+    ------
+    StoreError
+        The folder has no manifest, or the run is not finished.
+    """
+    output = Path(output)
+    try:
+        manifest = json.loads((output / MANIFEST).read_text())
+    except (OSError, ValueError):
+        raise StoreError(f"{output}: not an all-pairs output folder ({MANIFEST} missing)") from None
+    if not manifest.get("finished"):
+        raise StoreError(f"{output}: the run is not finished; run it again with --resume")
+    tables = [pq.read_table(output / block_file(a, b), schema=ALLPAIRS)
+              for a, b in manifest["block_pairs"]]
+    return to_pandas(pa.concat_tables(tables) if tables else ALLPAIRS.empty_table())

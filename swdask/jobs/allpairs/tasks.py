@@ -1,0 +1,228 @@
+"""One all-pairs block pair: score pass with the identity bound, traceback of the pairs
+over it, exact identity filter; and the typed statistics of the tasks."""
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import asdict, dataclass, fields
+
+import numba
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ... import backend
+from ...kernels.cpu.score import score_all
+from ...kernels.cpu.traceback import align_codes
+from ...parquet_schemas import ALLPAIRS
+from ...sequences.batch import SequenceBatch
+from ...sequences.store import SequenceStore
+from ...tables import check_table, to_pandas
+from ..base import TaskStats, stat
+from .plan import NO_BOUND, AllPairsJob, Block, pair_ranges
+
+__all__ = ["CPU_CHUNK", "AllPairsStats", "BlockStats", "allpairs_stats", "block_frame",
+           "block_pair", "read_block"]
+
+#: Queries scored together by the CPU kernel (against the union of their subject ranges).
+CPU_CHUNK = 16
+
+
+@functools.lru_cache(maxsize=4)
+def _read_partition(store_path: str, partition: int) -> SequenceBatch:
+    return SequenceStore.open(store_path).read_partition(partition)
+
+
+def read_block(store_path: str, block: Block) -> SequenceBatch:
+    """The sequences of ``block`` (its partition read once per process, the last few kept)."""
+    return _read_partition(store_path, block.partition).take(np.arange(block.start, block.stop))
+
+
+def _score_cpu(qa: SequenceBatch, sb: SequenceBatch, q_list, s_lo, s_count, job: AllPairsJob):
+    """Passing ``(query, subject, score, query_end, subject_end)`` arrays and kernel seconds."""
+    scoring, bound = job.scoring, job.bound
+    floor = NO_BOUND if job.min_score is None else job.min_score
+    found = [[], [], [], [], []]
+    seconds = 0.0
+    for c in range(0, len(q_list), CPU_CHUNK):
+        ql = q_list[c:c + CPU_CHUNK]
+        lo = s_lo[c:c + CPU_CHUNK]
+        hi = lo + s_count[c:c + CPU_CHUNK]
+        first, last = int(lo.min()), int(hi.max())
+        subjects = np.arange(first, last, dtype=np.int64)
+        chunk = qa.take(ql)
+        with backend.KERNEL_LOCK:
+            tick = time.perf_counter()
+            scores, q_end, s_end = score_all(chunk.residues, chunk.offsets, sb.residues,
+                                             sb.offsets, scoring.matrix, scoring.gap_open,
+                                             scoring.gap_extend, job.mode, subjects)
+            seconds += time.perf_counter() - tick
+        cols = subjects[None, :]
+        low = bound.lowest_scores(chunk.lengths[:, None], sb.lengths[subjects][None, :])
+        keep = (cols >= lo[:, None]) & (cols < hi[:, None]) & (scores >= low) & (scores >= floor)
+        rows, which = np.nonzero(keep)
+        found[0].append(ql[rows])
+        found[1].append(subjects[which])
+        found[2].append(scores[rows, which])
+        found[3].append(q_end[rows, which])
+        found[4].append(s_end[rows, which])
+    if not found[0]:
+        return [np.zeros(0, np.int64)] * 5, seconds, 0
+    return [np.concatenate(x).astype(np.int64) for x in found], seconds, 0
+
+
+def _score_gpu(qa, sb, q_list, s_lo, s_count, job: AllPairsJob):
+    from ...kernels.cuda.all_pairs import score_passing_pairs
+
+    with backend.KERNEL_LOCK:
+        qi, sj, score, seconds, abandoned = score_passing_pairs(
+            qa.residues, qa.offsets, sb.residues, sb.offsets, q_list, s_lo, s_count,
+            job.scoring.matrix, job.scoring.gap_open, job.scoring.gap_extend, job.bound.params,
+            min_score=job.min_score, **({} if job.rows is None else {"rows": job.rows}))
+    q_end = qa.lengths[qi].astype(np.int64)  # global: the end cell is (m, n)
+    s_end = sb.lengths[sj].astype(np.int64)
+    found = [qi.astype(np.int64), sj.astype(np.int64), score.astype(np.int64), q_end, s_end]
+    return found, seconds, abandoned
+
+
+def _trace(qa, sb, found, job: AllPairsJob) -> list:
+    """Rows of the passing pairs, traced back on Numba's thread count (the kernel
+    releases the GIL); rows in ``found`` order."""
+    qi, sj, score, q_end, s_end = found
+    n = len(qi)
+    rows = [None] * n
+    scoring, mode = job.scoring, job.mode
+
+    def trace(k):
+        q, s = qa.codes(int(qi[k])), sb.codes(int(sj[k]))
+        r = align_codes(q, s, scoring, mode, end=(int(q_end[k]), int(s_end[k])))
+        if r["score"] != score[k]:  # the score and traceback kernels must agree to the bit
+            raise AssertionError(f"kernel mismatch for {qa.names[qi[k]]} / {sb.names[sj[k]]}: "
+                                 f"score pass {score[k]}, traceback {r['score']}")
+        if job.bound.identity_passes(r["matches"], r["align_length"]):
+            rows[k] = (qa.names[qi[k]], sb.names[sj[k]], int(qa.seq_id[qi[k]]), int(sb.seq_id[sj[k]]),
+                       r["score"], r["identity"], r["matches"], r["align_length"], r["mismatches"],
+                       r["gap_opens"], r["query_start"], r["query_end"], r["subject_start"],
+                       r["subject_end"], len(q), len(s), r["cigar"] if job.cigar else None)
+
+    threads = min(numba.get_num_threads(), n)
+    if threads <= 1:
+        for k in range(n):
+            trace(k)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        order = sorted(range(n), key=lambda k: -(int(q_end[k]) * int(s_end[k])))
+        with ThreadPoolExecutor(threads, thread_name_prefix="swdask-allpairs") as pool:
+            for _ in pool.map(trace, order):
+                pass
+    return [row for row in rows if row is not None]
+
+
+_COLUMNS = ("query", "subject", "query_id", "subject_id", "score", "identity", "matches",
+            "align_length", "mismatches", "gap_opens", "query_start", "query_end",
+            "subject_start", "subject_end", "query_length", "subject_length", "cigar")
+
+
+def _table(rows) -> pa.Table:
+    data = {name: [r[k] for r in rows] for k, name in enumerate(_COLUMNS)}
+    table = pa.table({f.name: pa.array(data[f.name], type=f.type) for f in ALLPAIRS}, schema=ALLPAIRS)
+    return check_table(table, ALLPAIRS, where="all-pairs table")
+
+
+def block_pair(job: AllPairsJob, a: int, b: int) -> tuple[pa.Table, BlockStats]:
+    """Block pair ``(a, b)``: its rows sorted by (query_id, subject_id) (schema ALLPAIRS),
+    and its record."""
+    qa = read_block(job.store_path, job.blocks[a])
+    sb = qa if a == b else read_block(job.store_path, job.blocks[b])
+    q_list, s_lo, s_count = pair_ranges(qa.lengths, sb.lengths, a == b, job.bound)
+    pairs = int(s_count.sum())
+    cells = 0
+    if pairs:
+        cum = np.concatenate([[0], np.cumsum(sb.lengths.astype(np.int64))])
+        cells = int((qa.lengths[q_list].astype(np.int64) * (cum[s_lo + s_count] - cum[s_lo])).sum())
+    device = job.task_device()
+    if pairs == 0:
+        found, seconds, abandoned = [np.zeros(0, np.int64)] * 5, 0.0, 0
+    elif device == "gpu":
+        found, seconds, abandoned = _score_gpu(qa, sb, q_list, s_lo, s_count, job)
+    else:
+        found, seconds, abandoned = _score_cpu(qa, sb, q_list, s_lo, s_count, job)
+    tick = time.perf_counter()
+    rows = _trace(qa, sb, found, job)
+    traced = time.perf_counter() - tick
+    rows.sort(key=lambda r: (r[2], r[3]))
+    return _table(rows), BlockStats(
+        pairs_scored=pairs, cells=cells, abandoned=abandoned, candidates=len(found[0]),
+        hits=len(rows), kernel_seconds=seconds, traceback_seconds=traced, device=device)
+
+
+@dataclass(frozen=True)
+class BlockStats(TaskStats):
+    """What block-pair tasks did (a manifest records one per block pair, as JSON)."""
+
+    pairs_scored: int = 0
+    cells: int = 0
+    abandoned: int = 0
+    candidates: int = 0
+    hits: int = 0
+    kernel_seconds: float = 0.0
+    traceback_seconds: float = 0.0
+    device: str = stat("join")
+
+    def to_json(self) -> dict:
+        """The record as the manifest's JSON object."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> BlockStats:
+        """A record from a manifest (one of an older run may lack later fields)."""
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class AllPairsStats:
+    """What an all-pairs run did: small, immutable, picklable.
+
+    ``pairs`` all unordered pairs of the set; ``pairs_scored`` those the lengths allow
+    (each scored exactly once) and ``cells`` their ``m * n`` (whole, also for the pairs
+    the GPU kernel abandoned early, ``pairs_abandoned``); ``candidates`` the pairs
+    over the score bound (traced back); ``hits`` the rows written; seconds of the score
+    kernel (``kernel_seconds``, summed over tasks) and of the traceback.
+    """
+
+    n_sequences: int
+    pairs: int
+    pairs_scored: int
+    cells: int
+    candidates: int
+    hits: int
+    kernel_seconds: float
+    traceback_seconds: float
+    block_pairs: int
+    block_pairs_skipped: int
+    device: str
+    pairs_abandoned: int = 0
+
+    @property
+    def kernel_gcups(self) -> float:
+        """Cells of the scored pairs per kernel second, in billions."""
+        return self.cells / self.kernel_seconds / 1e9 if self.kernel_seconds else 0.0
+
+
+def allpairs_stats(job: AllPairsJob, blocks) -> AllPairsStats:
+    """The :class:`AllPairsStats` of a run from its block pairs' records."""
+    total = sum(blocks, BlockStats())
+    n = job.n_sequences
+    return AllPairsStats(
+        n_sequences=n, pairs=n * (n - 1) // 2, pairs_scored=total.pairs_scored,
+        cells=total.cells, candidates=total.candidates, hits=total.hits,
+        kernel_seconds=total.kernel_seconds, traceback_seconds=total.traceback_seconds,
+        block_pairs=len(job.block_pairs), block_pairs_skipped=job.skipped,
+        device=total.device or job.device, pairs_abandoned=total.abandoned)
+
+
+def block_frame(job: AllPairsJob, a: int, b: int) -> tuple[pd.DataFrame, BlockStats]:
+    """The rows of block pair ``(a, b)`` as pandas, and its record (a lazy frame's task)."""
+    table, stats = block_pair(job, a, b)
+    return to_pandas(table), stats

@@ -1,0 +1,149 @@
+"""Long alignment's score pass: the tiles as a Dask DAG over CPU and GPU workers.
+
+Each tile is one task that takes the bottom boundary of the tile above and the right
+boundary of the tile on its left and returns its own, plus its best cell; a task picks
+its kernel by whether the worker that took it has the resource ``GPU``.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...kernels.cpu.tile import better, matrix_boundaries, score_tile
+
+__all__ = ["TileResult", "client_workers", "local_cluster", "score_pass"]
+
+
+@dataclass(frozen=True)
+class TileResult:
+    """What a tile task returns: its bottom and right boundaries and its best cell
+    (whole-matrix coordinates), and which kernel ran it in how many seconds."""
+
+    bottom_h: np.ndarray
+    bottom_f: np.ndarray
+    right_h: np.ndarray
+    right_e: np.ndarray
+    best: tuple
+    kind: str
+    seconds: float
+
+
+def _worker_gpu():
+    """The index of this worker's GPU, or None (not a GPU worker, or not on a worker)."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):
+        return None
+    if not worker.state.total_resources.get("GPU", 0):
+        return None
+    name = str(worker.name)
+    return int(name.rsplit("-", 1)[1]) if name.startswith("gpu-") and name[4:].isdigit() else 0
+
+
+def _tile_task(a, b, r0, r1, c0, c1, top, left, matrix, gap_open, gap_extend, force_cpu):
+    """One tile: boundaries from the neighbours' results (None on the matrix border)."""
+    h, w = r1 - r0, c1 - c0
+    top_h, top_f, left_h, left_e = matrix_boundaries(h, w)
+    if top is not None:
+        top_h, top_f = top.bottom_h, top.bottom_f
+    if left is not None:
+        left_h, left_e = left.right_h, left.right_e
+    gpu = None if force_cpu else _worker_gpu()
+    started = time.perf_counter()
+    if gpu is not None:
+        from numba import config, cuda
+
+        from ...kernels.cuda.tile import score_tile_gpu
+
+        if gpu and not config.ENABLE_CUDASIM:  # GPU 0 is every thread's default device
+            cuda.select_device(gpu)
+        out = score_tile_gpu(a[r0:r1], b[c0:c1], matrix, gap_open, gap_extend,
+                             top_h, top_f, left_h, left_e)
+        kind = "gpu"
+    else:
+        out = score_tile(a[r0:r1], b[c0:c1], matrix, gap_open, gap_extend,
+                         top_h, top_f, left_h, left_e)
+        kind = "cpu"
+    bottom_h, bottom_f, right_h, right_e, score, i, j = out
+    best = (int(score), r0 + int(i), c0 + int(j)) if score > 0 else (0, 0, 0)
+    return TileResult(bottom_h, bottom_f, right_h, right_e, best, kind,
+                      time.perf_counter() - started)
+
+
+def _tile_summary(result: TileResult):
+    return result.best, result.kind, result.seconds
+
+
+def local_cluster(device: str, gpus: int):
+    """An in-process Dask cluster: ``gpus`` GPU workers (one thread, resource ``GPU=1``)
+    and, unless ``device == "gpu"``, one CPU worker with a thread per remaining core."""
+    from distributed import Client, Scheduler, SpecCluster, Worker
+
+    cores = os.cpu_count() or 1
+    workers = {}
+    if device in ("gpu", "both"):
+        for g in range(gpus):
+            workers[f"gpu-{g}"] = {"cls": Worker, "options": {
+                "nthreads": 1, "resources": {"GPU": 1}, "dashboard": False}}
+    if device in ("cpu", "both"):
+        workers["cpu"] = {"cls": Worker, "options": {
+            "nthreads": max(1, cores - len(workers)), "dashboard": False}}
+    cluster = SpecCluster(workers=workers, scheduler={
+        "cls": Scheduler, "options": {"dashboard_address": ":0"}},
+        silence_logs=40)
+    return Client(cluster, set_as_default=False)
+
+
+def client_workers(client) -> tuple[int, int]:
+    """``(GPU workers, threads of the other workers)`` of ``client``'s cluster."""
+    info = client.scheduler_info(n_workers=-1)["workers"].values()
+    gpus = sum(1 for w in info if w.get("resources", {}).get("GPU", 0) > 0)
+    threads = sum(w["nthreads"] for w in info if not w.get("resources", {}).get("GPU", 0))
+    return gpus, threads
+
+
+def score_pass(client, a_future, b_future, plan, scoring, device, progress):
+    """Submit the tile DAG; return the futures and the best cell (score, i, j)."""
+    from dask.base import tokenize
+
+    matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
+    n_p, n_q = plan.shape
+    token = tokenize(a_future.key, b_future.key, plan, scoring.gap_open, scoring.gap_extend,
+                     device, time.time_ns())
+    futures = {}
+    for d in range(n_p + n_q - 1):
+        for p in range(max(0, d - n_q + 1), min(n_p, d + 1)):
+            q = d - p
+            if device == "gpu" or (device == "both" and p < plan.gpu_rows):
+                resources = {"GPU": 1}
+            else:
+                resources = None
+            futures[p, q] = client.submit(
+                _tile_task, a_future, b_future, plan.rows[p], plan.rows[p + 1], plan.cols[q],
+                plan.cols[q + 1], futures.get((p - 1, q)), futures.get((p, q - 1)), matrix,
+                scoring.gap_open, scoring.gap_extend, device == "cpu",
+                key=f"swdask-tile-{token}-{p}-{q}", priority=-d, resources=resources)
+    summaries = [client.submit(_tile_summary, f, key=f"swdask-tile-best-{token}-{p}-{q}",
+                               priority=-(p + q)) for (p, q), f in futures.items()]
+    if progress:
+        import contextlib
+        import sys
+
+        from distributed import progress as show_progress
+
+        with contextlib.redirect_stdout(sys.stderr):
+            show_progress(summaries)
+    best = (0, 0, 0)
+    kinds = {"cpu": 0, "gpu": 0}
+    busy = {"cpu": 0.0, "gpu": 0.0}
+    for (score, i, j), kind, seconds in client.gather(summaries):
+        kinds[kind] += 1
+        busy[kind] += seconds
+        if score > 0 and better(score, i, j, best[0], best[1], best[2]):
+            best = (score, i, j)
+    return futures, best, {"tiles_on": kinds, "busy_seconds": busy}

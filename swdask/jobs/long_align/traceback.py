@@ -1,0 +1,222 @@
+"""Long alignment's traceback in bounded memory: the score pass's tile boundaries are
+checkpoints.
+
+From the best end the path is walked back tile by tile; a tile on the path is recomputed
+(restricted to the rows and columns before the walk's entry cell) either directly with
+one direction byte a cell, when small (a *leaf*, :data:`LEAF_CELLS`), or as a grid of
+tiles whose boundaries one sweep keeps (:func:`cpu_grid`: the grid's tiles of an
+anti-diagonal in parallel threads; :func:`gpu_grid`: one checkpointing kernel sequence on
+the GPU), walked the same way.  The arithmetic of the grid's size is in the comment above
+:func:`_trace_side`.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...kernels.cpu.tile import (
+    STATE_H,
+    grid_tile_inputs,
+    matrix_boundaries,
+    score_grid,
+    traceback_tile,
+)
+from ...kernels.cpu.traceback import cigar_string, summarize_path
+
+__all__ = ["GPU_TRACE_CELLS", "LEAF_CELLS", "TRACE_MAX_SPLIT", "TRACE_MEMORY", "cpu_grid",
+           "gpu_grid", "trace_path"]
+
+#: Largest rectangle (cells = bytes of direction matrix) that the traceback walks directly
+#: (a *leaf*); larger tiles on the path are cut into a grid first (:func:`_trace_side`).
+LEAF_CELLS = 1 << 16
+#: Most tiles a side of one traceback grid (so at most its square in a grid).
+TRACE_MAX_SPLIT = 32
+#: Most bytes of cut boundaries one traceback grid keeps (8 per cell of a cut line).
+TRACE_MEMORY = 1 << 29
+#: Smallest rectangle whose traceback grid goes to the GPU, when the score pass has one:
+#: below it the CPU's threads are about as fast as a launch sequence and its transfers
+#: (16 M cells: about 4 ms on the H100 host's 16 cores at their calibrated 0.25 GCUPS a
+#: thread).  The threshold itself was not tuned on the GPU.
+GPU_TRACE_CELLS = 1 << 24
+
+# How the traceback cuts a rectangle (h x w = N cells) larger than a leaf: into square
+# tiles of side t, whose boundaries one sweep keeps (score_grid / score_grid_gpu).
+# - Work.  The path of a long alignment is near-diagonal: it crosses about (h + w) / t
+#   tiles, 2S of an S x S grid, each recomputed at the next level up to the walk's entry
+#   cell: 2N/S cells, so all levels together cost N / (1 - 2/S) (1.07 N at S = 32, 1.14 N
+#   at 16, 1.33 N at the former fixed 8).
+# - Leaves are walked on the CPU with a direction byte a cell: traceback_tile runs at 0.5
+#   GCUPS (130 us for 256 x 256 on the 2-core development machine) plus about 12 us of
+#   Python a leaf (_walk, _trace_rect and the call, measured on 16 x 16 leaves).  A path
+#   of length P through leaves of side L costs P * L cells in 2P / L leaves:
+#   P * (L / 0.5e9 + 24e-6 / L) s, least at L = 110 (0.44 us a residue of path); 256
+#   costs 0.60 us (the former 2^22-cell leaves, L = 2048: 4.1 us).  LEAF_CELLS = 2^16
+#   (L = 256) rather than 110^2 because the sweeps just above the leaves, 2P / t of them
+#   with t proportional to L, each cost more fixed time than a leaf (a pool round an
+#   anti-diagonal on the CPU, P + Q launches and the transfers on the GPU): halving L
+#   would save 0.2 us a residue and double their number.
+# - Sequential steps: the sweeps, 1 + 2S + (2S)^2 + ... (the deepest level dominates),
+#   then the leaves.  So the fewest levels that reach leaves with at most
+#   TRACE_MAX_SPLIT^2 = 1024 tiles a grid, each level cutting into the same number of
+#   tiles, k = (N / LEAF_CELLS)^(1 / levels): larger k on top would only move sweeps to the
+#   most numerous deepest level.
+# - Memory: the cut lines of a grid hold 8 (S_r w + S_c h) <= 16 N / t bytes, so t is also
+#   at least 16 N / TRACE_MEMORY; the grids of the levels along the recursion live at
+#   once, each about k times smaller than the one above it.
+# Example, the benchmark (2.46 Mb x 1 Mb, a path of 1 Mb ending at (1.7 M, 1 M)): N =
+# 1.7e12, N / LEAF_CELLS = 2.6e7, 3 levels of k = 296: one sweep of the whole rectangle
+# into a 23 x 14 grid of t = 76 k (360 MB of cuts; 3.4 s at the score pass's 500 GCUPS);
+# the path crosses about 27 of its tiles: 27 sweeps of <= 5.8e9 cells (1e11 in all) into
+# grids of t = 4.4 k; those tiles on the path, about 2 x 1 M / 4.4 k = 455 sweeps of
+# <= 1.9e7 cells (6.5e9 in all) into 256 x 256 leaves; about 7,800 leaves (2.6e8 cells,
+# 0.6 s on one core).  In all 1.07 N cells recomputed in about 480 sweeps and 7,800 leaf
+# walks.  The former 8 x 8 grids, one call a tile, took here 5 levels to reach 2^22-cell
+# leaves: 13 x 64 GPU calls of 4e8-cell tiles with a few dozen warps each, then about
+# 100 x 64 sequential single-thread CPU calls of 6.4e6 cells (4e10 cells, over a minute),
+# 800 x 64 more of 1e5, and 6,500 leaves of 1e5 cells.
+
+def _trace_side(h: int, w: int) -> float:
+    """Side of the square tiles of the traceback grid over an ``h x w`` rectangle larger
+    than :data:`LEAF_CELLS` (the arithmetic is in the comment above)."""
+    cells = h * w
+    ratio = cells / LEAF_CELLS
+    levels = max(1, math.ceil(math.log(ratio) / math.log(TRACE_MAX_SPLIT ** 2)))
+    side = math.sqrt(cells / ratio ** (1 / levels))
+    return max(side, 16 * cells / TRACE_MEMORY)
+
+
+def _grid_lines(length: int, side: float, step: int = 1) -> tuple:
+    """``0 = x_0 < x_1 < ... = length``: parts of about ``side`` (at least ``step``),
+    interior lines on multiples of ``step``."""
+    parts = max(1, math.ceil(length / max(side, step)))
+    cuts = {round(k * length / parts / step) * step for k in range(1, parts)}
+    return (0, *sorted(c for c in cuts if 0 < c < length), length)
+
+
+def cpu_grid(a, b, matrix, o, e, top_h, top_f, left_h, left_e):
+    """The traceback grid of a rectangle on the CPU: ``(rows, cols, grid, "cpu")``."""
+    h, w = len(a), len(b)
+    side = _trace_side(h, w)
+    rows, cols = _grid_lines(h, side), _grid_lines(w, side)
+    if len(rows) == 2 and len(cols) == 2:  # a cap made the side too long: halve the longer
+        rows, cols = (_grid_lines(h, h / 2), cols) if h >= w else (rows, _grid_lines(w, w / 2))
+    grid = score_grid(a, b, matrix, o, e, top_h, top_f, left_h, left_e, rows[1:-1], cols[1:-1])
+    return rows, cols, grid, "cpu"
+
+
+def gpu_grid(a, b, matrix, o, e, top_h, top_f, left_h, left_e):
+    """The traceback grid on the GPU when the rectangle has :data:`GPU_TRACE_CELLS` and
+    a cut fits the kernel's strips and sub-tiles (lines rounded to them), else
+    :func:`cpu_grid`."""
+    from ...kernels.cuda.tile import grid_shape, score_grid_gpu
+
+    h, w = len(a), len(b)
+    if h * w >= GPU_TRACE_CELLS:
+        lane_rows, width = grid_shape(h, w)
+        side = _trace_side(h, w)
+        rows, cols = _grid_lines(h, side, 32 * lane_rows), _grid_lines(w, side, width)
+        if len(rows) > 2 or len(cols) > 2:
+            grid = score_grid_gpu(a, b, matrix, o, e, top_h, top_f, left_h, left_e,
+                                  rows[1:-1], cols[1:-1], rows=lane_rows, width=width)
+            return rows, cols, grid, "gpu"
+    return cpu_grid(a, b, matrix, o, e, top_h, top_f, left_h, left_e)
+
+
+def _trace_stats():
+    """Counters of one traceback (:func:`trace_path` returns them)."""
+    return {"grid_cells": 0, "grids": {"cpu": 0, "gpu": 0}, "leaf_cells": 0, "leaves": 0,
+            "depth": 0, "boundary_bytes": 0, "peak_boundary_bytes": 0}
+
+
+def _trace_rect(a, b, matrix, o, e, top_h, top_f, left_h, left_e, end_i, end_j, state,
+                grid_fn, chunks, stats, depth=0):
+    """Walk the path back inside a rectangle with exact boundaries, from 1-based cell
+    ``(end_i, end_j)`` in ``state``; append reversed op chunks to ``chunks``.
+
+    ``grid_fn`` is :func:`cpu_grid` or :func:`gpu_grid`; ``stats`` gets the counts of
+    :func:`_trace_stats`.  Returns ``(i, j, state, stopped)`` in the rectangle's
+    coordinates.
+    """
+    stats["depth"] = max(stats["depth"], depth)
+    if end_i * end_j <= LEAF_CELLS:
+        ops, i, j, state, stopped = traceback_tile(a[:end_i], b[:end_j], matrix, o, e, top_h,
+                                                   top_f, left_h, left_e, end_i, end_j, state)
+        chunks.append(ops)
+        stats["leaf_cells"] += end_i * end_j
+        stats["leaves"] += 1
+        return i, j, state, stopped
+    # Too large for direction bytes: a grid over the rows and columns before the end, its
+    # cut boundaries kept, then the same walk through it.
+    a, b = a[:end_i], b[:end_j]
+    top_h, top_f = top_h[:end_j + 1], top_f[:end_j]
+    left_h, left_e = left_h[:end_i], left_e[:end_i]
+    rows, cols, grid, kind = grid_fn(a, b, matrix, o, e, top_h, top_f, left_h, left_e)
+    held = sum(x.nbytes for x in grid[:4])
+    stats["grid_cells"] += end_i * end_j
+    stats["grids"][kind] += 1
+    stats["boundary_bytes"] += held
+    stats["peak_boundary_bytes"] = max(stats["peak_boundary_bytes"], stats["boundary_bytes"])
+
+    def boundaries(p, q):
+        return (rows[p], cols[q],
+                *grid_tile_inputs(grid, rows, cols, p, q, top_h, top_f, left_h, left_e))
+
+    out = _walk(rows, cols, boundaries, a, b, matrix, o, e, end_i, end_j, state, grid_fn,
+                chunks, stats, depth + 1)
+    stats["boundary_bytes"] -= held
+    return out
+
+
+def _walk(rows, cols, boundaries, a, b, matrix, o, e, i, j, state, grid_fn, chunks, stats,
+          depth=0):
+    """Walk back through a grid of tiles from cell ``(i, j)``: into the tile holding it as
+    an inner cell, then on through the tile above, on the left or diagonal, until the
+    path stops or reaches row 0 or column 0 of the grid."""
+    while i > 0 and j > 0:
+        p = int(np.searchsorted(rows, i) - 1)  # rows[p] < i <= rows[p + 1]
+        q = int(np.searchsorted(cols, j) - 1)
+        r0, c0, t_h, t_f, l_h, l_e = boundaries(p, q)
+        r1, c1 = rows[p + 1], cols[q + 1]
+        li, lj, state, stopped = _trace_rect(
+            a[r0:r1], b[c0:c1], matrix, o, e, np.ascontiguousarray(t_h), np.ascontiguousarray(t_f),
+            np.ascontiguousarray(l_h), np.ascontiguousarray(l_e), i - r0, j - c0, state,
+            grid_fn, chunks, stats, depth)
+        i, j = r0 + li, c0 + lj
+        if stopped:
+            return i, j, state, True
+    return i, j, state, False
+
+
+def trace_path(client, futures, plan, a, b, scoring, best, grid_fn):
+    """The path from the best end, through the score pass's tiles (checkpoints)."""
+    score, ei, ej = best
+    matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
+    chunks = []
+    stats = _trace_stats()
+    if score > 0:
+        def boundaries(p, q):
+            h = plan.rows[p + 1] - plan.rows[p]
+            w = plan.cols[q + 1] - plan.cols[q]
+            t_h, t_f, l_h, l_e = matrix_boundaries(h, w)
+            wanted = [futures[k] for k in ((p - 1, q), (p, q - 1)) if k in futures]
+            got = dict(zip([k for k in ((p - 1, q), (p, q - 1)) if k in futures],
+                           client.gather(wanted)))
+            if (p - 1, q) in got:
+                t_h, t_f = got[p - 1, q].bottom_h, got[p - 1, q].bottom_f
+            if (p, q - 1) in got:
+                l_h, l_e = got[p, q - 1].right_h, got[p, q - 1].right_e
+            return plan.rows[p], plan.cols[q], t_h, t_f, l_h, l_e
+
+        si, sj, _, _ = _walk(plan.rows, plan.cols, boundaries, a, b, matrix, scoring.gap_open,
+                             scoring.gap_extend, ei, ej, STATE_H, grid_fn, chunks, stats)
+    else:
+        si = sj = ei = ej = 0
+    ops = np.concatenate(chunks)[::-1].copy() if chunks else np.zeros(0, dtype=np.uint8)
+    cigar, matches, mismatches, gap_opens, length = summarize_path(
+        a, b, si, sj, ops, scoring.alphabet.unknown_code)
+    return {"query_start": int(si), "subject_start": int(sj), "cigar": cigar_string(cigar),
+            "matches": int(matches), "mismatches": int(mismatches),
+            "gap_opens": int(gap_opens), "align_length": int(length),
+            "pident": 100.0 * matches / length if length else 0.0, "ops": ops,
+            "stats": stats}

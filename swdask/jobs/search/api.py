@@ -1,0 +1,383 @@
+"""Database search: score every pair, keep each query's best hits, trace back only those.
+
+Two engines run the same three steps (:mod:`.plan`, :mod:`.tasks`) and give the same hits
+table:
+
+- :func:`search` builds a lazy Dask DataFrame: one score task per store partition, a tree
+  of merges to each query's best candidates, and traceback tasks per batch of queries.
+  It runs wherever Dask computes it: Dask's threads in this process, a
+  ``LocalCUDACluster`` or ``LocalCluster`` (:func:`swdask.cluster`), or a multi-node
+  cluster.
+- :func:`search_in_process` runs the steps in this process, partition after partition,
+  without Dask, and returns a pandas DataFrame.  It is the reference that the Dask flow
+  is checked against, and what the CPU benchmark times.
+
+The Dask graph of :func:`search`::
+
+    score task per store file              reads its Parquet file straight to arrays; score
+                                           table: each query's best candidates of the
+                                           partition (score kernel on the CPU or the GPU)
+      -> merge tree (MERGE_FAN_IN)         each query's max_hits best over all partitions
+      -> split by query batch              TRACEBACK_QUERIES queries each
+      -> traceback tasks                   read the candidates' residues from the store
+                                           (a filtered Parquet read: the join), align,
+                                           E-values, rank
+      -> dd.from_delayed(meta=HITS)        the hits table, one partition per query batch
+      (and, beside each table, a typed record: ScoreStats up the merge tree, TraceStats
+      from each traceback; search_stats adds them up)
+
+Only the score tasks touch the whole database, one partition at a time; everything after
+them holds at most ``max_hits`` candidates per query, so memory is bounded by a partition
+per running task whatever the database's size.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+
+import numba
+import numpy as np
+
+from ... import backend
+from ...kernels.cpu.score import kernel_threads
+from ...scoring import Scoring
+from ...sequences.store import SequenceStore
+from ..align import check_mode
+from ..base import lazy_value, progress_bar
+from . import plan, tasks
+from .plan import HITS_META, SearchJob, SearchStats, check_limits, prepare
+
+__all__ = ["search", "search_in_process"]
+
+
+def search(queries, database, *, scoring: Scoring | None = None, mode: str = "local",
+           max_hits: int = 50, min_score: int | None = None, evalue: float | None = None,
+           device: str = "auto", alphabet="auto", map_unknown: bool = False,
+           return_stats: bool = False):
+    """Search queries against a database: a lazy Dask DataFrame of the best hits.
+
+    Exact scores of every (query, subject) pair, each query's ``max_hits`` best subjects,
+    and their full alignments.  Nothing is computed until the result is: ``.compute()``
+    on Dask's threads or the current ``distributed`` client (:func:`swdask.cluster`),
+    ``client.compute(...)``, ``.to_parquet(...)``; the arguments are checked at once.
+
+    Parameters
+    ----------
+    queries : path, SequenceBatch, dict or list of str
+        A FASTA/FASTQ file or sequence store, a batch, ``{name: sequence}``, or sequences.
+        Held in memory and shipped once to every worker.
+    database : path or SequenceStore
+        A sequence store (see :func:`swdask.ingest`), or a FASTA/FASTQ file, which is
+        ingested into a temporary store at once (removed when the last object that can
+        compute the result is gone).  Every worker reads the store's files by path: on a
+        multi-node cluster give a store on a shared file system.
+    scoring : Scoring, optional
+        Default: BLAST's default for the database's alphabet (BLOSUM62 11/1, DNA 2/-3 5/2).
+    mode : {"local", "global", "semiglobal"}, default "local"
+    max_hits : int, default 50
+        Hits kept per query: the highest scores, ties broken by database order
+        (``subject_id``).
+    min_score : int, optional
+        Report only hits scoring at least this.  Default: 1 for local mode (a score of
+        0 is no alignment), none otherwise.
+    evalue : float, optional
+        Drop hits whose E-value is above this (local mode, with a scoring BLAST publishes
+        statistics for).  Applied to each query's ``max_hits`` best by score, before their
+        traceback; ranks count the hits kept.  Default: keep all.
+    device : {"auto", "cpu", "gpu"}, default "auto"
+        Where score tasks run their kernel.  ``"auto"``: each task takes a GPU when its
+        worker has one (local mode), else the CPU; ``"gpu"``: the CUDA kernel, which needs
+        a GPU on every worker that gets a score task (see :func:`swdask.gpu_resources`
+        for clusters of GPU and CPU workers) or, with no ``distributed`` client, in this
+        process (``NUMBA_ENABLE_CUDASIM=1`` counts); ``"cpu"``: the CPU kernel.  Scores,
+        ends and alignments are identical on every device.
+    alphabet : {"auto", "protein", "dna"}, default "auto"
+        Alphabet of the query and database files; "auto" detects each from its first
+        records, and queries and database must then agree.
+    map_unknown : bool, default False
+        Read letters outside the alphabet as ``X``/``N`` instead of failing.
+    return_stats : bool, default False
+        Also return a lazy :class:`SearchStats` (a Dask scalar); compute it with the hits
+        (``dask.compute(hits, stats)``) so that the search runs once.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        The hits table (columns and dtypes of ``swdask.parquet_schemas.HITS``), one
+        partition per ``TRACEBACK_QUERIES`` (64) queries: queries in input order, hits by
+        rank, a RangeIndex in each partition.  ``evalue`` and ``bitscore`` follow NCBI
+        BLAST+ (:mod:`swdask.scoring.statistics`) in local mode and are null otherwise.
+    dask.dataframe.Scalar
+        Only with ``return_stats=True``: computes to a :class:`SearchStats`, from the
+        records the tasks return beside their tables.
+
+    Raises
+    ------
+    ValueError
+        Bad ``mode``, ``device``, ``max_hits``, ``min_score`` or ``evalue``; the
+        queries, database and scoring are of different alphabets; or two queries share
+        a ``seq_id``.
+    DeviceError
+        ``device="gpu"`` with a mode other than local, or without a GPU in this process
+        (no client) or on any worker of the current client.
+    EmptyInputError, InvalidSequenceError, SequenceFormatError, InputNotFoundError
+        Bad input files (see :func:`swdask.ingest`).
+    SchemaError
+        When computed: a store partition lacks a column or has one of another type (the
+        message names the file and the column).
+
+    Warns
+    -----
+    UserWarning
+        Local mode with a scoring that BLAST publishes no statistics for: ``evalue`` and
+        ``bitscore`` stay null.
+
+    See Also
+    --------
+    search_in_process : the same search in this process, without Dask.
+    swdask.cluster : a Dask client for a GPU or CPU cluster, or a running scheduler.
+
+    Notes
+    -----
+    The score pass computes every cell of every pair (Smith-Waterman or
+    Needleman-Wunsch with affine gaps, a gap of k costing ``gap_open + k * gap_extend``),
+    but a score task returns only its partition's candidates: per query, the ``max_hits``
+    best subjects scoring at least ``min_score`` (schema ``SCORES``).  Because
+    ``(score desc, subject_id asc)`` is a total order, each query's overall best are
+    among its partition bests, and the merge tree keeps exactly those of
+    :func:`search_in_process`.  Traceback, the only step that stores a DP matrix, runs
+    for the final candidates only.
+
+    Examples
+    --------
+    >>> from importlib.resources import files
+    >>> data = files("swdask") / "data"
+    >>> hits = search(data / "demo_queries.fasta", data / "demo_db.fasta.gz", max_hits=2)
+    >>> hits.npartitions, list(hits.columns[:4])
+    (1, ['query', 'subject', 'score', 'evalue'])
+    >>> table = hits.compute()
+    >>> print(table[["query", "subject", "score", "evalue", "rank"]].head(2).to_string(index=False))
+                  query               subject  score   evalue  rank
+    sp|Q91G65|032R_IIV6   sp|Q91G65|032R_IIV6    532      0.0     1
+    sp|Q91G65|032R_IIV6 sp|Q55DQ2|ABCGB_DICDI     49 2.416093     2
+    """
+    import dask
+    import dask.dataframe as dd
+
+    check_mode(mode)
+    device = backend.job_device(device, mode, client=backend.current_client())
+    check_limits(max_hits, min_score, evalue)
+    job = prepare(queries, database, scoring=scoring, mode=mode, max_hits=int(max_hits),
+                  min_score=min_score, evalue=evalue, device=device, alphabet=alphabet,
+                  map_unknown=map_unknown, owner="dask")
+    token = uuid.uuid4().hex
+    job_node = dask.delayed(job, name=f"swdask-search-{token}")
+    score = dask.delayed(tasks.score_partition, pure=True)
+    # The key names the device: swdask.cluster.gpu_resources routes "swdask_score_gpu" tasks.
+    level = [score(job_node, number, dask_key_name=(f"swdask_score_{device}-{token}", number))
+             for number in range(len(job.files))]
+    merge = dask.delayed(tasks.merge_candidates, pure=True)
+    while True:
+        level = [merge(job_node, *level[k:k + plan.MERGE_FAN_IN])
+                 for k in range(0, len(level), plan.MERGE_FAN_IN)]
+        if len(level) == 1:
+            break
+    candidates = level[0]
+    n_batches = job.n_batches
+    batches = dask.delayed(tasks.split_candidates, nout=n_batches, pure=True)(job_node, candidates)
+    traceback = dask.delayed(tasks.traceback_batch, nout=2, pure=True)
+    parts = [traceback(job_node, batches[b], b) for b in range(n_batches)]
+    hits = dd.from_delayed([hits for hits, _ in parts], meta=HITS_META,
+                           prefix=f"swdask-hits-{token[:8]}")
+    if not return_stats:
+        return hits
+    stats = dask.delayed(tasks.search_stats, pure=True)(
+        candidates.stats, [traced for _, traced in parts], n_queries=len(job.queries),
+        n_subjects=job.db_sequences, cells=job.cells)
+    return hits, lazy_value(stats, SearchStats, name=f"swdask-stats-{token[:8]}")
+
+
+# --------------------------------------------------------------------------------------
+# the single-process engine (the reference)
+# --------------------------------------------------------------------------------------
+
+
+def search_in_process(queries, database, *, scoring: Scoring | None = None,
+                      mode: str = "local", max_hits: int = 50, min_score: int | None = None,
+                      evalue: float | None = None, device: str = "auto",
+                      threads: int | None = None, alphabet="auto", map_unknown: bool = False,
+                      progress: bool = False, return_stats: bool = False):
+    """Search queries against a database in this process, without Dask.
+
+    The same search as :func:`search` (same arguments, same hits), run partition after
+    partition in this process with Numba's threads (or one GPU), returning a pandas
+    DataFrame.  It is the reference the Dask flow is tested against and what the CPU
+    benchmark (``workflows/benchmarks/cpu_search.py``) times.
+
+    Parameters
+    ----------
+    queries, database, scoring, mode, max_hits, min_score, evalue, alphabet, map_unknown
+        As :func:`search`.  A FASTA database's temporary store is removed on return.
+    device : {"auto", "cpu", "gpu"}, default "auto"
+        As :func:`swdask.backend.check_device`: ``"auto"`` takes a GPU when Numba sees
+        one (local mode).
+    threads : int, optional
+        Numba threads of the CPU score kernel (default: all cores).
+    progress : bool, default False
+        Show a progress bar (cells) on stderr.
+    return_stats : bool, default False
+        Also return a :class:`SearchStats`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The hits table (schema ``swdask.parquet_schemas.HITS``), queries in input order,
+        hits by rank.
+    SearchStats
+        Only with ``return_stats=True``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`search`, and a bad ``threads``.
+    DeviceError
+        ``device="gpu"`` without a GPU, or with a mode other than local.
+    EmptyInputError, InvalidSequenceError, SequenceFormatError, InputNotFoundError
+        Bad input files (see :func:`swdask.ingest`).
+
+    Examples
+    --------
+    >>> from importlib.resources import files
+    >>> data = files("swdask") / "data"
+    >>> hits = search_in_process(data / "demo_queries.fasta", data / "demo_db.fasta.gz",
+    ...                          max_hits=2)
+    >>> print(hits[["query", "subject", "score", "cigar", "rank"]].head(2).to_string(index=False))
+                  query               subject  score cigar  rank
+    sp|Q91G65|032R_IIV6   sp|Q91G65|032R_IIV6    532  100=     1
+    sp|Q91G65|032R_IIV6 sp|Q55DQ2|ABCGB_DICDI     49 1=1X1=1X1=1X1=2X1=1X2=1X2=4D1X1=1X1=1X1=     2
+    """
+    started = time.perf_counter()
+    check_mode(mode)
+    # "auto" is decided once the work is known: a small search never touches the GPU.
+    # "gpu" starts the GPU now and checks it once the input is read (start_early).
+    chosen = "cpu" if device == "auto" else backend.check_device(device, mode,
+                                                                  here=device != "gpu")
+    if chosen == "gpu":
+        backend.start_early()
+    check_limits(max_hits, min_score, evalue)
+    threads = _threads(threads)
+    if device == "cpu":
+        from ...kernels.cpu import prebuild
+
+        prebuild.start(prebuild.SEARCH)  # a first run compiles them in a second process
+    job = prepare(queries, database, scoring=scoring, mode=mode, max_hits=int(max_hits),
+                  min_score=min_score, evalue=evalue, device=chosen, alphabet=alphabet,
+                  map_unknown=map_unknown, owner="caller")
+    reason = ""
+    if device == "auto":
+        chosen, reason = backend.auto_device(job.queries.lengths, job.db_residues, job.scoring,
+                                             job.mode, threads)
+        if chosen == "cpu":
+            from ...kernels.cpu import prebuild
+
+            prebuild.start(prebuild.SEARCH)
+    try:
+        if chosen == "gpu":
+            backend.check_device(chosen, mode)  # raises DeviceError where there is none
+        if threads == kernel_threads():  # as it is: leave Numba's threading layer unstarted
+            frame, stats = _run(job, progress, chosen)
+        else:
+            previous = numba.get_num_threads()
+            numba.set_num_threads(threads)
+            try:
+                frame, stats = _run(job, progress, chosen)
+            finally:
+                numba.set_num_threads(previous)
+    finally:
+        if job.keep:
+            shutil.rmtree(job.store_path, ignore_errors=True)
+    stats = SearchStats(**stats, total_seconds=time.perf_counter() - started, workers=threads,
+                        device=chosen, device_reason=reason)
+    return (frame, stats) if return_stats else frame
+
+
+def _threads(threads) -> int:
+    available = numba.config.NUMBA_NUM_THREADS
+    if threads is None:
+        return available
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise ValueError(f"threads must be a positive whole number, got {threads!r}")
+    return min(int(threads), available)
+
+
+class _TopHits:
+    """Best ``k`` candidates per query over all partitions: (score desc, seq_id asc)."""
+
+    def __init__(self, n_queries: int, k: int):
+        self.k = k
+        self.parts = [[] for _ in range(n_queries)]
+
+    def add(self, qi, scores, seq_ids, q_end, s_end, codes):
+        current = self.parts[qi]
+        current.extend(zip(scores.tolist(), seq_ids.tolist(), q_end.tolist(), s_end.tolist(), codes))
+        if len(current) > 2 * self.k:
+            self.parts[qi] = self._best(current)
+
+    def _best(self, items):
+        items.sort(key=lambda hit: (-hit[0], hit[1]))
+        return items[: self.k]
+
+    def result(self, qi):
+        return self._best(self.parts[qi])
+
+
+def _run(job: SearchJob, progress, device="cpu"):
+    batch, max_hits = job.queries, job.max_hits
+    store = SequenceStore.open(job.store_path)
+    n_queries = len(batch)
+    top = _TopHits(n_queries, max_hits)
+    cells = 0
+    score_seconds = 0.0
+    names = {}
+    bar = progress_bar(progress, desc="search", unit="cell", unit_scale=True, total=job.cells)
+    with bar:
+        # The GPU scores a partition while the next one is read and decoded.
+        for part in store.iter_partitions(read_ahead=device == "gpu"):
+            n_subjects = len(part)
+            rows_per_chunk = max(1, plan.SCORE_TABLE_BYTES // (12 * max(n_subjects, 1)))
+            for q0 in range(0, n_queries, rows_per_chunk):
+                q1 = min(n_queries, q0 + rows_per_chunk)
+                q_off = batch.offsets[q0:q1 + 1] - batch.offsets[q0]
+                q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
+                candidates, seconds = tasks.score_pass(device, q_res, q_off, part.residues, part.offsets,
+                                                  job.scoring, job.mode, max_hits, job.min_score)
+                score_seconds += seconds
+                work = int(batch.lengths[q0:q1].sum()) * part.n_residues
+                cells += work
+                bar.update(work)
+                for row, found in enumerate(candidates):
+                    keep, scores, q_end, s_end = tasks.best_of(found, part.seq_id, max_hits)
+                    top.add(q0 + row, scores, part.seq_id[keep], q_end, s_end,
+                            [part.codes(int(c)).copy() for c in keep])
+                    for c in keep:
+                        names[int(part.seq_id[c])] = part.names[int(c)]
+
+    tick = time.perf_counter()
+    work = []
+    for qi in range(n_queries):
+        query = batch.codes(qi)
+        for rank, (score, seq_id, qe, se, subject) in enumerate(top.result(qi), start=1):
+            work.append((batch.names[qi], int(batch.seq_id[qi]), query, names[seq_id], seq_id,
+                         subject, score, qe, se, rank))
+    frame = tasks.hits_frame(tasks.trace(work, job.scoring, job.mode, device))
+    if job.statistics:
+        frame = tasks.statistics(frame, job)
+    if job.evalue is not None:
+        frame = frame[(frame["evalue"] <= job.evalue).to_numpy(dtype=bool)].reset_index(drop=True)
+        frame["rank"] = (frame.groupby("query_id", sort=False).cumcount() + 1).astype("Int32")
+    traceback_seconds = time.perf_counter() - tick
+    stats = {"n_queries": n_queries, "n_subjects": store.n_records, "cells": cells,
+             "score_seconds": score_seconds, "traceback_seconds": traceback_seconds,
+             "n_hits": len(frame)}
+    return frame, stats

@@ -1,0 +1,175 @@
+"""A search's plan: its arguments checked, its queries and database opened, its device
+decided; the :class:`SearchJob` every task gets, and the :class:`SearchStats` it reports."""
+from __future__ import annotations
+
+import numbers
+import shutil
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import EmptyInputError, InvalidSequenceError
+from ...parquet_schemas import HITS
+from ...scoring import Scoring
+from ...scoring.statistics import annotate, karlin_altschul
+from ...sequences.batch import SequenceBatch, as_batch
+from ...sequences.ingest import open_database
+from ...sequences.store import SequenceStore
+from ...tables import to_pandas
+from ..base import Job, TemporaryStore
+
+__all__ = ["HITS_META", "MERGE_FAN_IN", "SCORE_TABLE_BYTES", "TRACEBACK_QUERIES", "SearchJob",
+           "SearchStats", "check_limits", "prepare"]
+
+#: Bound on the score tables (scores and both ends, int32) held at once for one partition.
+SCORE_TABLE_BYTES = 256 * 2**20
+#: Score tables merged by one task of the merge tree.
+MERGE_FAN_IN = 8
+#: Queries per traceback task (and per partition of the hits DataFrame).
+TRACEBACK_QUERIES = 64
+
+#: ``meta`` of the hits table: swdask's dtypes (swdask.tables).
+HITS_META = to_pandas(HITS.empty_table())
+
+
+@dataclass(frozen=True)
+class SearchStats:
+    """What a search did: work, time and speed (cells = query length x subject length).
+
+    For :func:`search_in_process`, ``score_seconds`` and ``traceback_seconds`` are wall
+    time in this process and ``workers`` is Numba's thread count.  ``score_seconds``
+    leaves out loading (or compiling) the score kernel, once per process.  For :func:`search`
+    they are summed over the tasks (busy time, so ``kernel_gcups`` is the speed of one
+    worker's kernel), ``total_seconds`` runs from the first task's start to the last
+    one's end, ``workers`` counts the processes that ran score tasks and ``device`` names
+    every device they used (``"cpu"``, ``"gpu"`` or ``"cpu+gpu"``).
+    """
+
+    n_queries: int
+    n_subjects: int
+    cells: int
+    score_seconds: float
+    traceback_seconds: float
+    total_seconds: float
+    n_hits: int
+    workers: int
+    device: str = "cpu"
+    #: Why ``device="auto"`` chose the device (empty when the device was given).
+    device_reason: str = ""
+
+    @property
+    def kernel_gcups(self) -> float:
+        """Billions of cells per second of the score pass."""
+        return self.cells / self.score_seconds / 1e9 if self.score_seconds else 0.0
+
+    @property
+    def gcups(self) -> float:
+        """Billions of cells per second, end to end (reading, scoring, traceback)."""
+        return self.cells / self.total_seconds / 1e9 if self.total_seconds else 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchJob(Job):
+    """Everything the tasks of one search need: small, immutable, picklable."""
+
+    queries: SequenceBatch
+    mode: str
+    max_hits: int
+    min_score: int | None
+    evalue: float | None
+    store_path: str
+    files: tuple
+    db_residues: int
+    db_sequences: int
+    statistics: bool  # local mode with published Karlin-Altschul parameters
+    batch_size: int  # queries per traceback task (TRACEBACK_QUERIES when the graph was built)
+    keep: object = None  # a temporary store's TemporaryStore (a plain path once pickled)
+
+    @property
+    def n_batches(self) -> int:
+        """Traceback tasks (query batches)."""
+        return -(-len(self.queries) // self.batch_size)
+
+    @property
+    def cells(self) -> int:
+        """Cells of the whole score pass: query residues x database residues."""
+        return int(self.queries.lengths.sum()) * self.db_residues
+
+    def positions(self, query_ids) -> np.ndarray:
+        """Positions in :attr:`queries` of queries given by ``seq_id``."""
+        ids = self.queries.seq_id
+        order = np.argsort(ids, kind="stable")
+        return order[np.searchsorted(ids, np.asarray(query_ids), sorter=order)]
+
+
+def check_limits(max_hits, min_score, evalue) -> None:
+    """Raise ValueError unless ``max_hits`` is a positive whole number, ``min_score`` a
+    whole number or None and ``evalue`` a positive number or None."""
+    if isinstance(max_hits, bool) or not isinstance(max_hits, (int, np.integer)) or max_hits < 1:
+        raise ValueError(f"max_hits must be a positive whole number, got {max_hits!r}")
+    if min_score is not None and (isinstance(min_score, bool)
+                                  or not isinstance(min_score, (int, np.integer))):
+        raise ValueError(f"min_score must be a whole number, got {min_score!r}")
+    if evalue is not None and (isinstance(evalue, bool) or not isinstance(evalue, numbers.Real)
+                               or not evalue > 0):
+        raise ValueError(f"evalue must be a positive number, got {evalue!r}")
+
+
+def prepare(queries, database, *, scoring, mode, max_hits, min_score, evalue, device,
+            alphabet, map_unknown, owner) -> SearchJob:
+    """Open the database and the queries and check that they go together.
+
+    ``device`` is the job's, already decided.  A FASTA database is ingested into a
+    temporary store; with ``owner="dask"`` the search's :class:`TemporaryStore` removes
+    it later, otherwise the caller must (``store_path`` of the result; ``keep`` is then
+    True).
+    """
+    store = database if isinstance(database, SequenceStore) else None
+    if store is None:
+        db_alphabet = scoring.alphabet if scoring is not None and alphabet == "auto" else alphabet
+        store = open_database(database, alphabet=db_alphabet, map_unknown=map_unknown)
+    temporary = getattr(store, "temporary", False) and store is not database
+    try:
+        if store.n_records == 0:
+            raise EmptyInputError(f"{store.path}: empty database")
+        db_alphabet = store.alphabet
+        scoring = scoring or Scoring.default(db_alphabet.name)
+        if scoring.alphabet is not db_alphabet:
+            raise InvalidSequenceError(f"the database is {db_alphabet.name} but the scoring "
+                                       f"is for {scoring.alphabet.name}")
+        batch = as_batch(queries, alphabet=alphabet, map_unknown=map_unknown)
+        if batch.alphabet is not db_alphabet:
+            how = " (detected)" if alphabet == "auto" else ""
+            raise InvalidSequenceError(
+                f"the queries are {batch.alphabet.name}{how} but the database is "
+                f"{db_alphabet.name}; to read them as {db_alphabet.name}, pass "
+                f"alphabet={db_alphabet.name!r} (--alphabet {db_alphabet.name})")
+        if len(np.unique(batch.seq_id)) != len(batch):
+            raise ValueError("queries: two queries have the same seq_id")
+        if min_score is None and mode == "local":
+            min_score = 1
+        statistics = mode == "local" and karlin_altschul(scoring) is not None
+        if evalue is not None and not statistics:
+            if mode != "local":
+                raise ValueError(f"evalue applies to local alignments, not to mode {mode!r}")
+            raise ValueError(f"evalue: BLAST publishes no statistics for {scoring.name} with gap "
+                             f"costs {scoring.gap_open}/{scoring.gap_extend}, so hits have no "
+                             "E-values to filter on")
+        if mode == "local" and not statistics:
+            annotate(HITS_META, scoring, db_residues=store.n_residues,
+                     db_sequences=store.n_records)  # warns once: E-values stay null
+    except BaseException:
+        if temporary:
+            shutil.rmtree(store.path, ignore_errors=True)
+        raise
+    if not temporary:
+        keep = None
+    elif owner == "dask":
+        keep = TemporaryStore(store.path)
+    else:
+        keep = True
+    return SearchJob(queries=batch, scoring=scoring, mode=mode, max_hits=max_hits,
+                     min_score=min_score, evalue=evalue, device=device,
+                     store_path=str(store.path), files=tuple(str(f) for f in store.files),
+                     db_residues=store.n_residues, db_sequences=store.n_records,
+                     statistics=statistics, batch_size=TRACEBACK_QUERIES, keep=keep)

@@ -1,0 +1,397 @@
+"""A search's tasks: the score pass of a partition, the merge tree of candidates, the
+traceback of a batch of queries, and their typed statistics.
+
+The score pass (:func:`score_pass`) and the traceback (:func:`trace`) serve both engines:
+the Dask tasks here and :func:`swdask.jobs.search.api.search_in_process`.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ... import backend
+from ...errors import StoreError
+from ...kernels.cpu.score import kernel_threads, load_kernel, score_all
+from ...parquet_schemas import HITS, SCORES, SEQUENCES
+from ...scoring.statistics import annotate
+from ...sequences.batch import list_arrays
+from ...sequences.store import read_part
+from ...tables import check_table, to_pandas
+from ..align import alignment_from_codes
+from ..base import TaskStats, stat
+from .plan import SCORE_TABLE_BYTES, SearchJob, SearchStats
+
+__all__ = [
+    "Candidates",
+    "ScoreStats",
+    "TraceStats",
+    "best_of",
+    "hit_row",
+    "hits_frame",
+    "merge_candidates",
+    "score_partition",
+    "score_pass",
+    "search_stats",
+    "split_candidates",
+    "statistics",
+    "trace",
+    "traceback_batch",
+]
+
+#: Threads that decode a traceback task's row groups (at most one per core).
+READ_THREADS = 8
+
+_SUBJECT_COLUMNS = ("seq_id", "length", "residues")
+_FETCHED = pa.schema([SEQUENCES.field(name) for name in ("seq_id", "name", "length", "residues")])
+_HIT_COLUMNS = ("query", "subject", "score", "identity", "align_length", "mismatches",
+                "gap_opens", "query_start", "query_end", "subject_start", "subject_end", "cigar",
+                "query_length", "subject_length", "query_id", "subject_id", "rank")
+#: The score table is built from NumPy arrays inside the score task and never handed
+#: out: it keeps NumPy's dtypes.
+_SCORES_META = SCORES.empty_table().to_pandas()
+
+
+# --------------------------------------------------------------------------------------
+# typed statistics
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScoreStats(TaskStats):
+    """What score tasks did: kernel seconds and cells, when, on which devices and workers."""
+
+    kernel_seconds: float = 0.0
+    cells: int = 0
+    started: float = stat("min")
+    finished: float = stat("max")
+    devices: str = stat("join")
+    workers: frozenset = stat("union")
+
+
+@dataclass(frozen=True)
+class TraceStats(TaskStats):
+    """What traceback tasks did."""
+
+    traceback_seconds: float = 0.0
+    started: float = stat("min")
+    finished: float = stat("max")
+    n_hits: int = 0
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Each query's best candidates so far (schema ``SCORES``) and what scored them."""
+
+    table: pd.DataFrame
+    stats: ScoreStats
+
+
+def search_stats(scored: ScoreStats, traced, *, n_queries: int, n_subjects: int,
+                 cells: int) -> SearchStats:
+    """The :class:`SearchStats` of a Dask search from its tasks' records."""
+    traced = sum(traced, TraceStats())
+    if scored.cells != cells:  # every partition was scored exactly once
+        raise AssertionError(f"search stats: {scored.cells} cells scored, expected {cells}")
+    return SearchStats(
+        n_queries=n_queries, n_subjects=n_subjects, cells=cells,
+        score_seconds=scored.kernel_seconds, traceback_seconds=traced.traceback_seconds,
+        total_seconds=max(scored.finished, traced.finished) - scored.started,
+        n_hits=traced.n_hits, workers=len(scored.workers), device=scored.devices)
+
+
+# --------------------------------------------------------------------------------------
+# the score pass
+# --------------------------------------------------------------------------------------
+
+
+def score_partition(job: SearchJob, number: int) -> Candidates:
+    """Each query's best candidates in store partition ``number`` (schema SCORES).
+
+    The task reads its Parquet file itself, straight to arrays (columns checked: a
+    damaged file names the file and the column).
+    """
+    started = time.time()
+    path = job.files[number]
+    table = read_part(path, list(_SUBJECT_COLUMNS))
+    seq_id = table.column("seq_id").to_numpy()
+    offsets, residues = list_arrays(table.column("residues"))
+    device = job.task_device()
+    batch = job.queries
+    n_queries, n_subjects = len(batch), len(seq_id)
+    lengths = np.diff(offsets).astype(np.int32)
+    rows_per_chunk = max(1, SCORE_TABLE_BYTES // (12 * max(n_subjects, 1)))
+    columns = {name: [] for name in SCORES.names}
+    kernel_seconds = 0.0
+    for q0 in range(0, n_queries if n_subjects else 0, rows_per_chunk):
+        q1 = min(n_queries, q0 + rows_per_chunk)
+        q_off = batch.offsets[q0:q1 + 1] - batch.offsets[q0]
+        q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
+        with backend.KERNEL_LOCK:
+            candidates, seconds = score_pass(device, q_res, q_off, residues, offsets,
+                                             job.scoring, job.mode, job.max_hits, job.min_score)
+        kernel_seconds += seconds
+        for row, found in enumerate(candidates):
+            keep, scores, q_end, s_end = best_of(found, seq_id, job.max_hits)
+            columns["query_id"].append(np.full(keep.size, batch.seq_id[q0 + row], np.int64))
+            columns["subject_id"].append(seq_id[keep])
+            columns["score"].append(scores)
+            columns["query_end"].append(q_end)
+            columns["subject_end"].append(s_end)
+            columns["subject_length"].append(lengths[keep])
+            columns["partition"].append(np.full(keep.size, number, np.int32))
+            columns["row"].append(keep.astype(np.int64))
+    frame = pd.DataFrame({
+        field.name: np.concatenate([np.empty(0, _SCORES_META[field.name].dtype)] + parts)
+        .astype(_SCORES_META[field.name].dtype, copy=False)
+        for field, parts in zip(SCORES, columns.values())})
+    return Candidates(frame, ScoreStats(
+        kernel_seconds=kernel_seconds, cells=int(batch.lengths.sum()) * int(offsets[-1]),
+        started=started, finished=time.time(), devices=device,
+        workers=frozenset([backend.worker_name()])))
+
+
+def score_pass(device, q_res, q_off, s_res, s_off, scoring, mode, max_hits, min_score):
+    """Candidate hits of some queries against some subjects, and the kernel seconds.
+
+    One ``(columns, scores, query_ends, subject_ends)`` per query: at least every
+    subject that can be among the query's ``max_hits`` best scoring ``min_score`` or more
+    (ties included).  The GPU selects them on the device and ships back only those.
+    """
+    if device == "gpu":
+        return backend.top_hits_gpu(q_res, q_off, s_res, s_off, scoring.matrix,
+                            scoring.gap_open, scoring.gap_extend, max_hits, min_score)
+    # Numba's one-time set-up (or compilation) of the kernel is not scoring time.
+    load_kernel(scoring.matrix, scoring.gap_open, scoring.gap_extend, mode)
+    tick = time.perf_counter()
+    scores, q_end, s_end = score_all(q_res, q_off, s_res, s_off, scoring.matrix,
+                                     scoring.gap_open, scoring.gap_extend, mode)
+    seconds = time.perf_counter() - tick
+    candidates = []
+    for row in range(scores.shape[0]):
+        cols = (np.arange(scores.shape[1]) if min_score is None
+                else np.flatnonzero(scores[row] >= min_score))
+        candidates.append((cols, scores[row, cols], q_end[row, cols], s_end[row, cols]))
+    return candidates, seconds
+
+
+def best_of(found, seq_id, max_hits):
+    """A query's ``max_hits`` best candidates of a partition: by score, ties by seq_id."""
+    keep, scores, q_end, s_end = found
+    if keep.size > max_hits:
+        order = np.lexsort((seq_id[keep], -scores.astype(np.int64)))[:max_hits]
+        keep, scores, q_end, s_end = keep[order], scores[order], q_end[order], s_end[order]
+    return keep, scores, q_end, s_end
+
+
+def merge_candidates(job: SearchJob, *parts: Candidates) -> Candidates:
+    """Each query's ``max_hits`` best of several score tables, sorted by query position,
+    score (descending) and subject_id: the order of the hits table."""
+    tables = [p.table for p in parts if len(p.table)] or [parts[0].table]
+    table = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
+    position = job.positions(table["query_id"].to_numpy())
+    order = np.lexsort((table["subject_id"].to_numpy(),
+                        -table["score"].to_numpy().astype(np.int64), position))
+    sorted_position = position[order]
+    n = len(order)
+    first = np.ones(n, bool)
+    first[1:] = sorted_position[1:] != sorted_position[:-1]
+    start = np.maximum.accumulate(np.where(first, np.arange(n), 0)) if n else np.zeros(0, int)
+    result = table.iloc[order[np.arange(n) - start < job.max_hits]].reset_index(drop=True)
+    return Candidates(result, sum((p.stats for p in parts), ScoreStats()))
+
+
+def split_candidates(job: SearchJob, candidates: Candidates) -> tuple:
+    """The merged candidates cut into the query batches of the traceback tasks."""
+    table = candidates.table
+    position = job.positions(table["query_id"].to_numpy())
+    bounds = np.searchsorted(position, np.arange(0, job.n_batches + 1) * job.batch_size)
+    return tuple(table.iloc[bounds[b]:bounds[b + 1]].reset_index(drop=True)
+                 for b in range(job.n_batches))
+
+
+# --------------------------------------------------------------------------------------
+# the traceback
+# --------------------------------------------------------------------------------------
+
+
+def traceback_batch(job: SearchJob, candidates: pd.DataFrame,
+                    batch: int) -> tuple[pd.DataFrame, TraceStats]:
+    """Hits of one batch of queries: the candidates' residues read from the store, their
+    alignments, E-values and ranks (schema HITS); and the task's record."""
+    started, tick = time.time(), time.perf_counter()
+    queries = job.queries
+    if job.evalue is not None and len(candidates):
+        position = job.positions(candidates["query_id"].to_numpy())
+        evalues = statistics(pd.DataFrame({
+            "score": candidates["score"].to_numpy(),
+            "query_length": queries.lengths[position],
+            "subject_length": candidates["subject_length"].to_numpy()}), job)["evalue"]
+        candidates = candidates[(evalues <= job.evalue).to_numpy(dtype=bool)]
+    subjects = _read_subjects(job, candidates)
+    position = job.positions(candidates["query_id"].to_numpy())
+    work = []
+    rank = 0
+    for k, row in enumerate(candidates.itertuples(index=False)):
+        rank = rank + 1 if k and position[k] == position[k - 1] else 1
+        qi = int(position[k])
+        name, codes = subjects[row.subject_id]
+        work.append((queries.names[qi], int(queries.seq_id[qi]), queries.codes(qi), name,
+                     int(row.subject_id), codes, int(row.score), int(row.query_end),
+                     int(row.subject_end), rank))
+    traced = backend.trace_device(job.device, job.mode)
+    hits = hits_frame(trace(work, job.scoring, job.mode, traced))
+    if job.statistics:
+        hits = statistics(hits, job)
+    return hits, TraceStats(traceback_seconds=time.perf_counter() - tick, started=started,
+                            finished=time.time(), n_hits=len(hits))
+
+
+def _read_subjects(job: SearchJob, candidates: pd.DataFrame) -> dict:
+    """``{seq_id: (name, codes)}`` of the candidates' subjects, read from their partitions.
+
+    The score table gives each candidate's row in its partition file, so only the row
+    groups holding a candidate are decoded (about 2 M residues each), and the rows are
+    taken by position; their ``seq_id`` must be the score pass's.  The row groups are
+    decoded in parallel threads (Arrow releases the GIL): the top hits of a search are
+    spread over most of a database, and one thread decoding them all took about 0.55 s
+    of a 1.2 s traceback task on an H100 host (102 M residues, 64 queries).
+    """
+    plans = []
+    for number, group in candidates.groupby("partition", sort=True):
+        path = job.files[int(number)]
+        wanted = group.drop_duplicates("row").sort_values("row")
+        rows = wanted["row"].to_numpy()
+        try:
+            metadata = pq.ParquetFile(path).metadata
+        except (OSError, pa.ArrowException) as exc:
+            raise StoreError(f"{path}: cannot read partition {number}: {exc}") from None
+        sizes = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+        bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        if rows[-1] >= bounds[-1]:
+            raise _changed(path)
+        of_row = np.searchsorted(bounds, rows, side="right") - 1
+        plans.append((number, path, wanted, rows, bounds, of_row, np.unique(of_row)))
+    reads = [(number, path, int(g)) for number, path, *_, groups in plans for g in groups]
+
+    def read(item):
+        number, path, g = item
+        try:
+            table = pq.ParquetFile(path).read_row_group(g, columns=list(_FETCHED.names),
+                                                        use_threads=False)
+        except (OSError, pa.ArrowException) as exc:
+            raise StoreError(f"{path}: cannot read partition {number}: {exc}") from None
+        return check_table(table, _FETCHED, where=path)
+
+    threads = min(len(reads), os.cpu_count() or 1, READ_THREADS)
+    if threads > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="swdask-read-subjects") as pool:
+            tables = iter(list(pool.map(read, reads)))
+    else:
+        tables = iter([read(item) for item in reads])
+    subjects = {}
+    for number, path, wanted, rows, bounds, of_row, groups in plans:
+        table = pa.concat_tables([next(tables) for _ in groups])
+        read_before = np.concatenate([[0], np.cumsum(bounds[groups + 1] - bounds[groups])[:-1]])
+        table = table.take(read_before[np.searchsorted(groups, of_row)] + rows - bounds[of_row])
+        if not np.array_equal(table.column("seq_id").to_numpy(), wanted["subject_id"].to_numpy()):
+            raise _changed(path)
+        offsets, residues = list_arrays(table.column("residues"))
+        for k, (seq_id, name) in enumerate(zip(wanted["subject_id"].tolist(),
+                                               table.column("name").to_pylist())):
+            subjects[seq_id] = (name, residues[offsets[k]:offsets[k + 1]])
+    return subjects
+
+
+def _changed(path) -> StoreError:
+    return StoreError(f"{path}: a subject of the score pass is missing; did the store change "
+                      "during the search?")
+
+
+def trace(work, scoring, mode, device="cpu") -> list:
+    """Rows of the hits table for ``work``, a list of :func:`hit_row` arguments.
+
+    On the GPU (``device="gpu"``, local mode) all pairs go to
+    :func:`swdask.kernels.cuda.traceback.trace_local` at once.  On the CPU the traceback
+    kernel releases the GIL, so the pairs are spread over Numba's thread count (the
+    worker's share of the cores).  The largest pairs go first; rows come back in ``work``
+    order.
+    """
+    if device == "gpu" and mode == "local" and work:
+        from ...kernels.cuda import traceback as gpu_traceback
+
+        if gpu_traceback.fits(scoring.matrix):
+            return _trace_gpu(work, scoring, gpu_traceback)
+    threads = min(kernel_threads(), len(work))
+    if threads <= 1:
+        return [hit_row(*item, scoring, mode) for item in work]
+    from concurrent.futures import ThreadPoolExecutor
+
+    order = sorted(range(len(work)), key=lambda k: -(work[k][7] * work[k][8]))  # end cells
+    rows = [None] * len(work)
+
+    def trace_one(k):
+        rows[k] = hit_row(*work[k], scoring, mode)
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="swdask-traceback") as pool:
+        for _ in pool.map(trace_one, order):
+            pass
+    return rows
+
+
+def _trace_gpu(work, scoring, gpu_traceback) -> list:
+    """:func:`trace` on the GPU: paths from the device, described on the host."""
+    from ...kernels.cpu.traceback import cigar_string, summarize_path
+
+    with backend.KERNEL_LOCK:
+        scores, starts, paths = gpu_traceback.trace_local(
+            [item[2] for item in work], [item[5] for item in work],
+            np.array([(item[7], item[8]) for item in work], dtype=np.int64).reshape(-1, 2),
+            scoring.matrix, scoring.gap_open, scoring.gap_extend)
+    rows = []
+    for k, (query_name, query_id, query, subject_name, subject_id, subject, score, q_end, s_end,
+            rank) in enumerate(work):
+        if scores[k] != score:  # the score and traceback kernels must agree to the bit
+            raise AssertionError(f"kernel mismatch for {query_name} / {subject_name}: "
+                                 f"score pass {score}, GPU traceback {scores[k]}")
+        q_start, s_start = (int(x) for x in starts[k])
+        cigar, matches, mismatches, gap_opens, length = summarize_path(
+            query, subject, q_start, s_start, paths[k], scoring.alphabet.unknown_code)
+        rows.append((query_name, subject_name, score, matches / length if length else 0.0,
+                     int(length), int(mismatches), int(gap_opens), q_start, int(q_end), s_start,
+                     int(s_end), cigar_string(cigar), len(query), len(subject), query_id,
+                     subject_id, rank))
+    return rows
+
+
+def hit_row(query_name, query_id, query, subject_name, subject_id, subject, score, q_end, s_end,
+            rank, scoring, mode) -> tuple:
+    """One row of the hits table (:data:`_HIT_COLUMNS`): the traceback of a scored pair."""
+    aln = alignment_from_codes(query, subject, scoring, mode, end=(q_end, s_end))
+    if aln.score != score:  # the score and traceback kernels must agree to the bit
+        raise AssertionError(f"kernel mismatch for {query_name} / {subject_name}: "
+                             f"score pass {score}, traceback {aln.score}")
+    return (query_name, subject_name, score, aln.identity, aln.align_length, aln.mismatches,
+            aln.gap_opens, aln.query_start, aln.query_end, aln.subject_start, aln.subject_end,
+            aln.cigar, len(query), len(subject), query_id, subject_id, rank)
+
+
+def hits_frame(rows) -> pd.DataFrame:
+    """The hits table of some rows, as a pandas DataFrame of HITS's dtypes."""
+    data = {name: [r[k] for r in rows] for k, name in enumerate(_HIT_COLUMNS)}
+    data["evalue"] = pa.nulls(len(rows), pa.float64())
+    data["bitscore"] = pa.nulls(len(rows), pa.float64())
+    table = pa.table({f.name: pa.array(data[f.name], type=f.type) for f in HITS}, schema=HITS)
+    return to_pandas(check_table(table, HITS, where="hits"))
+
+
+def statistics(frame: pd.DataFrame, job: SearchJob) -> pd.DataFrame:
+    """``frame`` with BLAST's ``bitscore`` and ``evalue`` over the whole database."""
+    return annotate(frame, job.scoring, db_residues=job.db_residues, db_sequences=job.db_sequences)
