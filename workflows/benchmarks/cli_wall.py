@@ -101,7 +101,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import cpu_model, gpu_names  # noqa: E402
 from gpu_dask_search import replicate  # noqa: E402  (the GPU benchmark's database)
 
-
 # --------------------------------------------------------------------------------------
 # the machine, the command, the runs
 # --------------------------------------------------------------------------------------
@@ -506,7 +505,9 @@ def first_vs_warm(args, runner: Runner, scratch: Path, case: str, argv: list, sp
     warm_s = warm["runs_s"][1]
     if callable(cells):
         cells = cells(first[-1])
-    gcups = (lambda s: cells / s / 1e9 if cells and s else None)
+    def gcups(seconds):
+        return cells / seconds / 1e9 if cells and seconds else None
+
     rows = [{"case": case, "run": "empty cache", "wall_s": empty["wall_s"],
              "reported_s": seconds_in(empty["summary"], reported), "gcups": gcups(empty["wall_s"])},
             {"case": case, "run": f"first, filled cache (median of {args.repeats})",

@@ -73,13 +73,13 @@ from pathlib import Path
 
 import numba
 import numpy as np
-
 from common import cpu_model, package_version  # noqa: E402  (this folder)
+
 from swdask.cli.common import number, positive  # the command line's argument types
 from swdask.errors import SwdaskError
+from swdask.jobs.search import search_in_process
 from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
-from swdask.jobs.search import search_in_process
 from swdask.sequences.ingest import open_database
 from swdask.sequences.store import load_sequences
 

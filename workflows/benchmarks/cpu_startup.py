@@ -169,7 +169,6 @@ def measure_demo(commands: dict, repeats, scratch: Path) -> dict:
 def in_process_gcups(query_file: Path, store: Path, repeats: int) -> dict:
     """The score kernel on the store's residues in this process (after one warm-up)."""
     from swdask.kernels.cpu.score import score_all
-
     from swdask.scoring import Scoring
     from swdask.sequences.ingest import open_database
     from swdask.sequences.store import load_sequences

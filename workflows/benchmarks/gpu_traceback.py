@@ -55,10 +55,10 @@ def main(argv=None) -> int:
 
     from numba import config, cuda
 
+    from swdask.jobs.search.tasks import hit_row, trace
     from swdask.kernels.cpu.score import score_all
     from swdask.kernels.cuda.traceback import trace_local
     from swdask.scoring import Scoring
-    from swdask.jobs.search.tasks import hit_row, trace
     from swdask.sequences.store import load_sequences
 
     pool = load_sequences(args.pool)

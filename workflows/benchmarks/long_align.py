@@ -30,7 +30,6 @@ import threading
 import time
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_A = ROOT.parent / "shared" / "data" / "NCTC11397_chromosome.fna.gz"
 QUICK_A = ROOT / "tests" / "data" / "NCTC11397_window40k.fna.gz"

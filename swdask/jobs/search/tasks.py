@@ -297,7 +297,7 @@ def _read_subjects(job: SearchJob, candidates: pd.DataFrame) -> dict:
     else:
         tables = iter([read(item) for item in reads])
     subjects = {}
-    for number, path, wanted, rows, bounds, of_row, groups in plans:
+    for _number, path, wanted, rows, bounds, of_row, groups in plans:
         table = pa.concat_tables([next(tables) for _ in groups])
         read_before = np.concatenate([[0], np.cumsum(bounds[groups + 1] - bounds[groups])[:-1]])
         table = table.take(read_before[np.searchsorted(groups, of_row)] + rows - bounds[of_row])
