@@ -15,7 +15,7 @@ from swdask.cli import main
 from swdask.parquet_schemas import HITS
 from swdask.scoring import Scoring
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 QUERIES = DATA / "sprot_queries.fasta"
 SPROT_DB = DATA / "sprot_db.fasta.gz"
 RRNA = DATA / "16S_200.fna.gz"

@@ -33,7 +33,7 @@ from swdask.sequences.fastx import iter_records, sniff_alphabet, split_header
 from swdask.sequences.ingest import ingest, open_database
 from swdask.sequences.store import SequenceStore, load_sequences
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 QUERIES = DATA / "sprot_queries.fasta"
 SPROT_DB = DATA / "sprot_db.fasta.gz"
 RRNA = DATA / "16S_200.fna.gz"

@@ -25,7 +25,7 @@ from swdask.jobs.significance import (PSSM_LETTERS, read_pssm, significance,
                                       significance_in_process, subject_key)
 from swdask.sequences.store import load_sequences
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 PSSM_FILE = DATA / "sl_pseaac_example40.pssm"
 U64 = np.uint64
 

@@ -49,9 +49,9 @@ from swdask.kernels.cpu.traceback import (
     traceback_pair,
 )
 from swdask.scoring import Scoring
-from oracles import python_summary
+from tests.oracles import python_summary
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[2] / "data"
 MODES = tuple(MODE_CODES)
 GAP_PAIRS = [(0, 1), (1, 1), (3, 2), (5, 2), (11, 1)]
 PROTEIN_GRID = [("BLOSUM62", 11, 1), ("BLOSUM50", 13, 2), ("PAM250", 10, 2), ("BLOSUM45", 14, 2)]

@@ -21,9 +21,9 @@ from swdask.output import hits_table
 from swdask.parquet_schemas import HITS
 from swdask.scoring import Scoring
 from swdask.jobs.search import SearchStats
-from oracles import python_summary
+from tests.oracles import python_summary
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[2] / "data"
 QUERIES = DATA / "sprot_queries.fasta"
 SPROT_DB = DATA / "sprot_db.fasta.gz"
 DB_RESIDUES = 171_138

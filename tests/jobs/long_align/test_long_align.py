@@ -26,7 +26,7 @@ from swdask.kernels.cpu.traceback import align_codes
 from swdask.parquet_schemas import LONG_ALIGNMENTS
 from swdask.scoring import Scoring
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[2] / "data"
 WINDOW = DATA / "NCTC11397_window40k.fna.gz"
 SCORINGS = [Scoring(alphabet="dna"), Scoring(match=1, mismatch=-1, gap_open=0, gap_extend=1),
             Scoring(match=5, mismatch=-4, gap_open=10, gap_extend=1)]
@@ -323,7 +323,7 @@ def test_cli_align_long(tmp_path, capsys):
 def test_gpu_megabase_planted_answer():
     """1 Mb of the real chromosome against a mutated copy of 600 kb of it: the planted
     score on the GPU alone, and on GPU and CPU workers at once; the traceback's path."""
-    chromosome = Path(os.environ.get("SWDASK_CHROMOSOME", Path(__file__).resolve().parents[2]
+    chromosome = Path(os.environ.get("SWDASK_CHROMOSOME", Path(__file__).resolve().parents[4]
                                      / "shared" / "data" / "NCTC11397_chromosome.fna.gz"))
     from swdask.sequences.store import load_sequences
 

@@ -33,8 +33,8 @@ from swdask.tables import to_pandas
 search_module = importlib.import_module("swdask.jobs.search.plan")
 cluster_module = importlib.import_module("swdask.cluster")
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[3]
+DATA = Path(__file__).parents[2] / "data"
 QUERIES = DATA / "sprot_queries.fasta"
 SPROT_DB = DATA / "sprot_db.fasta.gz"
 

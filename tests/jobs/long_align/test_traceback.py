@@ -21,7 +21,7 @@ from swdask.kernels.cpu.tile import (STATE_H, grid_lines, matrix_boundaries, sco
 from swdask.kernels.cpu.traceback import align_codes, cigar_string, summarize_path
 from swdask.scoring import Scoring
 
-WINDOW = Path(__file__).parent / "data" / "NCTC11397_window40k.fna.gz"
+WINDOW = Path(__file__).parents[2] / "data" / "NCTC11397_window40k.fna.gz"
 
 
 def window_codes() -> np.ndarray:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from swdask.kernels.cpu import prebuild
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[2] / "data"
 
 
 def run_fresh(code, cache_dir):

@@ -29,7 +29,7 @@ from swdask.kernels.cpu.traceback import align_codes
 from swdask.kernels.cuda import all_pairs as gpu_kernel
 from swdask.sequences.store import load_sequences
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[2] / "data"
 DNA = swdask.Scoring(match=2, mismatch=-3, gap_open=5, gap_extend=2)
 #: Genes of 16S_200.fna.gz in four pairs of at least 97 % identity (found by tracing back
 #: every pair of the file), so that the 0.97 threshold has passing pairs.

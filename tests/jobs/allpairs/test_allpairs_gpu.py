@@ -14,7 +14,7 @@ from swdask.sequences.store import load_sequences
 
 pytestmark = pytest.mark.gpu
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[2] / "data"
 DNA = swdask.Scoring(match=2, mismatch=-3, gap_open=5, gap_extend=2)
 
 
