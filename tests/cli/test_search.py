@@ -1,11 +1,9 @@
-"""Tests of the ``swdask`` command line (swdask.cli), run in-process through ``main``."""
+"""``swdask search`` (swdask.cli.search), run in-process through ``main``: output formats
+and their errors, options, the help's conventions, no cluster needed."""
 from __future__ import annotations
 
-import gzip
 import re
-import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -14,45 +12,17 @@ import swdask
 from swdask.cli import main
 from swdask.parquet_schemas import HITS
 from swdask.scoring import Scoring
-
-DATA = Path(__file__).parents[1] / "data"
-QUERIES = DATA / "sprot_queries.fasta"
-SPROT_DB = DATA / "sprot_db.fasta.gz"
-RRNA = DATA / "16S_200.fna.gz"
+from tests.helpers import N_QUERIES, QUERIES, RRNA, SPROT_DB, read_fasta, run_cli
 
 #: Queries whose own record is in sprot_db.fasta.gz (tests/data/README.md), with lengths.
 SELF_HITS = {"sp|Q197D0|030L_IIV3": 144, "sp|Q67475|055R_FRG3G": 379, "sp|Q6GZU9|027R_FRG3G": 970}
-N_QUERIES = 12
 #: 16S records of plain ACGT (no IUPAC code, no N), by index in 16S_200.fna.gz.
 DNA_QUERY_INDEX = (0, 64, 129)
 
 
-def read_fasta(path):
-    """``{name: sequence}`` in file order, by a plain-Python parser."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    records = {}
-    name = None
-    with opener(path, "rt") as handle:
-        for line in handle:
-            line = line.strip()
-            if line.startswith(">"):
-                name = line[1:].split()[0]
-                records[name] = []
-            elif line:
-                records[name].append(line)
-    return {k: "".join(v) for k, v in records.items()}
-
-
-def run(capsys, *argv):
-    """``(status, stdout, stderr)`` of ``swdask ARGV``."""
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
 def search_table(capsys, out, *argv):
     """Run ``swdask search ... -o OUT --quiet`` (Parquet) and return the table as a dict of lists."""
-    status, _, err = run(capsys, "search", *argv, "-o", out, "--quiet")
+    status, _, err = run_cli(capsys, "search", *argv, "-o", out, "--quiet")
     assert status == 0, err
     assert err == ""
     return pq.read_table(out)
@@ -78,29 +48,6 @@ def sequences():
     return {**read_fasta(SPROT_DB), **read_fasta(QUERIES)}
 
 
-# -- ingest -----------------------------------------------------------------------------
-
-
-def test_ingest_writes_store_and_reports(tmp_path, capsys):
-    out = tmp_path / "db.store"
-    status, stdout, err = run(capsys, "ingest", SPROT_DB, "-o", out, "--quiet",
-                              "--partition-residues", 50_000)
-    assert status == 0, err
-    store = swdask.SequenceStore.open(out)
-    assert (store.n_records, store.n_residues, store.alphabet.name) == (400, 171_138, "protein")
-    assert len(store.partitions) > 1
-    assert stdout == (f"wrote {out}: 400 protein sequences, 171,138 residues in "
-                      f"{len(store.partitions)} Parquet file(s)\n")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["db.store"]  # no temp dir left
-
-
-def test_ingest_several_files_and_dna(tmp_path, capsys):
-    out = tmp_path / "rrna.store"
-    status, stdout, err = run(capsys, "ingest", RRNA, "-o", out, "--quiet")
-    assert status == 0, err
-    assert stdout.startswith(f"wrote {out}: 200 dna sequences, 287,612 residues in 1 Parquet file(s)")
-
-
 # -- search: output formats -------------------------------------------------------------
 
 
@@ -124,7 +71,8 @@ def test_search_evalue_keeps_a_prefix_of_each_query(store, default_hits, tmp_pat
     """--evalue drops the hits above the cut-off and re-ranks: what is left is, per query,
     the default search's hits with an E-value of at most 1e-3, in the same order."""
     out = tmp_path / "hits.parquet"
-    status, _, err = run(capsys, "search", QUERIES, store, "-o", out, "--evalue", "1e-3", "--quiet")
+    status, _, err = run_cli(capsys, "search", QUERIES, store, "-o", out, "--evalue", "1e-3",
+                             "--quiet")
     assert status == 0, err
     kept = pq.read_table(out).to_pandas()
     everything = pq.read_table(default_hits).to_pandas()
@@ -133,14 +81,14 @@ def test_search_evalue_keeps_a_prefix_of_each_query(store, default_hits, tmp_pat
     assert 0 < len(kept) < len(everything)
     assert kept.drop(columns="rank").equals(expected.drop(columns="rank").reset_index(drop=True))
     assert kept["rank"].tolist() == expected["rank"].tolist()
-    status, _, err = run(capsys, "search", QUERIES, store, "-o", tmp_path / "x.parquet",
+    status, _, err = run_cli(capsys, "search", QUERIES, store, "-o", tmp_path / "x.parquet",
                          "--evalue", "0")
     assert status == 2 and "--evalue: must be a positive number, got '0'" in err
 
 
 def test_search_reports_on_stderr(store, tmp_path, capsys):
     out = tmp_path / "hits.parquet"
-    status, stdout, err = run(capsys, "search", QUERIES, store, "-o", out, "--max-hits", 2)
+    status, stdout, err = run_cli(capsys, "search", QUERIES, store, "-o", out, "--max-hits", 2)
     assert status == 0
     assert stdout == ""
     lines = err.splitlines()
@@ -165,7 +113,8 @@ def test_self_hits_rank_first(default_hits, sequences):
 
 def test_blast6_matches_parquet(store, default_hits, tmp_path, capsys):
     out = tmp_path / "hits.tsv"
-    status, _, err = run(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "blast6", "--quiet")
+    status, _, err = run_cli(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "blast6",
+                             "--quiet")
     assert status == 0, err
     rows = pq.read_table(default_hits).to_pylist()
     text = out.read_text()
@@ -190,7 +139,7 @@ def test_blast6_matches_parquet(store, default_hits, tmp_path, capsys):
 
 def test_blast6_columns(store, default_hits, tmp_path, capsys):
     out = tmp_path / "hits.tsv"
-    status, _, err = run(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "blast6",
+    status, _, err = run_cli(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "blast6",
                          "--columns", "std qlen slen cigar", "--quiet")
     assert status == 0, err
     rows = pq.read_table(default_hits).to_pylist()
@@ -210,7 +159,7 @@ def test_sam_output(store, default_hits, tmp_path, capsys):
 
     out = tmp_path / "hits.sam"
     argv = ["search", str(QUERIES), str(store), "-o", str(out), "--outfmt", "sam", "--quiet"]
-    status, _, err = run(capsys, *argv)
+    status, _, err = run_cli(capsys, *argv)
     assert status == 0, err
     text = out.read_text()
     lines = text.splitlines()
@@ -237,17 +186,17 @@ def test_output_format_errors(store, tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(sys.modules["swdask.jobs.search"], "search", no_search)
     out = tmp_path / "hits.tsv"
-    status, stdout, err = run(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "blast6",
+    status, stdout, err = run_cli(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "blast6",
                               "--columns", "std positive")
     assert (status, stdout) == (2, "")
     assert err == ("swdask: error: unknown BLAST column 'positive'; choose from: std, qseqid, "
                    "sseqid, pident, length, mismatch, gapopen, qstart, qend, sstart, send, "
                    "evalue, bitscore, score, nident, gaps, qlen, slen, cigar\n")
-    status, stdout, err = run(capsys, "search", QUERIES, store, "-o", out, "--columns", "std")
+    status, stdout, err = run_cli(capsys, "search", QUERIES, store, "-o", out, "--columns", "std")
     assert (status, stdout) == (2, "")
     assert err == ("swdask: error: columns apply to the blast6 output format only, not to "
                    "'parquet'\n")
-    status, _, err = run(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "bam")
+    status, _, err = run_cli(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "bam")
     assert status == 2
     assert err.count("\n") == 1 and "invalid choice: 'bam'" in err and "'sam'" in err
     assert list(tmp_path.iterdir()) == []
@@ -349,67 +298,7 @@ def test_force_replaces_output(store, tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["h.parquet"]
 
 
-# -- align --------------------------------------------------------------------------------
-
-
-def test_align_literal_sequences(capsys):
-    status, out, err = run(capsys, "align", "HEAGAWGHEE", "PAWHEAE", "--matrix", "BLOSUM50",
-                           "--gap-open", 8, "--gap-extend", 2)
-    assert status == 0, err
-    assert out.splitlines() == [
-        "local alignment of query (10) and subject (7)",
-        "score 26, identity 4/5 (80.0%), mismatches 0, gap opens 1, cigar 2=1I2=",
-        "",
-        "query   5 AWGHE 9",
-        "          || ||",
-        "subject 2 AW-HE 5",
-        "",
-    ]
-
-
-def test_align_fasta_files(tmp_path, capsys):
-    a, b = tmp_path / "a.fa", tmp_path / "b.fa"
-    a.write_text(">first some description\nMKVLAWQERTYIPAS\nDFGHKLCVNM\n>second\nMMMM\n")
-    b.write_text(">other\nQERTYIPASDFGHK\n")
-    status, out, err = run(capsys, "align", a, b)
-    assert status == 0, err
-    lines = out.splitlines()
-    assert lines[0] == "local alignment of first (25) and other (14)"
-    assert lines[1].startswith("score ") and "identity 14/14 (100.0%)" in lines[1]
-    assert lines[1].endswith("cigar 14=")
-    assert lines[3:6] == ["first  7 QERTYIPASDFGHK 20",  # 1-based inclusive positions
-                          "         ||||||||||||||",
-                          "other  1 QERTYIPASDFGHK 14"]
-
-
-def test_align_global_mode(capsys):
-    status, out, err = run(capsys, "align", "HEAGAWGHEE", "PAWHEAE", "--mode", "global")
-    assert status == 0, err
-    lines = out.splitlines()
-    assert lines[0] == "global alignment of query (10) and subject (7)"
-    query_row, subject_row = lines[3].split(), lines[5].split()
-    assert query_row[0] == "query" and subject_row[0] == "subject"
-    assert query_row[2].replace("-", "") == "HEAGAWGHEE"  # global: every residue of both
-    assert subject_row[2].replace("-", "") == "PAWHEAE"
-    assert len(query_row[2]) == len(subject_row[2])
-    score = int(re.match(r"score (-?\d+),", lines[1]).group(1))
-    assert score == swdask.align("HEAGAWGHEE", "PAWHEAE", mode="global").score
-
-
-def test_align_dna_width(capsys):
-    status, out, err = run(capsys, "align", "ACGTACGTTT" * 3, "ACGTACGTTT" * 3, "--width", 10)
-    assert status == 0, err
-    blocks = [line for line in out.splitlines() if line.startswith("query ")]
-    assert len(blocks) == 3  # 30 columns in blocks of 10
-    assert "score 60," in out  # DNA default match 2
-
-
-# -- version and help -------------------------------------------------------------------
-
-
-def test_version(capsys):
-    assert main(["--version"]) == 0
-    assert capsys.readouterr().out == f"swdask {swdask.__version__}\n"
+# -- help ---------------------------------------------------------------------------------
 
 
 def test_search_help_states_gap_convention(capsys):
@@ -419,45 +308,7 @@ def test_search_help_states_gap_convention(capsys):
     assert "1-based inclusive" in text and "0-based half-open" in text
 
 
-# -- the installed command ----------------------------------------------------------------
-
-
-def test_installed_demo_command():
-    result = subprocess.run(["swdask", "demo"], capture_output=True, text=True, timeout=300,
-                            check=False)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert lines[0].startswith(f"swdask {swdask.__version__} demo:")
-    header = lines[1].split()
-    assert header[:4] == ["query", "subject", "score", "identity"]
-    hits = [line.split() for line in lines[2:] if line.startswith(" ") or line.startswith("sp|")]
-    self_hits = [h for h in hits if len(h) > 3 and h[0] == h[1] and h[3] == "100.0"]
-    assert len(self_hits) >= 1
-    assert any("GCUPS" in line for line in lines)
-
-
-# -- start-up: lazy imports, the in-process engine, the installed command's exit ----------
-
-
-def test_import_loads_no_heavy_library():
-    code = ("import sys, swdask, swdask.cli; "
-            "print(sorted(m for m in ('dask', 'numba', 'pandas', 'pyarrow') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300, check=True)
-    assert done.stdout.strip() == "[]"
-
-
-def test_package_names_stay_functions():
-    """``swdask.search`` is the function even once the module of that name is imported."""
-    import importlib
-
-    for name, module in (("align", "jobs.align"), ("cluster", "cluster"), ("search", "jobs.search"),
-                         ("significance", "jobs.significance")):
-        importlib.import_module(f"swdask.{module}")
-        assert callable(getattr(swdask, name)), name
-    assert "search_in_process" in dir(swdask)
-    with pytest.raises(AttributeError):
-        swdask.no_such_name
+# -- without a cluster: the in-process engine ----------------------------------------------
 
 
 def test_search_without_a_cluster_runs_in_process(store, tmp_path, capsys, monkeypatch):
@@ -467,23 +318,3 @@ def test_search_without_a_cluster_runs_in_process(store, tmp_path, capsys, monke
     monkeypatch.setattr(sys.modules["swdask.jobs.search"], "search", no_dask_search)
     table = search_table(capsys, tmp_path / "hits.parquet", QUERIES, store, "--max-hits", 2)
     assert table.num_rows == 2 * N_QUERIES
-
-
-def test_installed_command_exit_status_and_output(tmp_path):
-    """The command ends its process itself (see ``cli._exit``): statuses and every line
-    of output must come through."""
-    def swdask_cli(*argv):
-        return subprocess.run([sys.executable, "-m", "swdask.cli", *map(str, argv)],
-                              capture_output=True, text=True, timeout=600, check=False)
-
-    done = swdask_cli("--version")
-    assert (done.returncode, done.stdout) == (0, f"swdask {swdask.__version__}\n")
-    done = swdask_cli("search", tmp_path / "missing.fasta", SPROT_DB, "-o", tmp_path / "x.tsv")
-    assert done.returncode == 2
-    assert done.stderr.startswith("swdask: error:") and "missing.fasta" in done.stderr
-    out = tmp_path / "hits.tsv"
-    done = swdask_cli("search", QUERIES, SPROT_DB, "-o", out, "--outfmt", "blast6",
-                      "--max-hits", 1, "--device", "cpu")
-    assert done.returncode == 0, done.stderr
-    assert len(out.read_text().splitlines()) == N_QUERIES
-    assert done.stderr.splitlines()[0] == f"wrote {N_QUERIES} hits to {out} (blast6)"

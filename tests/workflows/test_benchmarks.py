@@ -2,17 +2,16 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import QUERIES, ROOT, SPROT12071, SPROT196, SPROT_DB
 
 
 def test_cpu_search_benchmark_smoke(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run(
         [sys.executable, str(ROOT / "workflows" / "benchmarks" / "cpu_search.py"),
-         "--queries", str(ROOT / "tests" / "data" / "sprot_queries.fasta"),
-         "--db", str(ROOT / "tests" / "data" / "sprot_db.fasta.gz"),
+         "--queries", str(QUERIES),
+         "--db", str(SPROT_DB),
          "--lengths", "144,375", "--repeats", "1", "--bin-size", "2", "--json", str(out)],
         capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr
@@ -28,7 +27,7 @@ def test_gpu_traceback_benchmark_smoke(tmp_path):
     out = tmp_path / "traceback.json"
     result = subprocess.run(
         [sys.executable, str(ROOT / "workflows" / "benchmarks" / "gpu_traceback.py"), "--quick",
-         "--pool", str(ROOT / "tests" / "data" / "sprot_db.fasta.gz"), "--json", str(out)],
+         "--pool", str(SPROT_DB), "--json", str(out)],
         capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr
     assert "| GPU kernels (forward + walk), 4 pairs |" in result.stdout
@@ -78,8 +77,8 @@ def test_significance_benchmark_smoke(tmp_path):
     out = tmp_path / "significance.json"
     result = subprocess.run(
         [sys.executable, str(ROOT / "workflows" / "benchmarks" / "significance.py"), "--quick",
-         "--device", "gpu", "--query-file", str(ROOT / "tests" / "data" / "sprot196.fasta"),
-         "--subject-file", str(ROOT / "tests" / "data" / "sprot12071.fasta.gz"),
+         "--device", "gpu", "--query-file", str(SPROT196),
+         "--subject-file", str(SPROT12071),
          "--json", str(out)],
         capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr
@@ -126,3 +125,18 @@ def test_cli_wall_benchmark_smoke(tmp_path):
     assert len(search["runs"]["warm"]["runs_s"]) == 2
     assert {"b_minus_c_s", "a_s"} <= set(search["bars"])
     assert small["bars"]["auto_chose"] == "cpu" and small["workload"]["n_queries"] == 4
+
+
+def test_memory_benchmark_smoke(tmp_path):
+    out = tmp_path / "memory.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "dask_memory.py"),
+         "--partition-residues", "20000", "--partitions", "2,6", "--workers", "1",
+         "--memory-limit", "2GiB", "--scratch", str(tmp_path), "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert [row["requested_partitions"] for row in report["rows"]] == [2, 6]
+    assert report["rows"][1]["partitions"] >= 6
+    assert all(row["peak_worker_rss_bytes"] > 0 for row in report["rows"])
+    assert "| store residues | partitions |" in result.stdout

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,8 +27,8 @@ from swdask.errors import DeviceError, OutputExistsError, StoreError
 from swdask.kernels.cpu.traceback import align_codes
 from swdask.kernels.cuda import all_pairs as gpu_kernel
 from swdask.sequences.store import load_sequences
+from tests.helpers import RRNA, write_fasta
 
-DATA = Path(__file__).parents[2] / "data"
 DNA = swdask.Scoring(match=2, mismatch=-3, gap_open=5, gap_extend=2)
 #: Genes of 16S_200.fna.gz in four pairs of at least 97 % identity (found by tracing back
 #: every pair of the file), so that the 0.97 threshold has passing pairs.
@@ -49,21 +48,16 @@ ALLPAIRS_DTYPES = {
 }
 
 
-def _fasta(path, records):
-    path.write_text("".join(f">{name}\n{seq}\n" for name, seq in records))
-    return path
-
-
 @pytest.fixture(scope="module")
 def genes16s(tmp_path_factory):
     """28 real 16S genes of 1,380-1,560 bp: the close pairs and others drawn at random."""
-    batch = load_sequences(DATA / "16S_200.fna.gz", alphabet="dna")
+    batch = load_sequences(RRNA, alphabet="dna")
     names = list(batch.names)
     pool = [i for i, n in enumerate(names)
             if 1380 <= batch.lengths[i] <= 1560 and n not in CLOSE_PAIRS]
     chosen = [names.index(n) for n in CLOSE_PAIRS] + random.Random(7).sample(pool, 21)
     records = [(names[i], batch.alphabet.decode(batch.codes(i))) for i in sorted(chosen)]
-    return _fasta(tmp_path_factory.mktemp("16s") / "genes.fasta", records)
+    return write_fasta(tmp_path_factory.mktemp("16s") / "genes.fasta", records)
 
 
 def _truth(records, scoring, t, mode="global"):
@@ -171,13 +165,13 @@ def test_threshold_errors(value):
 
 def test_mode_error_names_the_modes():
     with pytest.raises(ValueError) as info:
-        all_pairs(DATA / "16S_200.fna.gz", mode="semiglobal")
+        all_pairs(RRNA, mode="semiglobal")
     assert str(info.value) == "unknown all-pairs mode 'semiglobal'; choose one of: global, local"
 
 
 def test_gpu_local_is_refused():
     with pytest.raises(DeviceError, match="computes global alignments"):
-        all_pairs(DATA / "16S_200.fna.gz", mode="local", device="gpu")
+        all_pairs(RRNA, mode="local", device="gpu")
 
 
 # --------------------------------------------------------------------------------------
@@ -269,7 +263,7 @@ def test_pair_ranges_are_exact():
 
 def test_local_mode_and_min_score(short16s):
     short = _records(short16s)[:8]
-    path = _fasta(short16s.parent / "first8.fasta", short)
+    path = write_fasta(short16s.parent / "first8.fasta", short)
     table = all_pairs(path, scoring=DNA, mode="local", min_identity=0.9, min_score=150,
                       device="cpu").compute()
     expected = {}
@@ -283,58 +277,8 @@ def test_local_mode_and_min_score(short16s):
 
 
 # --------------------------------------------------------------------------------------
-# the GPU kernel in the simulator
+# CPU and GPU (its kernel in the simulator) agree
 # --------------------------------------------------------------------------------------
-
-
-def test_gpu_kernel_scores_and_filter_in_the_simulator():
-    """Lengths 0, 1, 31, 32, 33, 40 (one row per lane: 32-row passes, so 31/32/33 end at,
-    before and after a pass boundary), N letters, all mismatches; every global score
-    against the reference, and the on-device filter."""
-    from swdask.kernels.cpu.reference import score_reference
-
-    rng = np.random.default_rng(3)
-    seqs = [np.zeros(0, np.uint8), np.array([4], np.uint8), rng.integers(0, 4, 31).astype(np.uint8),
-            rng.integers(0, 5, 32).astype(np.uint8), np.full(33, 1, np.uint8)]
-    seqs.append(np.concatenate([seqs[3][:20], seqs[2][:20]]))  # 40, shares a piece with two
-    first = 5  # pairs among the first five: one row per lane; the rest: two
-    res = np.concatenate(seqs)
-    off = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
-    n = len(seqs)
-    ref = {(a, b): score_reference(seqs[a].tolist(), seqs[b].tolist(), DNA.matrix.tolist(), 5, 2,
-                                   "global")[0] for a in range(n) for b in range(a + 1, n)}
-    q_list = np.arange(n - 1, dtype=np.int64)
-    s_lo = q_list + 1
-    count = n - 1 - q_list
-    unbounded = IdentityBound.from_scoring(DNA, 0).params
-    qi, sj, score, _, abandoned = gpu_kernel.score_passing_pairs(
-        res, off, res, off, q_list[:first - 1], s_lo[:first - 1], first - 1 - q_list[:first - 1],
-        DNA.matrix, 5, 2, unbounded, rows=1)
-    assert {(int(a), int(b)): int(s) for a, b, s in zip(qi, sj, score)} == \
-        {k: v for k, v in ref.items() if k[1] < first}
-    assert abandoned == 0  # nothing to abandon without a bound
-    # With a bound and a score floor only the pairs over both come back (the four
-    # longest sequences, two rows per lane).
-    bound = IdentityBound.from_scoring(DNA, Fraction(1, 2))
-    qi, sj, score, _, abandoned = gpu_kernel.score_passing_pairs(
-        res, off, res, off, q_list[2:], s_lo[2:], count[2:], DNA.matrix, 5, 2, bound.params,
-        min_score=-40, rows=2)
-    want = {k: v for k, v in ref.items() if k[0] >= 2 and v >= -40
-            and v >= bound.lowest_scores(len(seqs[k[0]]), len(seqs[k[1]]))}
-    assert {(int(a), int(b)): int(s) for a, b, s in zip(qi, sj, score)} == want
-    assert 0 < len(want) < len(ref)
-    # Early abandon after the first 32-row pass: all A against all C cannot reach 0.9, a
-    # near-identical pair can and is kept.
-    a40, c40 = np.zeros(40, np.uint8), np.ones(40, np.uint8)
-    near = a40.copy()
-    near[35] = 2
-    res = np.concatenate([a40, c40, near])
-    off = np.array([0, 40, 80, 120], np.int64)
-    bound = IdentityBound.from_scoring(DNA, 0.9)
-    qi, sj, score, _, abandoned = gpu_kernel.score_passing_pairs(
-        res, off, res, off, np.array([0]), np.array([1]), np.array([2]), DNA.matrix, 5, 2,
-        bound.params, rows=1)
-    assert (qi.tolist(), sj.tolist(), score.tolist(), abandoned) == ([0], [2], [39 * 2 - 3], 1)
 
 
 def test_cpu_and_simulated_gpu_all_pairs_agree(tmp_path):
@@ -342,7 +286,7 @@ def test_cpu_and_simulated_gpu_all_pairs_agree(tmp_path):
     base = "".join(rng.choice("ACGT") for _ in range(36))
     records = [("g0", base), ("g1", base[:20] + "T" + base[21:]), ("g2", base[:-1]),
                ("g3", base + "N")]
-    path = _fasta(tmp_path / "tiny.fasta", records)
+    path = write_fasta(tmp_path / "tiny.fasta", records)
     lazy = all_pairs(path, scoring=DNA, min_identity=0.9, cigar=True, device="cpu")
     assert lazy.dtypes.to_dict() == ALLPAIRS_DTYPES
     cpu = lazy.compute()
@@ -363,13 +307,13 @@ def test_cpu_and_simulated_gpu_all_pairs_agree(tmp_path):
 def short16s(tmp_path_factory):
     """Windows of 10 real 16S genes: for each gene bases 300-400 and two windows shifted by
     a few bases (close pairs), 30 short records in all: many cheap block pairs."""
-    batch = load_sequences(DATA / "16S_200.fna.gz", alphabet="dna")
+    batch = load_sequences(RRNA, alphabet="dna")
     records = []
     for i in random.Random(3).sample(range(len(batch)), 10):
         gene = batch.alphabet.decode(batch.codes(i))
         for k, (start, stop) in enumerate(((300, 400), (303, 404), (296, 398))):
             records.append((f"{batch.names[i]}_{k}", gene[start:stop]))
-    return _fasta(tmp_path_factory.mktemp("short") / "short.fasta", records)
+    return write_fasta(tmp_path_factory.mktemp("short") / "short.fasta", records)
 
 
 def test_resume_after_an_interruption_equals_the_uninterrupted_run(short16s, tmp_path, monkeypatch):

@@ -1,14 +1,10 @@
-"""Long pair alignment (swdask.jobs.long_align, ``swdask align-long``): tiles composed into the
-whole matrix against the reference and the full-matrix traceback, the CUDA tile kernel in
-the simulator against the CPU tile kernel, CPU / GPU / mixed Dask runs giving the same
+"""Long pair alignment (swdask.jobs.long_align, ``swdask align-long``): the traceback of
+align_long equal to the full-matrix traceback, CPU / GPU / mixed Dask runs giving the same
 answer, a planted answer on a real chromosome window, the cost model, the command line.
-The megabase planted answer runs in the GPU lane (``pytest -m gpu``)."""
+The tile kernels are tested in tests/kernels/cpu/test_tile.py and
+tests/kernels/cuda/test_tile.py.  The megabase planted answer runs in the GPU lane
+(``pytest -m gpu``)."""
 from __future__ import annotations
-
-import gzip
-import itertools
-import os
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -21,53 +17,10 @@ from swdask.jobs.long_align import traceback as la_trace
 from swdask.sequences.alphabet import DNA
 from swdask.cli import main
 from swdask.kernels.cpu.reference import align_reference
-from swdask.kernels.cpu.tile import better, matrix_boundaries, score_tile
 from swdask.kernels.cpu.traceback import align_codes
 from swdask.parquet_schemas import LONG_ALIGNMENTS
 from swdask.scoring import Scoring
-
-DATA = Path(__file__).parents[2] / "data"
-WINDOW = DATA / "NCTC11397_window40k.fna.gz"
-SCORINGS = [Scoring(alphabet="dna"), Scoring(match=1, mismatch=-1, gap_open=0, gap_extend=1),
-            Scoring(match=5, mismatch=-4, gap_open=10, gap_extend=1)]
-
-
-def window_codes() -> np.ndarray:
-    with gzip.open(WINDOW, "rt") as handle:
-        return DNA.encode("".join(line.strip() for line in handle if not line.startswith(">")))
-
-
-def tiled(a, b, scoring, rows, cols, tile_fn=score_tile):
-    """The whole matrix's best cell by composing tiles in wavefront order, no Dask."""
-    matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
-    bottoms, rights, best = {}, {}, (0, 0, 0)
-    for p, q in itertools.product(range(len(rows) - 1), range(len(cols) - 1)):
-        r0, r1, c0, c1 = rows[p], rows[p + 1], cols[q], cols[q + 1]
-        t_h, t_f, l_h, l_e = matrix_boundaries(r1 - r0, c1 - c0)
-        if p:
-            t_h, t_f = bottoms[p - 1, q]
-        if q:
-            l_h, l_e = rights[p, q - 1]
-        out = tile_fn(a[r0:r1], b[c0:c1], matrix, scoring.gap_open, scoring.gap_extend,
-                      t_h, t_f, l_h, l_e)
-        bottoms[p, q], rights[p, q] = out[:2], out[2:4]
-        if out[4] > 0 and better(out[4], r0 + out[5], c0 + out[6], *best):
-            best = (int(out[4]), r0 + int(out[5]), c0 + int(out[6]))
-    return best
-
-
-def related_pair(rng, m, n):
-    """Random DNA with a shared, mutated stretch (so alignments have gaps), N included."""
-    a = rng.integers(0, 4, m).astype(np.uint8)
-    b = rng.integers(0, 4, n).astype(np.uint8)
-    if m > 8 and n > 8:
-        k = min(m, n) // 2
-        piece = a[m // 4:m // 4 + k].copy()
-        piece[::7] = (piece[::7] + 1) % 4
-        piece = np.delete(piece, np.arange(3, len(piece), 11))
-        b[n // 5:n // 5 + len(piece)] = piece[:n - n // 5]
-    a[rng.integers(0, max(m, 1), 2) if m else []] = 4  # N scores mismatch everywhere
-    return a, b
+from tests.helpers import CHROMOSOME, QUERIES, related_pair, window_codes
 
 
 @pytest.fixture(scope="module")
@@ -77,78 +30,6 @@ def cpu_client():
     cluster = client.cluster
     client.close()
     cluster.close()
-
-
-# -- tiles against the reference -----------------------------------------------------------
-
-@pytest.mark.parametrize("scoring", SCORINGS, ids=["dna", "linear", "5-4"])
-def test_tiles_compose_to_the_reference(scoring):
-    rng = np.random.default_rng(11)
-    for m, n in [(0, 5), (1, 1), (1, 9), (9, 1), (31, 33), (47, 40), (64, 65)]:
-        a, b = related_pair(rng, m, n)
-        ref = align_reference(a.tolist(), b.tolist(), scoring.matrix, scoring.gap_open,
-                              scoring.gap_extend)
-        for th, tw in [(1, 1), (3, 7), (7, 3), (16, 16), (100, 100)]:
-            rows = tuple(range(0, m, th)) + (m,)
-            cols = tuple(range(0, n, tw)) + (n,)
-            got = tiled(a, b, scoring, rows, cols)
-            assert got == (ref[0], ref[2], ref[4]), (scoring, m, n, th, tw)
-
-
-def test_tiles_on_kilobase_real_pairs_match_the_full_matrix():
-    """Two 16S genes (2 kb class) cut in tiles of odd sizes: score and ends of the
-    traceback kernel's whole-matrix pass (itself checked against the reference)."""
-    from swdask.sequences.store import load_sequences
-
-    batch = load_sequences(DATA / "16S_200.fna.gz")
-    scoring = Scoring(alphabet="dna")
-    for x, y in [(0, 1), (5, 17)]:
-        a, b = batch.codes(x), batch.codes(y)
-        ref = align_codes(a, b, scoring)
-        for t in (97, 211, 1000):
-            rows = tuple(range(0, len(a), t)) + (len(a),)
-            cols = tuple(range(0, len(b), t + 6)) + (len(b),)
-            got = tiled(a, b, scoring, rows, cols)
-            assert got == (ref["score"], ref["query_end"], ref["subject_end"]), (x, y, t)
-
-
-def test_protein_tiles_match_the_reference():
-    rng = np.random.default_rng(5)
-    scoring = Scoring("BLOSUM62")
-    for m, n in [(30, 45), (50, 40)]:
-        a = rng.integers(0, 24, m).astype(np.uint8)
-        b = np.concatenate([rng.integers(0, 24, 5), a[5:25], rng.integers(0, 24, n - 25)]).astype(np.uint8)
-        ref = align_reference(a.tolist(), b.tolist(), scoring.matrix, 11, 1)
-        assert tiled(a, b, scoring, (0, 13, m), (0, 8, 20, n)) == (ref[0], ref[2], ref[4])
-
-
-# -- the CUDA tile kernel in the simulator -------------------------------------------------
-
-def test_gpu_tile_kernel_matches_cpu_tile_kernel_in_the_simulator():
-    """Ragged strips and sub-tiles, boundaries from an upstream tile, a protein matrix."""
-    from swdask.kernels.cuda.tile import score_tile_gpu
-
-    rng = np.random.default_rng(3)
-    cases = [(Scoring(alphabet="dna"), 9, 13, 1, 3), (Scoring(match=1, mismatch=-1, gap_open=0,
-             gap_extend=1), 70, 11, 1, 4), (Scoring("BLOSUM62"), 5, 17, 2, 8)]
-    for scoring, h, w, rows, width in cases:
-        alpha = scoring.matrix.shape[0] - 1
-        a = rng.integers(0, alpha, h + 6).astype(np.uint8)
-        b = rng.integers(0, alpha, w + 6).astype(np.uint8)
-        k = min(len(a), w + 3)
-        b[3:3 + k] = a[:k]  # related: the tile has gaps and a real best cell
-        matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
-        o, e = scoring.gap_open, scoring.gap_extend
-        # Boundaries of the tile starting at (6, 6): from the real tiles above and left.
-        up = score_tile(a[:6], b[6:], matrix, o, e, *matrix_boundaries(6, w))
-        left = score_tile(a[6:], b[:6], matrix, o, e, *matrix_boundaries(h, 6))
-        top_h = up[0].copy()
-        top_h[0] = 0
-        args = (a[6:], b[6:], matrix, o, e, top_h, up[1], left[2], left[3])
-        want = score_tile(*args)
-        got = score_tile_gpu(*args, rows=rows, width=width)
-        for x, y in zip(want, got):
-            np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=str((h, w, rows, width)))
 
 
 # -- align_long end to end -----------------------------------------------------------------
@@ -280,7 +161,7 @@ def test_errors(cpu_client):
     with pytest.raises(swdask.errors.DeviceError, match="needs a Dask worker with the resource GPU=1"):
         la.align_long("ACGT", "ACGT", device="gpu", client=cpu_client)
     with pytest.raises(swdask.errors.InvalidSequenceError, match="not in the dna alphabet"):
-        la.align_long(DATA / "sprot_queries.fasta", "ACGT", scoring=Scoring(alphabet="dna"),
+        la.align_long(QUERIES, "ACGT", scoring=Scoring(alphabet="dna"),
                       client=cpu_client)
 
 
@@ -323,11 +204,9 @@ def test_cli_align_long(tmp_path, capsys):
 def test_gpu_megabase_planted_answer():
     """1 Mb of the real chromosome against a mutated copy of 600 kb of it: the planted
     score on the GPU alone, and on GPU and CPU workers at once; the traceback's path."""
-    chromosome = Path(os.environ.get("SWDASK_CHROMOSOME", Path(__file__).resolve().parents[4]
-                                     / "shared" / "data" / "NCTC11397_chromosome.fna.gz"))
     from swdask.sequences.store import load_sequences
 
-    codes = load_sequences(chromosome).codes(0)
+    codes = load_sequences(CHROMOSOME).codes(0)
     scoring = Scoring(alphabet="dna")
     a = codes[:1_000_000]
     b, score, ops = la.planted_copy(a[200_000:800_000], scoring, spacing=1000, seed=3)
@@ -342,22 +221,6 @@ def test_gpu_megabase_planted_answer():
     n_mut = len(range(1000, 600_000 - 1000, 1000))
     assert r.mismatches == (n_mut + 2) // 3
     assert r.gap_opens == 2 * (n_mut // 3) + (n_mut % 3 == 2)
-
-
-@pytest.mark.gpu
-def test_gpu_tile_kernel_matches_cpu_on_a_real_gpu():
-    from swdask.kernels.cuda.tile import score_tile_gpu
-
-    codes = window_codes()
-    scoring = Scoring(alphabet="dna")
-    matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
-    a = codes[:12_345]
-    b, _, _ = la.planted_copy(codes[20_000:38_000], scoring, spacing=150, seed=9)
-    b = np.concatenate([b, codes[1000:4000]])
-    for h, w in [(12_345, len(b)), (257, 513), (4000, 1)]:
-        args = (a[:h], b[:w], matrix, 5, 2, *matrix_boundaries(h, w))
-        for x, y in zip(score_tile(*args), score_tile_gpu(*args)):
-            np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=str((h, w)))
 
 
 @pytest.mark.gpu

@@ -1,172 +1,21 @@
-"""The long-alignment traceback's grids (swdask.jobs.long_align.traceback._trace_rect): the cut boundaries
-of a grid swept at once, by the CPU's threads (kernels/cpu/tile.py ``score_grid``) and by
-the checkpointing GPU kernel in the simulator (kernels/cuda/tile.py ``score_grid_gpu``),
-equal to the boundaries of the tiles computed one by one with ``score_tile``; the walk
-through those grids equal to the full-matrix traceback of ``align_codes``.  The GPU lane
-compares the real GPU's grid with the CPU's on a few-hundred-kb pair."""
+"""The long-alignment traceback (swdask.jobs.long_align.traceback): the walk through the
+grids of ``_trace_rect`` equal to the full-matrix traceback of ``align_codes``, with the
+CPU's grids (``cpu_grid``) and the checkpointing GPU kernel's in the simulator
+(``gpu_grid``); the grid lines and sides.  The grids themselves are tested with the tile
+kernels (tests/kernels/cpu/test_tile.py, tests/kernels/cuda/test_tile.py).  The GPU lane
+compares the real GPU's grid with the CPU's on a few-hundred-kb pair, and the traceback
+through each."""
 from __future__ import annotations
-
-import gzip
-import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from swdask.jobs.long_align import planted_copy
 from swdask.jobs.long_align import traceback as la
-from swdask.sequences.alphabet import DNA
-from swdask.kernels.cpu.tile import (STATE_H, grid_lines, matrix_boundaries, score_grid,
-                                     score_tile)
+from swdask.kernels.cpu.tile import STATE_H, matrix_boundaries, score_grid, score_tile
 from swdask.kernels.cpu.traceback import align_codes, cigar_string, summarize_path
 from swdask.scoring import Scoring
-
-WINDOW = Path(__file__).parents[2] / "data" / "NCTC11397_window40k.fna.gz"
-
-
-def window_codes() -> np.ndarray:
-    with gzip.open(WINDOW, "rt") as handle:
-        return DNA.encode("".join(line.strip() for line in handle if not line.startswith(">")))
-
-
-def related(rng, alphabet, m, n):
-    """Two random sequences sharing a mutated stretch with an indel (gaps, a real best)."""
-    a = rng.integers(0, alphabet, m).astype(np.uint8)
-    b = rng.integers(0, alphabet, n).astype(np.uint8)
-    k = min(m, n) * 2 // 3
-    piece = a[m // 6:m // 6 + k].copy()
-    piece[::6] = (piece[::6] + 1) % alphabet
-    piece = np.delete(piece, np.arange(4, len(piece), 13))
-    b[n // 7:n // 7 + len(piece)] = piece[:n - n // 7]
-    return a, b
-
-
-def upstream_boundaries(a, b, matrix, o, e, r0, c0):
-    """The exact boundaries of the rectangle from ``(r0, c0)`` to the end of the matrix:
-    the bottom row of the rows above it, the right column of the columns on its left."""
-    above = score_tile(a[:r0], b, matrix, o, e, *matrix_boundaries(r0, len(b)))
-    left = score_tile(a, b[:c0], matrix, o, e, *matrix_boundaries(len(a), c0))
-    return above[0][c0:].copy(), above[1][c0:].copy(), left[2][r0:].copy(), left[3][r0:].copy()
-
-
-def tiles_one_by_one(a, b, matrix, o, e, bounds, rows, cols):
-    """The grid's cut boundaries by composing score_tile calls, the slow way."""
-    top_h, top_f, left_h, left_e = bounds
-    h, w = len(a), len(b)
-    row_h = np.zeros((len(rows) - 2, w + 1), dtype=np.int32)
-    row_f = np.zeros((len(rows) - 2, w), dtype=np.int32)
-    col_h = np.zeros((len(cols) - 2, h), dtype=np.int32)
-    col_e = np.zeros((len(cols) - 2, h), dtype=np.int32)
-    bottoms, rights = {}, {}
-    for p, q in itertools.product(range(len(rows) - 1), range(len(cols) - 1)):
-        r0, r1, c0, c1 = rows[p], rows[p + 1], cols[q], cols[q + 1]
-        t_h, t_f = bottoms[p - 1, q] if p else (top_h[c0:c1 + 1], top_f[c0:c1])
-        l_h, l_e = rights[p, q - 1] if q else (left_h[r0:r1], left_e[r0:r1])
-        out = score_tile(a[r0:r1], b[c0:c1], matrix, o, e, np.ascontiguousarray(t_h),
-                         np.ascontiguousarray(t_f), np.ascontiguousarray(l_h),
-                         np.ascontiguousarray(l_e))
-        bottoms[p, q], rights[p, q] = out[:2], out[2:4]
-        if p < len(rows) - 2:
-            row_h[p, c0:c1 + 1], row_f[p, c0:c1] = out[0], out[1]
-        if q < len(cols) - 2:
-            col_h[q, r0:r1], col_e[q, r0:r1] = out[2], out[3]
-    return row_h, row_f, col_h, col_e
-
-
-def assert_grids_equal(got, want, where):
-    for name, x, y in zip(("row_h", "row_f", "col_h", "col_e"), got[:4], want[:4]):
-        np.testing.assert_array_equal(x, y, err_msg=f"{name}, {where}")
-
-
-def tile_inputs(scoring, h, w, r0, c0, *, seed):
-    """An ``h x w`` tile at ``(r0, c0)`` of a related random pair: its residues, the
-    scoring's arrays, and its exact upstream boundaries."""
-    a, b = related(np.random.default_rng(seed), scoring.matrix.shape[0] - 1, r0 + h, c0 + w)
-    matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
-    o, e = scoring.gap_open, scoring.gap_extend
-    bounds = upstream_boundaries(a, b, matrix, o, e, r0, c0)
-    return a[r0:], b[c0:], matrix, o, e, bounds
-
-
-# Odd sizes; cuts next to the edges (1 and h - 1), a single line, none on one side.
-CPU_CASES = [
-    (Scoring(alphabet="dna"), 37, 29, (1, 12, 36), (5, 28), 0, 0),
-    (Scoring(alphabet="dna"), 50, 41, (25,), (), 7, 3),
-    (Scoring(match=1, mismatch=-1, gap_open=0, gap_extend=1), 33, 64, (), (1, 2, 63), 4, 9),
-    (Scoring("BLOSUM62"), 45, 38, (2, 20, 44), (17, 19, 37), 5, 6),
-    (Scoring("PAM30", gap_open=9, gap_extend=1), 1, 30, (), (10, 20), 3, 0),
-]
-
-
-@pytest.mark.parametrize("scoring, h, w, row_cuts, col_cuts, r0, c0", CPU_CASES)
-def test_cpu_grid_equals_tiles_one_by_one(scoring, h, w, row_cuts, col_cuts, r0, c0):
-    a, b, matrix, o, e, bounds = tile_inputs(scoring, h, w, r0, c0, seed=h * w)
-    want = tiles_one_by_one(a, b, matrix, o, e, bounds, grid_lines(row_cuts, h),
-                            grid_lines(col_cuts, w))
-    whole = score_tile(a, b, matrix, o, e, *bounds)
-    for threads in (1, None):
-        got = score_grid(a, b, matrix, o, e, *bounds, row_cuts, col_cuts, threads=threads)
-        where = str((scoring, h, w, row_cuts, col_cuts, r0, c0, threads))
-        assert_grids_equal(got, want, where)
-        for x, y in zip(got.tile, whole):
-            np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=where)
-
-
-def test_grid_edges_and_errors():
-    matrix = np.ascontiguousarray(Scoring(alphabet="dna").matrix, dtype=np.int32)
-    empty = np.zeros(0, dtype=np.uint8)
-    b = np.array([0, 1, 2], dtype=np.uint8)
-    got = score_grid(empty, b, matrix, 5, 2, *matrix_boundaries(0, 3))
-    assert got.row_h.shape == (0, 4) and got.col_h.shape == (0, 0)
-    np.testing.assert_array_equal(got.tile[0], np.zeros(4, dtype=np.int32))
-    for cuts in ([0], [3], [2, 1], [1, 1]):
-        with pytest.raises(ValueError, match="must be increasing multiples of 1"):
-            score_grid(b, b, matrix, 5, 2, *matrix_boundaries(3, 3), cuts, ())
-    with pytest.raises(ValueError, match=r"^cuts \[10\] must be increasing multiples of 4 "
-                                         r"strictly inside \(0, 20\)$"):
-        grid_lines([10], 20, step=4)
-
-
-# -- the checkpointing GPU kernel (simulator on CI) ----------------------------------------
-
-# (scoring, h, w, rows per lane, width, row cuts, col cuts, r0, c0); strips of 32 * rows.
-# Each sub-tile costs about 2 s in the simulator on the 2-core machine: few of them.
-GPU_CASES = [
-    # Ragged last strip and sub-tile right after the last cuts.
-    (Scoring(alphabet="dna"), 67, 9, 1, 4, (32, 64), (4, 8), 3, 5),
-    # Protein; one column cut of two possible; a row cut with one row after it.
-    (Scoring("BLOSUM62"), 33, 11, 1, 5, (32,), (5,), 4, 2),
-    # The simulator's own shape (2 x 8): only column cuts, rows less than a strip.
-    (Scoring(match=5, mismatch=-4, gap_open=10, gap_extend=1), 45, 17, 2, 8, (), (8, 16), 2, 0),
-]
-
-
-@pytest.mark.parametrize("scoring, h, w, rows, width, row_cuts, col_cuts, r0, c0", GPU_CASES)
-def test_gpu_checkpoint_grid_equals_cpu_grid(scoring, h, w, rows, width, row_cuts, col_cuts,
-                                             r0, c0):
-    from swdask.kernels.cuda.tile import score_grid_gpu
-
-    a, b, matrix, o, e, bounds = tile_inputs(scoring, h, w, r0, c0, seed=h + w)
-    where = str((scoring, h, w, rows, width, row_cuts, col_cuts, r0, c0))
-    cpu = score_grid(a, b, matrix, o, e, *bounds, row_cuts, col_cuts)
-    gpu = score_grid_gpu(a, b, matrix, o, e, *bounds, row_cuts, col_cuts, rows=rows, width=width)
-    assert_grids_equal(gpu, cpu, where)
-    one_by_one = tiles_one_by_one(a, b, matrix, o, e, bounds, grid_lines(row_cuts, h),
-                                  grid_lines(col_cuts, w))
-    assert_grids_equal(cpu, one_by_one, where)
-    for x, y in zip(gpu.tile, score_tile(a, b, matrix, o, e, *bounds)):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=where)
-
-
-def test_gpu_grid_refuses_cuts_off_the_strips():
-    from swdask.kernels.cuda.tile import score_grid_gpu
-
-    matrix = np.ascontiguousarray(Scoring(alphabet="dna").matrix, dtype=np.int32)
-    a = np.zeros(100, dtype=np.uint8)
-    with pytest.raises(ValueError, match="multiples of 64"):
-        score_grid_gpu(a, a, matrix, 5, 2, *matrix_boundaries(100, 100), [32], [], rows=2, width=8)
-    with pytest.raises(ValueError, match="multiples of 8"):
-        score_grid_gpu(a, a, matrix, 5, 2, *matrix_boundaries(100, 100), [], [12], rows=2, width=8)
+from tests.helpers import assert_grids_equal, related, window_codes
 
 
 # -- the walk through the grids ------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The Dask search (swdask.jobs.search) against the single-process engine (search_in_process):
 the same hits on Dask's threads, with 1 and 2 workers, with a worker killed mid-search,
-on a multi-node cluster started here, and with the CUDA kernels in the simulator; the
-cluster helper; schema errors; the interactive notebook."""
+on a multi-node cluster started here, and with the CUDA kernels in the simulator; GPU
+routing; schema errors."""
 from __future__ import annotations
 
 import gc
@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import dask
 import numpy as np
@@ -22,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from distributed.diagnostics.plugin import WorkerPlugin
+from numba import config
 
 import swdask
 from swdask.cli import main
@@ -29,14 +29,10 @@ from swdask.cluster import shutdown
 from swdask.errors import DeviceError, SchemaError
 from swdask.parquet_schemas import HITS
 from swdask.tables import to_pandas
+from tests.helpers import QUERIES, SPROT_DB
 
 search_module = importlib.import_module("swdask.jobs.search.plan")
 cluster_module = importlib.import_module("swdask.cluster")
-
-ROOT = Path(__file__).resolve().parents[3]
-DATA = Path(__file__).parents[2] / "data"
-QUERIES = DATA / "sprot_queries.fasta"
-SPROT_DB = DATA / "sprot_db.fasta.gz"
 
 
 def same_hits(dask_result: pd.DataFrame, reference: pd.DataFrame) -> None:
@@ -163,6 +159,24 @@ def test_a_partition_that_does_not_match_its_schema(tmp_path):
         hits.compute()
 
 
+@pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
+def test_search_device_gpu_in_the_simulator_matches_cpu(tmp_path):
+    """``search(device="gpu")`` runs the CUDA kernels (here simulated): identical hits."""
+    queries = {"q1": "MKVLAAGIVGLLLAWHEEGK", "q2": "WWHEAGAWGHEE"}
+    db = tmp_path / "db.fasta"
+    source = swdask.load_sequences(SPROT_DB)
+    with open(db, "w") as handle:
+        for k in range(12):
+            seq = source.alphabet.decode(source.codes(k))[:25]
+            handle.write(f">{source.names[k]}\n{seq}\n")
+        handle.write(">self\nMKVLAAGIVGLLLAWHEEGK\n")
+    cpu = swdask.search(queries, db, device="cpu", max_hits=5).compute()
+    gpu, stats = dask.compute(*swdask.search(queries, db, device="gpu", max_hits=5,
+                                             return_stats=True))
+    assert stats.device == "gpu"
+    assert cpu.equals(gpu)
+
+
 def test_cli_device_gpu_in_the_simulator_matches_cpu(tiny, tmp_path, capsys):
     queries, store = tiny
     tables = {}
@@ -189,80 +203,7 @@ def test_gpu_score_tasks_are_routed_by_their_keys(tiny):
     assert not any(swdask.gpu_resources(key) for key in cpu_graph)
 
 
-_BARRIER = {}
-
-
-def _meet(name):
-    """Both tasks must be inside at once, or the barrier times out (BrokenBarrierError)."""
-    _BARRIER[name].wait(timeout=20)
-    return True
-
-
-def test_a_gpu_worker_runs_two_score_tasks_at_once():
-    """GPU tasks ask for a share of the worker's GPU=1: with the whole GPU, Dask would run
-    one at a time however many threads the worker has (what the H100 showed), and no
-    partition read could overlap another partition's kernels."""
-    import threading
-
-    from distributed import Client, LocalCluster
-
-    key = ("swdask-to_string_dtype-swdask_score_gpu-0123abcd", 0)
-    assert 0 < swdask.gpu_resources(key)["GPU"] * cluster_module.GPU_WORKER_THREADS <= 1
-    _BARRIER["gpu share"] = threading.Barrier(2)  # the workers are threads of this process
-    with LocalCluster(n_workers=1, threads_per_worker=cluster_module.GPU_WORKER_THREADS,
-                      processes=False, resources=dict(cluster_module.GPU_RESOURCE),
-                      dashboard_address=":0") as local, Client(local) as client:
-        futures = [client.submit(_meet, "gpu share", key=f"{key[0]}-{k}",
-                                 resources=swdask.gpu_resources(key)) for k in range(2)]
-        assert client.gather(futures) == [True, True]
-
-
-# -- clusters ------------------------------------------------------------------------------
-
-
-def test_cluster_plans():
-    plan = cluster_module._plan
-    kind, options = plan(2, None, "cpu", None, ":0", gpus=4, simulator=False)
-    assert kind == "local" and options["n_workers"] == 2 and options["processes"]
-    assert "resources" not in options
-    kind, options = plan(None, None, "gpu", 2, ":0", gpus=0, simulator=True)
-    assert (kind, options["resources"], options["threads_per_worker"]) == ("local", {"GPU": 1}, 2)
-    with pytest.raises(DeviceError, match="no CUDA GPU is visible"):
-        plan(None, None, "gpu", None, ":0", gpus=0, simulator=False)
-    with pytest.raises(ValueError, match=r"^n_workers=3, but 2 GPU\(s\) are visible"):
-        plan(3, None, "auto", None, ":0", gpus=2, simulator=False)
-    with pytest.raises(ValueError, match="^n_workers: options of a new cluster, not of a "
-                       "scheduler given by address$"):
-        plan(2, "tcp://127.0.0.1:8786", "auto", None, None, gpus=0, simulator=False)
-    with pytest.raises(ValueError, match="^unknown device 'tpu'; choose one of: auto, cpu, gpu$"):
-        plan(None, None, "tpu", None, None, gpus=0, simulator=False)
-    with pytest.raises(ValueError, match="^n_workers must be a positive whole number, got 0$"):
-        plan(0, None, "cpu", None, None, gpus=0, simulator=False)
-
-
-def test_cluster_with_gpus_is_a_local_cuda_cluster(monkeypatch):
-    """Without a GPU in CI: pretend two are visible and record what dask-cuda gets."""
-    from distributed import LocalCluster
-
-    got = {}
-
-    def local_cuda_cluster(**options):
-        got.update(options)
-        return LocalCluster(n_workers=1, processes=False, dashboard_address=":0")
-
-    fake = type(sys)("dask_cuda")
-    fake.LocalCUDACluster = local_cuda_cluster
-    monkeypatch.setitem(sys.modules, "dask_cuda", fake)
-    monkeypatch.setattr(swdask.backend, "visible_gpus", lambda: 2)
-    client = swdask.cluster(dashboard_address=":0")
-    try:
-        assert got == {"n_workers": 2, "threads_per_worker": 2, "dashboard_address": ":0",
-                       "resources": {"GPU": 1}}
-    finally:
-        shutdown(client)
-    monkeypatch.setitem(sys.modules, "dask_cuda", None)  # not installed
-    with pytest.raises(DeviceError, match=r"needs dask-cuda: pip install 'swdask\[gpu\]'"):
-        swdask.cluster(dashboard_address=":0")
+# -- on clusters ---------------------------------------------------------------------------
 
 
 def test_device_gpu_needs_a_worker_that_sees_one(monkeypatch, store):
@@ -409,40 +350,3 @@ def test_multinode_recipe_routes_gpu_tasks(tiny, tmp_path, capsys):
             process.terminate()
         for process in processes:
             process.wait(timeout=60)
-
-
-# -- workflows -----------------------------------------------------------------------------
-
-
-def test_interactive_scaling_notebook_runs(tmp_path, monkeypatch):
-    """workflows/interactive_scaling.ipynb is stored without outputs and runs top to bottom."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    path = ROOT / "workflows" / "interactive_scaling.ipynb"
-    notebook = nbformat.read(path, as_version=4)
-    assert all(not cell.get("outputs") and not cell.get("execution_count")
-               for cell in notebook.cells if cell.cell_type == "code")
-    monkeypatch.setenv("JUPYTER_PLATFORM_DIRS", "1")
-    monkeypatch.setenv("SWDASK_NOTEBOOK_OUTPUT", str(tmp_path))
-    NotebookClient(notebook, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    hits = pq.read_table(tmp_path / "hits.parquet")
-    assert hits.schema.equals(HITS) and hits.num_rows == 25  # 5 queries x 5 hits
-    outputs = "".join(str(output) for cell in notebook.cells for output in cell.get("outputs", []))
-    assert "/status" in outputs  # the dashboard link
-
-
-def test_memory_benchmark_smoke(tmp_path):
-    out = tmp_path / "memory.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "dask_memory.py"),
-         "--partition-residues", "20000", "--partitions", "2,6", "--workers", "1",
-         "--memory-limit", "2GiB", "--scratch", str(tmp_path), "--json", str(out)],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr
-    report = json.loads(out.read_text())
-    assert [row["requested_partitions"] for row in report["rows"]] == [2, 6]
-    assert report["rows"][1]["partitions"] >= 6
-    assert all(row["peak_worker_rss_bytes"] > 0 for row in report["rows"])
-    assert "| store residues | partitions |" in result.stdout

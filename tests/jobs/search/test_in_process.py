@@ -1,13 +1,11 @@
 """Tests of swdask.search_in_process (the single-process engine, the reference of the Dask
 search): the hits table, ranking, scores checked against the reference kernel, input
-forms, partitions, threads and statistics.  tests/test_dask_search.py checks that
+forms, partitions, threads and statistics.  tests/jobs/search/test_dask.py checks that
 swdask.search gives the same hits."""
 from __future__ import annotations
 
-import gzip
 import random
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,33 +20,12 @@ from swdask.parquet_schemas import HITS
 from swdask.scoring import Scoring
 from swdask.jobs.search import SearchStats
 from tests.oracles import python_summary
+from tests.helpers import QUERIES, SPROT_DB, read_fasta, write_fasta
 
-DATA = Path(__file__).parents[2] / "data"
-QUERIES = DATA / "sprot_queries.fasta"
-SPROT_DB = DATA / "sprot_db.fasta.gz"
 DB_RESIDUES = 171_138
 SEED = 20240501
 
 _CIGAR = re.compile(r"(\d+)([=XID])")
-
-
-def read_fasta(path):
-    """``[(name, sequence)]`` in file order, by a plain-Python parser."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    records = []
-    with opener(path, "rt") as handle:
-        for line in handle:
-            line = line.strip()
-            if line.startswith(">"):
-                records.append([line[1:].split()[0], ""])
-            elif line:
-                records[-1][1] += line
-    return [tuple(r) for r in records]
-
-
-def write_fasta(path, records):
-    path.write_text("".join(f">{name}\n{seq}\n" for name, seq in records))
-    return path
 
 
 def parse_cigar(cigar):
@@ -116,7 +93,7 @@ def test_frame_matches_hits_schema(hits):
 
 
 def test_hits_are_ranked(hits):
-    names = [name for name, _ in read_fasta(QUERIES)]
+    names = list(read_fasta(QUERIES))
     assert list(dict.fromkeys(hits["query"])) == names  # queries in input order
     for query_id, group in hits.groupby("query_id", sort=False):
         assert set(group["query"]) == {names[query_id]}
@@ -175,11 +152,11 @@ def test_scores_and_paths_equal_the_reference(hits, sequences):
 ])
 def test_top_hits_equal_brute_force(tmp_path, mode, scoring):
     """Search 2 queries against 60 database records; rank every pair with the reference."""
-    queries = dict(read_fasta(QUERIES))
+    queries = read_fasta(QUERIES)
     picked_queries = {name: queries[name] for name in ("sp|Q6GZU6|030R_FRG3G", "sp|Q197D0|030L_IIV3")}
     if mode != "local":
         picked_queries.pop("sp|Q197D0|030L_IIV3")  # keep the slow oracle quick
-    records = read_fasta(SPROT_DB)
+    records = list(read_fasta(SPROT_DB).items())
     rng = random.Random(SEED)
     short = [k for k, (name, seq) in enumerate(records) if len(seq) <= 300
              and name != "sp|Q197D0|030L_IIV3"]
@@ -228,7 +205,7 @@ def test_ties_are_broken_by_subject_id(tmp_path):
 
 
 def test_queries_as_dict_and_list(store, tmp_path):
-    picked = read_fasta(QUERIES)[:4]
+    picked = list(read_fasta(QUERIES).items())[:4]
     from_file = swdask.search_in_process(write_fasta(tmp_path / "q.fasta", picked), store, max_hits=5)
     from_dict = swdask.search_in_process(dict(picked), store, max_hits=5)
     pd.testing.assert_frame_equal(from_dict, from_file)
@@ -294,7 +271,7 @@ def test_no_evalues_outside_local_mode(store):
 def test_stats(result):
     hits, stats = result
     assert isinstance(stats, SearchStats)
-    query_residues = sum(len(seq) for _, seq in read_fasta(QUERIES))
+    query_residues = sum(len(seq) for seq in read_fasta(QUERIES).values())
     assert query_residues == 4_276
     assert stats.cells == query_residues * DB_RESIDUES
     assert (stats.n_queries, stats.n_subjects, stats.n_hits) == (12, 400, len(hits))
@@ -308,26 +285,3 @@ def test_stats(result):
 def test_without_stats_returns_the_frame_only(store):
     found = swdask.search_in_process({"q": "MKVLAWQERT"}, store, max_hits=2)
     assert isinstance(found, pd.DataFrame)
-
-
-def test_cuda_driver_probe(monkeypatch):
-    """No loadable libcuda on Linux: no GPU, found without importing numba.cuda; the
-    probe defers to Numba wherever it cannot tell."""
-    import ctypes
-    import sys
-
-    from swdask import backend
-
-    def no_library(path, *args, **kwargs):
-        raise OSError(f"{path}: cannot open shared object file")
-
-    monkeypatch.setattr(ctypes, "CDLL", no_library)
-    monkeypatch.delenv("NUMBA_CUDA_DRIVER", raising=False)
-    monkeypatch.setattr(sys, "platform", "linux")
-    assert backend.cuda_driver_loadable() is False
-    assert backend.check_device("auto") == "cpu"
-    monkeypatch.setenv("NUMBA_CUDA_DRIVER", "/opt/driver/libcuda.so")
-    assert backend.cuda_driver_loadable() is True
-    monkeypatch.delenv("NUMBA_CUDA_DRIVER")
-    monkeypatch.setattr(sys, "platform", "win32")
-    assert backend.cuda_driver_loadable() is True

@@ -9,11 +9,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from swdask.kernels.cpu import prebuild
-
-DATA = Path(__file__).parents[2] / "data"
+from tests.helpers import QUERIES, SPROT_DB
 
 
 def run_fresh(code, cache_dir):
@@ -47,8 +45,8 @@ def test_search_hands_its_traceback_kernel_over(tmp_path):
     code = f"""
 import swdask
 from swdask.kernels.cpu import traceback
-hits = swdask.search_in_process({str(DATA / "sprot_queries.fasta")!r},
-                                {str(DATA / "sprot_db.fasta.gz")!r}, max_hits=3)
+hits = swdask.search_in_process({str(QUERIES)!r},
+                                {str(SPROT_DB)!r}, max_hits=3)
 stats = traceback._traceback_kernel.stats
 print(len(hits), sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
 """

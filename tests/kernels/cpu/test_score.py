@@ -14,6 +14,7 @@ from swdask.kernels.cpu.score import INT16_MAX, score_all
 from swdask.kernels.cpu.traceback import traceback_pair
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
+from tests.helpers import QUERIES, RRNA, SPROT_DB, pack
 
 MODES = list(MODE_CODES)
 GRID = [
@@ -25,17 +26,10 @@ GRID = [
 ]
 
 
-def pack(seqs):
-    lengths = np.array([len(s) for s in seqs], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    residues = np.concatenate([np.asarray(s, np.uint8) for s in seqs]) if seqs else np.zeros(0, np.uint8)
-    return residues.astype(np.uint8), offsets
-
-
 @pytest.fixture(scope="module")
 def proteins():
-    queries = load_sequences("tests/data/sprot_queries.fasta")
-    db = load_sequences("tests/data/sprot_db.fasta.gz")
+    queries = load_sequences(QUERIES)
+    db = load_sequences(SPROT_DB)
     return queries, db
 
 
@@ -79,7 +73,7 @@ def test_real_protein_windows_match_reference(proteins, matrix, gap_open, gap_ex
                          ids=["dna-2-3-5-2", "nuc44-10-1"])
 def test_real_dna_windows_match_reference(scoring, mode):
     rng = np.random.default_rng(11)
-    genes = load_sequences("tests/data/16S_200.fna.gz")
+    genes = load_sequences(RRNA)
     qs = windows(genes, 3, 50, rng)
     ss = sorted(windows(genes, 10, 60, rng), key=len)
     check_against_reference(qs, ss, scoring, mode, "16S windows")

@@ -18,13 +18,9 @@ What is asserted, and why:
 """
 from __future__ import annotations
 
-import gzip
-from pathlib import Path
-
 import numpy as np
 import parasail
 import pytest
-from Bio import SeqIO
 from Bio.Align import PairwiseAligner, substitution_matrices
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -50,8 +46,8 @@ from swdask.kernels.cpu.traceback import (
 )
 from swdask.scoring import Scoring
 from tests.oracles import python_summary
+from tests.helpers import QUERIES, RRNA, SPROT_DB, read_fasta
 
-DATA = Path(__file__).parents[2] / "data"
 MODES = tuple(MODE_CODES)
 GAP_PAIRS = [(0, 1), (1, 1), (3, 2), (5, 2), (11, 1)]
 PROTEIN_GRID = [("BLOSUM62", 11, 1), ("BLOSUM50", 13, 2), ("PAM250", 10, 2), ("BLOSUM45", 14, 2)]
@@ -61,12 +57,6 @@ PARASAIL = {
     "global": parasail.nw_trace_scan_32,
     "semiglobal": parasail.sg_trace_scan_32,
 }
-
-
-def read_fasta(path: Path) -> list[tuple[str, str]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as handle:
-        return [(record.id, str(record.seq)) for record in SeqIO.parse(handle, "fasta")]
 
 
 def fast(query, subject, matrix, gap_open, gap_extend, mode, end=None):
@@ -151,8 +141,8 @@ def test_matches_reference_at_boundary_lengths(m, n):
 
 
 def test_matches_reference_on_real_proteins():
-    queries = read_fasta(DATA / "sprot_queries.fasta")[:3]  # 50, 75 and 100 residues
-    database = [r for r in read_fasta(DATA / "sprot_db.fasta.gz") if len(r[1]) <= 150][:4]
+    queries = list(read_fasta(QUERIES).items())[:3]  # 50, 75 and 100 residues
+    database = [r for r in read_fasta(SPROT_DB).items() if len(r[1]) <= 150][:4]
     failures = []
     for name, gap_open, gap_extend in PROTEIN_GRID[:2]:
         scoring = Scoring(name, gap_open=gap_open, gap_extend=gap_extend)
@@ -228,8 +218,8 @@ def compare_with_tools(matrix_name, scoring, pairs):
 @pytest.mark.parametrize("matrix_name, gap_open, gap_extend", PROTEIN_GRID)
 def test_protein_scores_match_parasail_and_biopython(matrix_name, gap_open, gap_extend):
     scoring = Scoring(matrix_name, gap_open=gap_open, gap_extend=gap_extend)
-    queries = read_fasta(DATA / "sprot_queries.fasta")
-    database = read_fasta(DATA / "sprot_db.fasta.gz")
+    queries = list(read_fasta(QUERIES).items())
+    database = list(read_fasta(SPROT_DB).items())
     # Records with B, Z or X, records spread over the lengths up to 1000, and the queries'
     # own records where the database holds them (true hits: long, high-scoring paths).
     odd = [r for r in database if set(r[1]) & set("BZX")][:4]
@@ -254,7 +244,7 @@ def test_dna_scores_match_parasail_and_biopython(matrix_name, gap_open, gap_exte
         scoring = Scoring(match=2, mismatch=-3, gap_open=gap_open, gap_extend=gap_extend)
     else:
         scoring = Scoring(matrix_name, gap_open=gap_open, gap_extend=gap_extend)
-    records = read_fasta(DATA / "16S_200.fna.gz")
+    records = list(read_fasta(RRNA).items())
     rng = np.random.default_rng(16)
     pairs = []
     for _ in range(24):

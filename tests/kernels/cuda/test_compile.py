@@ -1,6 +1,6 @@
 """The CUDA kernel room (kernels/cuda/compile.py): entries, keys, concurrency, bounds,
 rendered files, declared signatures (CI: storage and the simulator; the GPU lane checks
-that a second process loads without compiling, tests/test_kernel_cache_gpu.py)."""
+that a second process loads without compiling, tests/kernels/cuda/test_compile_gpu.py)."""
 import json
 import os
 import subprocess

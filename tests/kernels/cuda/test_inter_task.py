@@ -14,15 +14,9 @@ from swdask.kernels.cpu.score import score_all
 from swdask.kernels.cuda import inter_task_dpx, launcher
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
+from tests.helpers import QUERIES, SPROT_DB, pack
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
-
-
-def pack(seqs):
-    lengths = np.array([len(s) for s in seqs], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    residues = np.concatenate([np.asarray(s, np.uint8) for s in seqs]) if seqs else np.zeros(0, np.uint8)
-    return residues.astype(np.uint8), offsets
 
 
 def check(query, subjects, scoring, rows, group, label):
@@ -44,8 +38,8 @@ def check(query, subjects, scoring, rows, group, label):
 ])
 def test_simulated_kernel_matches_cpu_on_real_proteins(rows, group, m):
     rng = np.random.default_rng(rows * 100 + group * 10 + m)
-    queries = load_sequences("tests/data/sprot_queries.fasta")
-    db = load_sequences("tests/data/sprot_db.fasta.gz")
+    queries = load_sequences(QUERIES)
+    db = load_sequences(SPROT_DB)
     q = queries.codes(int(rng.integers(len(queries))))
     start = int(rng.integers(0, max(1, len(q) - m)))
     query = q[start:start + m].copy()
@@ -68,32 +62,11 @@ def test_simulated_kernel_dna_ties_and_gaps():
     check(query, subjects, scoring, 2, 4, "dna ties")
 
 
-def test_search_device_gpu_in_the_simulator_matches_cpu(tmp_path):
-    """``search(device="gpu")`` runs the CUDA kernels (here simulated): identical hits."""
-    import dask
-
-    import swdask
-
-    queries = {"q1": "MKVLAAGIVGLLLAWHEEGK", "q2": "WWHEAGAWGHEE"}
-    db = tmp_path / "db.fasta"
-    source = load_sequences("tests/data/sprot_db.fasta.gz")
-    with open(db, "w") as handle:
-        for k in range(12):
-            seq = source.alphabet.decode(source.codes(k))[:25]
-            handle.write(f">{source.names[k]}\n{seq}\n")
-        handle.write(">self\nMKVLAAGIVGLLLAWHEEGK\n")
-    cpu = swdask.search(queries, db, device="cpu", max_hits=5).compute()
-    gpu, stats = dask.compute(*swdask.search(queries, db, device="gpu", max_hits=5,
-                                             return_stats=True))
-    assert stats.device == "gpu"
-    assert cpu.equals(gpu)
-
-
 @pytest.mark.parametrize("shared,dpx", [(True, False), (True, True), (False, True)])
 def test_simulated_variants_match_cpu(shared, dpx):
     """The shared-memory profile and the DPX formulation (its pure-Numba twin here)."""
     rng = np.random.default_rng(17)
-    db = load_sequences("tests/data/sprot_db.fasta.gz")
+    db = load_sequences(SPROT_DB)
     query = db.codes(5)[:19].copy()
     subjects = [db.codes(k)[:int(rng.integers(1, 25))].copy() for k in range(10, 19)]
     s_res, s_off = pack(subjects)
@@ -113,7 +86,7 @@ def test_device_top_hits_keep_every_candidate(max_hits, min_score, packed):
     """The device keeps every subject that can rank among the best (ties at the cut
     included) and nothing under ``min_score``; the host's ranking is then exact."""
     rng = np.random.default_rng(max_hits)
-    db = load_sequences("tests/data/sprot_db.fasta.gz")
+    db = load_sequences(SPROT_DB)
     queries = [db.codes(3)[:16].copy(), db.codes(8)[:11].copy(), db.codes(9)[:5].copy()]
     subjects = [db.codes(k)[:int(rng.integers(4, 20))].copy() for k in range(20, 31)]
     subjects += [queries[0].copy(), queries[0].copy()]  # a tie at the top
@@ -162,7 +135,7 @@ def test_16bit_kernel_matches_cpu_at_boundaries(rows, lengths, monkeypatch):
     warp, a query paired with nothing: the packed kernel equals the CPU kernel."""
     monkeypatch.setattr(inter_task_dpx, "ROW_RATES", {rows: 1.0})
     rng = np.random.default_rng(sum(lengths) + rows)
-    db = load_sequences("tests/data/sprot_db.fasta.gz")
+    db = load_sequences(SPROT_DB)
     queries = []
     for m in lengths:
         codes = db.codes(int(rng.integers(len(db))))
@@ -184,7 +157,7 @@ def test_16bit_kernel_other_scorings(scoring):
         queries = [rng.integers(0, 2, n).astype(np.uint8) for n in (13, 20, 6)]
         subjects = [rng.integers(0, 2, n).astype(np.uint8) for n in (5, 12, 13, 14, 20)]
     else:
-        db = load_sequences("tests/data/sprot_db.fasta.gz")
+        db = load_sequences(SPROT_DB)
         queries = [db.codes(k)[:n].copy() for k, n in ((11, 21), (12, 17))]
         subjects = [db.codes(k)[:int(rng.integers(1, 26))].copy() for k in range(30, 40)]
         subjects.append(queries[0].copy())
@@ -247,7 +220,7 @@ def test_16bit_kernel_ties_across_passes(rows, group, monkeypatch):
 def test_32bit_kernel_with_matrix_entries_beyond_int16():
     """Entries over 32,767 do not fit the int16 shared profile: the 32-bit kernel then
     reads the profile through L1, and the scores stay exact."""
-    db = load_sequences("tests/data/sprot_db.fasta.gz")
+    db = load_sequences(SPROT_DB)
     matrix = Scoring().matrix.astype(np.int64) * 20_000
     query = db.codes(3)[:14].copy()
     subjects = [db.codes(k)[:int(5 + k)].copy() for k in range(4, 9)] + [query.copy()]

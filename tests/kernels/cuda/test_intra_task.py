@@ -4,7 +4,7 @@ The simulator runs each CUDA thread as a Python thread, so blocks here are small
 2-8 lanes (the kernel's warp width is a parameter there) hold the query rows, which puts
 lane, warp and pass boundaries at a few dozen residues.  Every score and both end cells
 are compared with the CPU kernel (:func:`swdask.kernels.cpu.score.score_all`).  The GPU
-lane checks real databases of long subjects (``tests/test_gpu_intra.py``).
+lane checks real databases of long subjects (``tests/kernels/cuda/test_intra_task_gpu.py``).
 """
 import numpy as np
 import pytest
@@ -15,21 +15,14 @@ from swdask.kernels.cuda import intra_task, launcher
 from swdask.kernels.cuda.compile import get_kernel
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
+from tests.helpers import SPROT_DB, pack
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
 
 
 @pytest.fixture(scope="module")
 def db():
-    return load_sequences("tests/data/sprot_db.fasta.gz")
-
-
-def pack(seqs):
-    lengths = np.array([len(s) for s in seqs], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    residues = (np.concatenate([np.asarray(s, np.uint8) for s in seqs]) if seqs
-                else np.zeros(0, np.uint8))
-    return residues.astype(np.uint8), offsets
+    return load_sequences(SPROT_DB)
 
 
 def windows(db, rng, lengths):

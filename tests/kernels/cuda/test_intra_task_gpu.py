@@ -11,25 +11,11 @@ import pytest
 from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
+from tests.helpers import QUERIES, SPROT12071, SPROT196, SPROT_DB, pack
 
 pytestmark = pytest.mark.gpu
 
 NEVER = 1 << 62
-
-
-@pytest.fixture(scope="module")
-def device():
-    from numba import config, cuda
-
-    assert not config.ENABLE_CUDASIM, "the GPU lane needs a real GPU, not the simulator"
-    assert cuda.is_available(), "no CUDA GPU visible"
-    return cuda.get_current_device()
-
-
-def pack(seqs):
-    lengths = np.array([len(s) for s in seqs], np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    return np.concatenate(seqs).astype(np.uint8), offsets
 
 
 def long_subjects(db, lengths, seed):
@@ -59,8 +45,8 @@ def test_intra_kernel_alone_equals_cpu_at_several_delays(device, delay, monkeypa
     from swdask.kernels.cuda.launcher import DeviceSubjects
 
     monkeypatch.setattr(intra_task, "DELAY", delay)
-    queries = load_sequences("tests/data/sprot_queries.fasta")
-    db = load_sequences("tests/data/sprot_db.fasta.gz")
+    queries = load_sequences(QUERIES)
+    db = load_sequences(SPROT_DB)
     scoring = Scoring()
     subjects = DeviceSubjects(db.residues, db.offsets, intra_threshold=1)
     q = [queries.codes(k) for k in range(len(queries))]
@@ -78,11 +64,11 @@ def test_long_subjects_routed_by_length_bit_identical(device, packed):
     passes of a block)."""
     from swdask.backend import score_all_gpu
 
-    db = load_sequences("tests/data/sprot_db.fasta.gz")
-    big = load_sequences("tests/data/sprot12071.fasta.gz")
+    db = load_sequences(SPROT_DB)
+    big = load_sequences(SPROT12071)
     extra = long_subjects(big, [9000, 12000, 16384, 20000, 30000, 35000], seed=7)
     s_res, s_off = pack([db.codes(k) for k in range(len(db))] + extra)
-    pool = load_sequences("tests/data/sprot196.fasta")
+    pool = load_sequences(SPROT196)
     queries = [pool.codes(k) for k in range(0, 196, 14)]
     queries += [big.codes(int(k)) for k in np.argsort(-big.lengths)[:2]]
     q_res, q_off = pack(queries)
@@ -101,8 +87,8 @@ def test_pipelined_top_hits_equal_cpu_ranking(device, monkeypatch):
     from swdask.kernels.cuda import launcher
 
     monkeypatch.setattr(launcher, "BATCH_QUERIES", 2)
-    queries = load_sequences("tests/data/sprot_queries.fasta")
-    db = load_sequences("tests/data/sprot_db.fasta.gz")
+    queries = load_sequences(QUERIES)
+    db = load_sequences(SPROT_DB)
     extra = long_subjects(db, [10000, 15000], seed=3)
     extra.append(np.concatenate([queries.codes(4)] * 50))  # 10,200 residues, high-scoring
     s_res, s_off = pack([db.codes(k) for k in range(len(db))] + extra)

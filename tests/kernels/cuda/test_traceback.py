@@ -2,7 +2,7 @@
 CUDA simulator: the same start cells and the same operations for every pair, on real
 protein and 16S windows, at the boundaries of the kernel's layout (8 rows a lane, 256
 rows a pass), with gaps, ties, X/N letters, scores of 0 and empty rectangles.  The GPU
-lane checks whole search hit lists on a real card (tests/test_gpu.py)."""
+lane checks whole search hit lists on a real card (tests/kernels/cuda/test_traceback_gpu.py)."""
 import numpy as np
 import pytest
 from numba import config
@@ -13,11 +13,12 @@ from swdask.kernels.cpu.traceback import traceback_pair
 from swdask.kernels.cuda import traceback as gpu_traceback
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
+from tests.helpers import RRNA, SPROT_DB
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
 
-PROTEIN = load_sequences("tests/data/sprot_db.fasta.gz")
-DNA = load_sequences("tests/data/16S_200.fna.gz")
+PROTEIN = load_sequences(SPROT_DB)
+DNA = load_sequences(RRNA)
 
 
 def local_end(query, subject, scoring):
