@@ -20,6 +20,7 @@ from swdask.kernels.cpu.reference import align_reference
 from swdask.kernels.cpu.traceback import align_codes
 from swdask.parquet_schemas import LONG_ALIGNMENTS
 from swdask.scoring import Scoring
+from swdask.testing import planted_copy
 from tests.helpers import CHROMOSOME, QUERIES, related_pair, window_codes
 
 
@@ -43,7 +44,7 @@ def test_align_long_traceback_equals_align_codes(cpu_client, monkeypatch):
     codes = window_codes()
     scoring = Scoring(alphabet="dna")
     a = codes[:1500]
-    b, _, _ = la.planted_copy(codes[300:1200], scoring, spacing=60, seed=4)
+    b, _, _ = planted_copy(codes[300:1200], scoring, spacing=60, seed=4)
     b = np.concatenate([codes[5000:5100], b, codes[7000:7061]])
     ref = align_codes(a, b, scoring)
     for tile in (61, 250):
@@ -79,7 +80,7 @@ def test_planted_answer_on_a_chromosome_window(cpu_client):
     codes = window_codes()
     scoring = Scoring(alphabet="dna")
     a = codes[:20_000]
-    b, score, ops = la.planted_copy(a[3000:17_000], scoring, spacing=200, seed=1)
+    b, score, ops = planted_copy(a[3000:17_000], scoring, spacing=200, seed=1)
     r = la.align_long(a, b, scoring=scoring, device="cpu", traceback=True, client=cpu_client)
     assert r.score == score
     assert (r.query_start, r.query_end, r.subject_start, r.subject_end) == (3000, 17_000, 0, len(b))
@@ -171,7 +172,7 @@ def test_cli_align_long(tmp_path, capsys):
     codes = window_codes()
     a_path, b_path = tmp_path / "a.fa", tmp_path / "b.fa"
     a_path.write_text(">win\n" + DNA.decode(codes[:800]) + "\n")
-    b, score, _ = la.planted_copy(codes[200:700], Scoring(alphabet="dna"), spacing=100, seed=2)
+    b, score, _ = planted_copy(codes[200:700], Scoring(alphabet="dna"), spacing=100, seed=2)
     b_path.write_text(">copy mutated\n" + DNA.decode(b) + "\n")
     out, sam = tmp_path / "out.parquet", tmp_path / "out.sam"
     argv = ["align-long", str(a_path), str(b_path), "-o", str(out), "--tile", "128",
@@ -209,7 +210,7 @@ def test_gpu_megabase_planted_answer():
     codes = load_sequences(CHROMOSOME).codes(0)
     scoring = Scoring(alphabet="dna")
     a = codes[:1_000_000]
-    b, score, ops = la.planted_copy(a[200_000:800_000], scoring, spacing=1000, seed=3)
+    b, score, ops = planted_copy(a[200_000:800_000], scoring, spacing=1000, seed=3)
     results = {}
     for device in ("gpu", "both"):
         r = la.align_long(a, b, scoring=scoring, device=device, traceback=device == "gpu")

@@ -19,7 +19,7 @@ from swdask.output import hits_table
 from swdask.parquet_schemas import HITS
 from swdask.scoring import Scoring
 from swdask.jobs.search import SearchStats
-from tests.oracles import python_summary
+from swdask.testing import path_summary
 from tests.helpers import QUERIES, SPROT_DB, read_fasta, write_fasta
 
 DB_RESIDUES = 171_138
@@ -43,7 +43,7 @@ def cigar_ops(cigar):
 
 def cigar_of_path(query, subject, query_start, subject_start, ops, unknown):
     """The CIGAR of a reference path, written independently of the kernels."""
-    return python_summary(query, subject, query_start, subject_start, ops, unknown)[0]
+    return path_summary(query, subject, query_start, subject_start, ops, unknown)[0]
 
 
 @pytest.fixture(scope="module")

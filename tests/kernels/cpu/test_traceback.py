@@ -45,7 +45,7 @@ from swdask.kernels.cpu.traceback import (
     traceback_pair,
 )
 from swdask.scoring import Scoring
-from tests.oracles import python_summary
+from swdask.testing import path_summary
 from tests.helpers import QUERIES, RRNA, SPROT_DB, read_fasta
 
 MODES = tuple(MODE_CODES)
@@ -122,7 +122,7 @@ def test_matches_reference_on_random_pairs(problem):
         # The summary agrees with the obvious one (code 0 plays the unknown residue).
         q, s = np.array(query, np.uint8), np.array(subject, np.uint8)
         cigar, *counts = summarize_path(q, s, got[1], got[3], np.array(got[5], np.uint8), 0)
-        assert (cigar_string(cigar), *counts) == python_summary(
+        assert (cigar_string(cigar), *counts) == path_summary(
             query, subject, got[1], got[3], got[5], 0), label
 
 

@@ -11,24 +11,12 @@ import pytest
 from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
+from swdask.testing import long_subjects
 from tests.helpers import QUERIES, SPROT12071, SPROT196, SPROT_DB, pack
 
 pytestmark = pytest.mark.gpu
 
 NEVER = 1 << 62
-
-
-def long_subjects(db, lengths, seed):
-    """Titin-like subjects: real records concatenated and cut to each length."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for n in lengths:
-        parts, have = [], 0
-        while have < n:
-            parts.append(db.codes(int(rng.integers(len(db)))))
-            have += len(parts[-1])
-        out.append(np.concatenate(parts)[:n].copy())
-    return out
 
 
 def assert_same(got, want, label):
@@ -66,7 +54,8 @@ def test_long_subjects_routed_by_length_bit_identical(device, packed):
 
     db = load_sequences(SPROT_DB)
     big = load_sequences(SPROT12071)
-    extra = long_subjects(big, [9000, 12000, 16384, 20000, 30000, 35000], seed=7)
+    extra = long_subjects(big, [9000, 12000, 16384, 20000, 30000, 35000],
+                          np.random.default_rng(7))
     s_res, s_off = pack([db.codes(k) for k in range(len(db))] + extra)
     pool = load_sequences(SPROT196)
     queries = [pool.codes(k) for k in range(0, 196, 14)]
@@ -89,7 +78,7 @@ def test_pipelined_top_hits_equal_cpu_ranking(device, monkeypatch):
     monkeypatch.setattr(launcher, "BATCH_QUERIES", 2)
     queries = load_sequences(QUERIES)
     db = load_sequences(SPROT_DB)
-    extra = long_subjects(db, [10000, 15000], seed=3)
+    extra = long_subjects(db, [10000, 15000], np.random.default_rng(3))
     extra.append(np.concatenate([queries.codes(4)] * 50))  # 10,200 residues, high-scoring
     s_res, s_off = pack([db.codes(k) for k in range(len(db))] + extra)
     q = [queries.codes(k) for k in range(len(queries))]
@@ -106,3 +95,4 @@ def test_pipelined_top_hits_equal_cpu_ranking(device, monkeypatch):
         np.testing.assert_array_equal(scores[order], all_scores[np.sort(cols)])
         np.testing.assert_array_equal(q_end[order], want[1][k][np.sort(cols)])
         np.testing.assert_array_equal(s_end[order], want[2][k][np.sort(cols)])
+

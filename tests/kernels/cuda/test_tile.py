@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from swdask.jobs import long_align as la
 from swdask.kernels.cpu.tile import grid_lines, matrix_boundaries, score_grid, score_tile
 from swdask.scoring import Scoring
+from swdask.testing import planted_copy
 from tests.helpers import assert_grids_equal, tile_inputs, tiles_one_by_one, window_codes
 
 
@@ -95,7 +95,7 @@ def test_gpu_tile_kernel_matches_cpu_on_a_real_gpu():
     scoring = Scoring(alphabet="dna")
     matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
     a = codes[:12_345]
-    b, _, _ = la.planted_copy(codes[20_000:38_000], scoring, spacing=150, seed=9)
+    b, _, _ = planted_copy(codes[20_000:38_000], scoring, spacing=150, seed=9)
     b = np.concatenate([b, codes[1000:4000]])
     for h, w in [(12_345, len(b)), (257, 513), (4000, 1)]:
         args = (a[:h], b[:w], matrix, 5, 2, *matrix_boundaries(h, w))
