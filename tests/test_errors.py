@@ -22,11 +22,8 @@ from swdask.errors import (
     SwdaskError,
 )
 from swdask.output import write_hits
+from tests.helpers import QUERIES, RRNA, SPROT_DB
 
-DATA = Path(__file__).parent / "data"
-QUERIES = DATA / "sprot_queries.fasta"
-SPROT_DB = DATA / "sprot_db.fasta.gz"
-RRNA = DATA / "16S_200.fna.gz"
 MATRIX_NAMES = "BLOSUM45, BLOSUM50, BLOSUM62, BLOSUM80, BLOSUM90, PAM30, PAM70, PAM250, NUC.4.4"
 
 

@@ -2,10 +2,8 @@
 atomic writes, on hit tables from real searches of the bundled Swiss-Prot data."""
 from __future__ import annotations
 
-import gzip
 import math
 import re
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -22,29 +20,11 @@ from swdask.output import (
     sam_lines,
     write_hits,
 )
+from tests.helpers import QUERIES, SPROT_DB, read_fasta
 
-DATA = Path(__file__).parent / "data"
-QUERIES = DATA / "sprot_queries.fasta"
-SPROT_DB = DATA / "sprot_db.fasta.gz"
 
 ALLOWED = ("std, qseqid, sseqid, pident, length, mismatch, gapopen, qstart, qend, sstart, "
            "send, evalue, bitscore, score, nident, gaps, qlen, slen, cigar")
-
-
-def read_fasta(path):
-    """``{name: sequence}`` in file order, by a plain-Python parser."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    records = {}
-    name = None
-    with opener(path, "rt") as handle:
-        for line in handle:
-            line = line.strip()
-            if line.startswith(">"):
-                name = line[1:].split()[0]
-                records[name] = []
-            elif line:
-                records[name].append(line)
-    return {k: "".join(v) for k, v in records.items()}
 
 
 # -- a strict SAM reader (pysam is not a dependency) ----------------------------------------

@@ -48,7 +48,7 @@ cache it filled.  Cases (``--cases``, comma list, run in this order):
 ``align-long``
     A ``--window`` (1 Mb) window of ``--chromosome`` (default the 40 kb test window, so
     the pair is as long as that file allows) against a planted mutated copy of it (a
-    mutation every 1,000 residues, ``swdask.jobs.long_align.planted_copy`` as in
+    mutation every 1,000 residues, ``swdask.testing.planted_copy`` as in
     ``long_align.py``): ``swdask align-long A.fasta B.fasta -o OUT.parquet --device D``
     (score pass, no traceback); the planted score is checked.  Cells = m x n.
 
@@ -589,8 +589,8 @@ def case_significance(args, runner: Runner, scratch: Path) -> dict:
 def case_align_long(args, runner: Runner, scratch: Path) -> dict:
     """A window of a chromosome against a planted mutated copy of it."""
     import swdask
-    from swdask.jobs import long_align as la
     from swdask.sequences.store import load_sequences
+    from swdask.testing import planted_copy
 
     scoring = swdask.Scoring(alphabet="dna")
     chromosome = load_sequences(args.chromosome).codes(0)
@@ -599,7 +599,7 @@ def case_align_long(args, runner: Runner, scratch: Path) -> dict:
     start = max(0, min(args.window_start, len(chromosome) - window))
     a = chromosome[start:start + window]
     spacing = 150 if args.quick else 1000
-    b, expected, _ = la.planted_copy(a, scoring, spacing=spacing, seed=7)
+    b, expected, _ = planted_copy(a, scoring, spacing=spacing, seed=7)
     a_file = write_fasta(scratch / "long_a.fasta", [("A", scoring.alphabet.decode(a))])
     b_file = write_fasta(scratch / "long_b.fasta", [("B", scoring.alphabet.decode(b))])
     cells = len(a) * len(b)

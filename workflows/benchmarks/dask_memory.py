@@ -15,7 +15,7 @@ Usage (the numbers quoted in README.md)::
     python workflows/benchmarks/dask_memory.py --partitions 4,16,160 --workers 2 \\
         --memory-limit 512MiB --json dask_memory.json
 
-CI smoke-runs it on a few small partitions (tests/test_dask_search.py).
+CI smoke-runs it on a few small partitions (tests/workflows/test_benchmarks.py).
 """
 from __future__ import annotations
 

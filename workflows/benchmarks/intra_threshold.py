@@ -56,6 +56,8 @@ def band_database(db, length, residues, rng, min_real=20):
     """Subjects of ``0.8 * length`` to ``1.25 * length`` residues, about ``residues`` in
     all: real records where there are at least ``min_real``, else concatenated real
     records."""
+    from swdask.testing import long_subjects
+
     lo, hi = int(0.8 * length), int(1.25 * length)
     real = np.flatnonzero((db.lengths >= lo) & (db.lengths <= hi))
     seqs = []
@@ -70,11 +72,7 @@ def band_database(db, length, residues, rng, min_real=20):
         kind = "concatenated"
         while total < residues:
             n = int(rng.integers(lo, hi + 1))
-            parts, have = [], 0
-            while have < n:
-                parts.append(db.codes(int(rng.integers(len(db)))))
-                have += len(parts[-1])
-            seqs.append(np.concatenate(parts)[:n].copy())
+            seqs += long_subjects(db, [n], rng)
             total += n
     return seqs, kind
 
@@ -166,6 +164,7 @@ def main(argv=None):
     from swdask.kernels.cuda.launcher import DeviceSubjects
     from swdask.scoring import Scoring
     from swdask.sequences.store import load_sequences
+    from swdask.testing import long_subjects
 
     if config.ENABLE_CUDASIM:
         name, sms = "CUDA simulator", 0
@@ -232,13 +231,7 @@ def main(argv=None):
 
     # The realistic case: Swiss-Prot plus a few titin-like subjects, 16 queries.
     long_lengths = rng.integers(10_000, 35_001, args.long) if not args.quick else [60] * args.long
-    extra = []
-    for n in long_lengths:
-        parts, have = [], 0
-        while have < n:
-            parts.append(db.codes(int(rng.integers(len(db)))))
-            have += len(parts[-1])
-        extra.append(np.concatenate(parts)[:int(n)].copy())
+    extra = long_subjects(db, long_lengths, rng)
     base = [db.codes(k) for k in range(len(db))] if not args.quick else [
         db.codes(k)[:30] for k in range(10)]
     s_res, s_off = pack(base + extra)

@@ -3,7 +3,7 @@ window of itself, GCUPS of the score pass on GPU, CPU and both, and the tracebac
 
 Default workload (issue 7): A = the whole NCTC 11397 chromosome (2.46 Mb), B = a 1 Mb
 window of it (from 700,000) with a planted mutation every 1,000 residues (substitutions,
-insertions and deletions of 1-3 residues: ``swdask.jobs.long_align.planted_copy``), so the
+insertions and deletions of 1-3 residues: ``swdask.testing.planted_copy``), so the
 best score is known and checked.  GCUPS = m x n / seconds of the score pass (the tile
 DAG, from submission to the best cell, JIT warm-up excluded by a warm-up run).  With
 ``--traceback``: the traceback's seconds (after a warm-up traceback of a tenth of the
@@ -118,6 +118,7 @@ def main(argv=None) -> int:
     from swdask.jobs import long_align as la
     from swdask.kernels.cuda import tile as gpu_tile
     from swdask.sequences.store import load_sequences
+    from swdask.testing import planted_copy
 
     if args.sub_rows:
         gpu_tile.ROWS = args.sub_rows
@@ -137,7 +138,7 @@ def main(argv=None) -> int:
         workload = f"{a_path.name} ({len(a):,}) x {args.b.name} ({len(b):,})"
     else:
         window = a[args.window_start:args.window_start + args.window]
-        b, expected, _ = la.planted_copy(window, scoring, spacing=args.spacing, seed=7)
+        b, expected, _ = planted_copy(window, scoring, spacing=args.spacing, seed=7)
         workload = (f"{a_path.name} ({len(a):,} residues) x a {len(window):,}-residue window of "
                     f"it from {args.window_start:,} with a mutation every {args.spacing} "
                     f"({len(b):,} residues, planted score {expected:,})")

@@ -14,8 +14,7 @@ from .plan import CostModel, plan_tiles
 from .score import client_workers, local_cluster, score_pass
 from .traceback import cpu_grid, gpu_grid, trace_path
 
-__all__ = ["LongAlignment", "align_long", "check_score_range", "planted_copy",
-           "reverse_complement"]
+__all__ = ["LongAlignment", "align_long", "check_score_range", "reverse_complement"]
 
 #: Reachable scores stay this far inside the int32 sentinel of the kernels.
 _SCORE_LIMIT = (1 << 30) - (1 << 20)
@@ -304,67 +303,3 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
 
 
 _rc = reverse_complement
-
-
-def planted_copy(codes, scoring: Scoring, *, spacing: int = 200, seed: int = 0):
-    """A copy of ``codes`` with known substitutions and indels, and its alignment's score.
-
-    Every ``spacing`` residues (none within ``spacing`` of either end) one mutation, in
-    turn: a substitution, an insertion of 1-3 random residues into the copy, a deletion
-    of 1-3 residues from it.  With mutations this sparse in real sequence, the planted
-    alignment of ``codes`` against the copy is the best local one, end to end.
-
-    Parameters
-    ----------
-    codes : numpy.ndarray of uint8
-        DNA codes (ACGT = 0-3).
-    scoring : Scoring
-    spacing : int, default 200
-    seed : int, default 0
-        Seed of the NumPy generator that draws the mutations.
-
-    Returns
-    -------
-    tuple
-        ``(copy, score, ops)``: the mutated copy, the planted alignment's score (by
-        :func:`swdask.kernels.cpu.traceback.rescore`) and its operations.
-
-    Examples
-    --------
-    >>> from swdask.sequences.alphabet import DNA
-    >>> seq = np.random.default_rng(1).integers(0, 4, 1000).astype(np.uint8)
-    >>> copy, score, ops = planted_copy(seq, Scoring(alphabet="dna"), spacing=300)
-    >>> len(copy) != len(seq) or score < 2 * len(seq)
-    True
-    """
-    from ...kernels.cpu.reference import OP_DEL, OP_INS, OP_MATCH
-    from ...kernels.cpu.traceback import rescore
-
-    rng = np.random.default_rng(seed)
-    codes = np.asarray(codes, dtype=np.uint8)
-    pieces, ops = [], []
-    pos = 0
-    for k, site in enumerate(range(spacing, len(codes) - spacing, spacing)):
-        pieces.append(codes[pos:site])
-        ops.append(np.full(site - pos, OP_MATCH, dtype=np.uint8))
-        kind = k % 3
-        if kind == 0:  # substitution
-            pieces.append(np.array([(codes[site] + rng.integers(1, 4)) % 4], dtype=np.uint8))
-            ops.append(np.array([OP_MATCH], dtype=np.uint8))
-            pos = site + 1
-        elif kind == 1:  # insertion into the copy: a gap in the query ('D')
-            size = int(rng.integers(1, 4))
-            pieces.append(rng.integers(0, 4, size).astype(np.uint8))
-            ops.append(np.full(size, OP_DEL, dtype=np.uint8))
-            pos = site
-        else:  # deletion from the copy: a gap in the subject ('I')
-            size = int(rng.integers(1, 4))
-            ops.append(np.full(size, OP_INS, dtype=np.uint8))
-            pos = site + size
-    pieces.append(codes[pos:])
-    ops.append(np.full(len(codes) - pos, OP_MATCH, dtype=np.uint8))
-    copy = np.concatenate(pieces)
-    ops = np.concatenate(ops)
-    score = rescore(codes, copy, 0, 0, ops, np.asarray(scoring.matrix), scoring.gap_open,
-                    scoring.gap_extend)
-    return copy, int(score), ops

@@ -1,0 +1,72 @@
+"""The ``swdask`` command itself (swdask.cli): the version, the installed command and its
+exit, the demo, and a start-up that imports no heavy library."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import swdask
+from swdask.cli import main
+from tests.helpers import N_QUERIES, QUERIES, SPROT_DB
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"swdask {swdask.__version__}\n"
+
+
+def test_installed_demo_command():
+    result = subprocess.run(["swdask", "demo"], capture_output=True, text=True, timeout=300,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"swdask {swdask.__version__} demo:")
+    header = lines[1].split()
+    assert header[:4] == ["query", "subject", "score", "identity"]
+    hits = [line.split() for line in lines[2:] if line.startswith(" ") or line.startswith("sp|")]
+    self_hits = [h for h in hits if len(h) > 3 and h[0] == h[1] and h[3] == "100.0"]
+    assert len(self_hits) >= 1
+    assert any("GCUPS" in line for line in lines)
+
+
+def test_import_loads_no_heavy_library():
+    code = ("import sys, swdask, swdask.cli; "
+            "print(sorted(m for m in ('dask', 'numba', 'pandas', 'pyarrow') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_package_names_stay_functions():
+    """``swdask.search`` is the function even once the module of that name is imported."""
+    import importlib
+
+    for name, module in (("align", "jobs.align"), ("cluster", "cluster"), ("search", "jobs.search"),
+                         ("significance", "jobs.significance")):
+        importlib.import_module(f"swdask.{module}")
+        assert callable(getattr(swdask, name)), name
+    assert "search_in_process" in dir(swdask)
+    with pytest.raises(AttributeError):
+        swdask.no_such_name
+
+
+def test_installed_command_exit_status_and_output(tmp_path):
+    """The command ends its process itself (see ``cli._exit``): statuses and every line
+    of output must come through."""
+    def swdask_cli(*argv):
+        return subprocess.run([sys.executable, "-m", "swdask.cli", *map(str, argv)],
+                              capture_output=True, text=True, timeout=600, check=False)
+
+    done = swdask_cli("--version")
+    assert (done.returncode, done.stdout) == (0, f"swdask {swdask.__version__}\n")
+    done = swdask_cli("search", tmp_path / "missing.fasta", SPROT_DB, "-o", tmp_path / "x.tsv")
+    assert done.returncode == 2
+    assert done.stderr.startswith("swdask: error:") and "missing.fasta" in done.stderr
+    out = tmp_path / "hits.tsv"
+    done = swdask_cli("search", QUERIES, SPROT_DB, "-o", out, "--outfmt", "blast6",
+                      "--max-hits", 1, "--device", "cpu")
+    assert done.returncode == 0, done.stderr
+    assert len(out.read_text().splitlines()) == N_QUERIES
+    assert done.stderr.splitlines()[0] == f"wrote {N_QUERIES} hits to {out} (blast6)"

@@ -1,0 +1,352 @@
+"""The Dask search (swdask.jobs.search) against the single-process engine (search_in_process):
+the same hits on Dask's threads, with 1 and 2 workers, with a worker killed mid-search,
+on a multi-node cluster started here, and with the CUDA kernels in the simulator; GPU
+routing; schema errors."""
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import dask
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from distributed.diagnostics.plugin import WorkerPlugin
+from numba import config
+
+import swdask
+from swdask.cli import main
+from swdask.cluster import shutdown
+from swdask.errors import DeviceError, SchemaError
+from swdask.parquet_schemas import HITS
+from swdask.tables import to_pandas
+from tests.helpers import QUERIES, SPROT_DB
+
+search_module = importlib.import_module("swdask.jobs.search.plan")
+cluster_module = importlib.import_module("swdask.cluster")
+
+
+def same_hits(dask_result: pd.DataFrame, reference: pd.DataFrame) -> None:
+    """Equal hits tables (a computed Dask result has an index per partition)."""
+    pd.testing.assert_frame_equal(dask_result.reset_index(drop=True), reference)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """sprot_db in 15 partitions: a merge tree of two levels."""
+    path = tmp_path_factory.mktemp("dask") / "sprot.store"
+    store = swdask.ingest(SPROT_DB, path, partition_residues=12_000)
+    assert len(store.partitions) == 15
+    return store
+
+
+@pytest.fixture(scope="module")
+def reference(store):
+    return swdask.search_in_process(QUERIES, store, max_hits=10)
+
+
+@pytest.fixture
+def small_batches(monkeypatch):
+    """5 queries per traceback task: the 12 queries make 3 partitions of hits."""
+    monkeypatch.setattr(search_module, "TRACEBACK_QUERIES", 5)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """Queries and a 5-partition store small enough for the CUDA simulator."""
+    folder = tmp_path_factory.mktemp("tiny")
+    source = swdask.load_sequences(SPROT_DB)
+    with open(folder / "db.fasta", "w") as handle:
+        for k in range(14):
+            handle.write(f">{source.names[k]}\n{source.alphabet.decode(source.codes(k))[:24]}\n")
+        handle.write(">self\nMKVLAAGIVGLLLAWHEEGK\n")
+    (folder / "q.fasta").write_text(">q1\nMKVLAAGIVGLLLAWHEEGK\n>q2\nWWHEAGAWGHEE\n")
+    store = swdask.ingest(folder / "db.fasta", folder / "db.store", partition_residues=80)
+    assert len(store.partitions) == 5
+    return folder / "q.fasta", store
+
+
+# -- the Dask flow on Dask's threads -------------------------------------------------------
+
+
+def test_result_is_lazy_with_the_hits_schema(store, small_batches):
+    hits = swdask.search(QUERIES, store, max_hits=10)
+    assert hits.npartitions == 3
+    assert list(hits.columns) == HITS.names
+    meta = to_pandas(HITS.empty_table())
+    assert hits.dtypes.to_dict() == meta.dtypes.to_dict()
+    names = {key[0] if isinstance(key, tuple) else key for key in hits.__dask_graph__()}
+    assert sum(1 for name in names if "swdask_score_cpu" in name) == 1  # one layer of 15 tasks
+    assert any(name.startswith("merge_candidates") for name in names)
+    assert any(name.startswith("traceback_batch") for name in names)
+
+
+def test_threads_give_the_in_process_hits_and_stats(store, reference, small_batches):
+    hits, stats = swdask.search(QUERIES, store, max_hits=10, return_stats=True)
+    table, stats = dask.compute(hits, stats)
+    same_hits(table, reference)
+    query_residues = int(swdask.load_sequences(QUERIES).lengths.sum())
+    assert stats.cells == query_residues * store.n_residues
+    assert (stats.n_queries, stats.n_subjects, stats.n_hits) == (12, 400, len(reference))
+    assert (stats.workers, stats.device) == (1, "cpu")
+    assert 0 < stats.score_seconds and 0 < stats.traceback_seconds
+    assert stats.kernel_gcups > 0 and stats.gcups > 0
+
+
+@pytest.mark.parametrize("options", [
+    {"max_hits": 3, "min_score": 40},
+    {"mode": "global", "max_hits": 4},
+    {"mode": "semiglobal", "scoring": swdask.Scoring("BLOSUM50", gap_open=13, gap_extend=2),
+     "max_hits": 2},
+    {"evalue": 1.0},
+], ids=["min_score", "global", "semiglobal", "evalue"])
+def test_options_give_the_in_process_hits(store, options):
+    queries = swdask.load_sequences(QUERIES).take(range(4))
+    same_hits(swdask.search(queries, store, **options).compute(),
+              swdask.search_in_process(queries, store, **options))
+
+
+def test_ties_across_the_merge_tree(tmp_path, monkeypatch):
+    """Identical subjects in many partitions, merged two by two: database order wins."""
+    monkeypatch.setattr(search_module, "MERGE_FAN_IN", 2)
+    rng = np.random.default_rng(7)
+    target = "MKVLAWQERTYIPASDFGHKLCVNM"
+    with open(tmp_path / "ties.fasta", "w") as handle:
+        for k in range(40):
+            seq = target if k % 5 == 2 else "".join(rng.choice(list("ACDEFGHIKLMNPQRSTVWY"), 30))
+            handle.write(f">s{k}\n{seq}\n")
+    store = swdask.ingest(tmp_path / "ties.fasta", tmp_path / "ties.store", partition_residues=30)
+    assert len(store.partitions) > 20
+    found = swdask.search({"q": target}, store, max_hits=3).compute()
+    assert found["subject_id"].tolist() == [2, 7, 12]
+    same_hits(found, swdask.search_in_process({"q": target}, store, max_hits=3))
+
+
+def test_fasta_database_store_lives_as_long_as_the_result(tmp_path, monkeypatch):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    hits = swdask.search({"q": "MKVLAWQERTYIPAS"}, SPROT_DB, max_hits=2)
+    assert len(list(scratch.iterdir())) == 1
+    first = hits.compute()
+    same_hits(hits.compute(), first)  # computed twice: the store is still there
+    del hits
+    gc.collect()
+    assert list(scratch.iterdir()) == []
+
+
+def test_a_partition_that_does_not_match_its_schema(tmp_path):
+    store = swdask.ingest(SPROT_DB, tmp_path / "bad.store", partition_residues=50_000)
+    path = store.files[1]
+    table = pq.read_table(path)
+    lengths = pa.array([str(n) for n in table.column("length").to_pylist()])
+    pq.write_table(table.set_column(3, "length", lengths), path)
+    hits = swdask.search({"q": "MKVLAWQERTYIPAS"}, store)  # lazy: nothing read yet
+    with pytest.raises(SchemaError, match=f"^{path}: column 'length' has type string, "
+                       "expected int32$"):
+        hits.compute()
+    pq.write_table(table.drop_columns(["residues"]), path)
+    with pytest.raises(SchemaError, match=f"^{path}: column 'residues' is missing"):
+        hits.compute()
+
+
+@pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
+def test_search_device_gpu_in_the_simulator_matches_cpu(tmp_path):
+    """``search(device="gpu")`` runs the CUDA kernels (here simulated): identical hits."""
+    queries = {"q1": "MKVLAAGIVGLLLAWHEEGK", "q2": "WWHEAGAWGHEE"}
+    db = tmp_path / "db.fasta"
+    source = swdask.load_sequences(SPROT_DB)
+    with open(db, "w") as handle:
+        for k in range(12):
+            seq = source.alphabet.decode(source.codes(k))[:25]
+            handle.write(f">{source.names[k]}\n{seq}\n")
+        handle.write(">self\nMKVLAAGIVGLLLAWHEEGK\n")
+    cpu = swdask.search(queries, db, device="cpu", max_hits=5).compute()
+    gpu, stats = dask.compute(*swdask.search(queries, db, device="gpu", max_hits=5,
+                                             return_stats=True))
+    assert stats.device == "gpu"
+    assert cpu.equals(gpu)
+
+
+def test_cli_device_gpu_in_the_simulator_matches_cpu(tiny, tmp_path, capsys):
+    queries, store = tiny
+    tables = {}
+    for device in ("cpu", "gpu"):
+        out = tmp_path / f"{device}.parquet"
+        assert main(["search", str(queries), str(store.path), "-o", str(out), "--device", device,
+                     "--max-hits", "4", "--quiet"]) == 0, capsys.readouterr().err
+        tables[device] = pq.read_table(out)
+    assert tables["gpu"].num_rows == 8
+    assert tables["gpu"].equals(tables["cpu"])
+    hits, stats = swdask.search(queries, store, device="gpu", max_hits=4, return_stats=True)
+    table, stats = dask.compute(hits, stats)
+    assert stats.device == "gpu"
+    assert pa.Table.from_pandas(table, schema=HITS, preserve_index=False).equals(tables["cpu"])
+
+
+def test_gpu_score_tasks_are_routed_by_their_keys(tiny):
+    queries, store = tiny
+    graph = swdask.search(queries, store, device="gpu").__dask_graph__()
+    routed = {key for key in graph if swdask.gpu_resources(key)}
+    assert len(routed) == 5  # the score tasks, one per partition, and nothing else
+    assert all(key[1] in range(5) for key in routed)
+    cpu_graph = swdask.search(queries, store, device="cpu").__dask_graph__()
+    assert not any(swdask.gpu_resources(key) for key in cpu_graph)
+
+
+# -- on clusters ---------------------------------------------------------------------------
+
+
+def test_device_gpu_needs_a_worker_that_sees_one(monkeypatch, store):
+    import swdask.backend
+    from distributed import Client, LocalCluster
+
+    monkeypatch.setattr(swdask.backend, "gpu_available", lambda: False)
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as local, \
+            Client(local):
+        with pytest.raises(DeviceError, match=r"no worker of the Dask cluster at \S+ sees "
+                           r"a CUDA GPU \(1 worker\(s\)\)"):
+            swdask.search(QUERIES, store, device="gpu")
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A LocalCluster of 2 worker processes (the workers inherit the CUDA simulator)."""
+    client = swdask.cluster(2, device="cpu", dashboard_address=":0")
+    yield client
+    shutdown(client)
+
+
+def _scheduler_idle(client, timeout=30.0):
+    """Wait until the scheduler has forgotten every task of earlier computations, so that
+    the next one recomputes its score tasks instead of reusing results held elsewhere."""
+    deadline = time.monotonic() + timeout
+    while client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)):
+        assert time.monotonic() < deadline, "the scheduler kept tasks of a finished search"
+        time.sleep(0.05)
+
+
+def test_one_and_two_workers_give_the_in_process_hits(client, store, reference, small_batches):
+    workers = sorted(client.scheduler_info()["workers"])
+    assert len(workers) == 2
+    hits, stats = swdask.search(QUERIES, store, max_hits=10, return_stats=True)
+    _scheduler_idle(client)
+    table, found = client.gather(client.compute([hits, stats], workers=[workers[0]]))
+    same_hits(table, reference)
+    assert found.workers == 1 and found.n_hits == len(reference)
+    # Where the scheduler puts 15 score tasks is its own choice: on a loaded 2-core machine
+    # one worker can take them all.  Each try must give the same hits; one of a few tries
+    # must have spread the score tasks over both workers.
+    used = []
+    for _ in range(5):
+        _scheduler_idle(client)
+        table, found = client.gather(client.compute([hits, stats]))
+        same_hits(table, reference)
+        assert found.n_hits == len(reference)
+        used.append(found.workers)
+        if found.workers == 2:
+            break
+    assert used[-1] == 2, f"score tasks never ran on both workers: {used}"
+    table, found = cluster_module.compute(hits, stats, client=client)  # what the CLI runs
+    same_hits(table, reference)
+
+
+class KillOnce(WorkerPlugin):
+    """Kills its worker process right after its second score task, once per marker file."""
+
+    name = "swdask-test-kill-once"
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+        self.scored = 0
+
+    def setup(self, worker):
+        self.scored = 0
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish != "memory" or "swdask_score" not in str(key):
+            return
+        self.scored += 1
+        if self.scored == 2:
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
+            os._exit(1)
+
+
+def test_a_worker_killed_mid_search_changes_nothing(client, store, reference, tmp_path,
+                                                     small_batches):
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    marker = tmp_path / "killed"
+    client.register_plugin(KillOnce(marker))
+    try:
+        before = set(client.scheduler_info()["workers"])
+        table = swdask.search(QUERIES, store, max_hits=10).compute()
+        assert marker.exists()  # a worker died after finishing two of the 15 score tasks
+        same_hits(table, reference)
+    finally:
+        client.unregister_worker_plugin(KillOnce.name)
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    client.wait_for_workers(2, timeout=120)
+    assert set(client.scheduler_info()["workers"]) != before  # the nanny started a new one
+
+
+# -- multi-node, as workflows/multinode.md does it -------------------------------------------
+
+
+def _start(*argv, env=None):
+    return subprocess.Popen([sys.executable, "-m", "dask", *argv], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_multinode_recipe_routes_gpu_tasks(tiny, tmp_path, capsys):
+    """A scheduler, a "GPU" worker (the simulator, GPU=1) and a CPU worker whose
+    processes cannot run CUDA kernels: ``--device gpu`` works only if every score task
+    goes to the GPU worker."""
+    from distributed import Client
+
+    queries, store = tiny
+    scheduler_file = tmp_path / "scheduler.json"
+    processes = [_start("scheduler", "--host", "127.0.0.1", "--port", "0", "--dashboard-address",
+                        ":0", "--scheduler-file", str(scheduler_file))]
+    try:
+        deadline = time.monotonic() + 60
+        while not scheduler_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        address = json.loads(scheduler_file.read_text())["address"]
+        worker = ("worker", address, "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1")
+        processes.append(_start(*worker, "--resources", "GPU=1",
+                                env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}))
+        processes.append(_start(*worker, env={**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}))
+        with Client(address, set_as_default=False) as watcher:
+            watcher.wait_for_workers(2, timeout=120)
+        outputs = {}
+        for name, options in (("cluster", ["--scheduler", address, "--device", "gpu"]),
+                              ("local", ["--device", "cpu"])):
+            outputs[name] = tmp_path / f"{name}.parquet"
+            status = main(["search", str(queries), str(store.path), "-o", str(outputs[name]),
+                           "--max-hits", "4", *options])
+            assert status == 0, capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert f"dask dashboard: http://127.0.0.1:" in err
+        assert "on gpu, 1 worker(s)" in err
+        assert pq.read_table(outputs["cluster"]).equals(pq.read_table(outputs["local"]))
+        with Client(address, set_as_default=False) as watcher:
+            assert len(watcher.scheduler_info()["workers"]) == 2  # both still there
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=60)

@@ -1,0 +1,287 @@
+"""Tests of swdask.search_in_process (the single-process engine, the reference of the Dask
+search): the hits table, ranking, scores checked against the reference kernel, input
+forms, partitions, threads and statistics.  tests/jobs/search/test_dask.py checks that
+swdask.search gives the same hits."""
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import swdask
+from swdask.kernels.cpu.reference import OP_DEL, OP_INS, OP_MATCH, align_reference, score_reference
+from swdask.kernels.cpu.traceback import rescore
+from swdask.output import hits_table
+from swdask.parquet_schemas import HITS
+from swdask.scoring import Scoring
+from swdask.jobs.search import SearchStats
+from swdask.testing import path_summary
+from tests.helpers import QUERIES, SPROT_DB, read_fasta, write_fasta
+
+DB_RESIDUES = 171_138
+SEED = 20240501
+
+_CIGAR = re.compile(r"(\d+)([=XID])")
+
+
+def parse_cigar(cigar):
+    """``[(count, letter)]`` of a CIGAR; the whole string must parse."""
+    runs = [(int(n), op) for n, op in _CIGAR.findall(cigar)]
+    assert "".join(f"{n}{op}" for n, op in runs) == cigar, cigar
+    return runs
+
+
+def cigar_ops(cigar):
+    """Path operations (reference codes) of a CIGAR: ``=``/``X`` -> match, ``I``, ``D``."""
+    code = {"=": OP_MATCH, "X": OP_MATCH, "I": OP_INS, "D": OP_DEL}
+    return [code[op] for n, op in parse_cigar(cigar) for _ in range(n)]
+
+
+def cigar_of_path(query, subject, query_start, subject_start, ops, unknown):
+    """The CIGAR of a reference path, written independently of the kernels."""
+    return path_summary(query, subject, query_start, subject_start, ops, unknown)[0]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return swdask.ingest(SPROT_DB, tmp_path_factory.mktemp("search") / "sprot.store")
+
+
+@pytest.fixture(scope="module")
+def result(store):
+    return swdask.search_in_process(QUERIES, store, return_stats=True)
+
+
+@pytest.fixture(scope="module")
+def hits(result):
+    return result[0]
+
+
+@pytest.fixture(scope="module")
+def sequences():
+    """Residue codes by name (queries and database) and the database's codes by seq_id."""
+    queries = swdask.load_sequences(QUERIES)
+    database = swdask.load_sequences(SPROT_DB)
+    by_name = {name: database.codes(k) for k, name in enumerate(database.names)}
+    by_name.update({name: queries.codes(k) for k, name in enumerate(queries.names)})
+    by_id = {int(i): database.codes(k) for k, i in enumerate(database.seq_id)}
+    return by_name, by_id
+
+
+# -- the table ----------------------------------------------------------------------------
+
+
+def test_frame_matches_hits_schema(hits):
+    assert isinstance(hits, pd.DataFrame)
+    assert list(hits.columns) == HITS.names
+    # pandas' nullable dtypes (swdask.tables): nulls stay nulls, integers keep their width
+    assert (hits.dtypes["query"], hits.dtypes["score"], hits.dtypes["evalue"],
+            hits.dtypes["query_id"]) == (pd.StringDtype(), pd.Int32Dtype(), pd.Float64Dtype(),
+                                         pd.Int64Dtype())
+    assert pa.Table.from_pandas(hits, schema=HITS, preserve_index=False).schema.equals(HITS)
+    assert hits_table(hits).schema.equals(HITS)
+    plain = pa.Table.from_pandas(hits, preserve_index=False).schema
+    # pandas' string dtype converts to large_string: the same column, the wider offsets.
+    widen = {pa.string(): pa.large_string()}
+    assert [(f.name, f.type) for f in plain] == [(f.name, widen.get(f.type, f.type)) for f in HITS]
+    assert not hits.isna().any().any()  # BLOSUM62 11/1, local: BLAST's statistics apply
+    assert (hits["evalue"] >= 0).all() and (hits["bitscore"] > 0).all()
+
+
+def test_hits_are_ranked(hits):
+    names = list(read_fasta(QUERIES))
+    assert list(dict.fromkeys(hits["query"])) == names  # queries in input order
+    for query_id, group in hits.groupby("query_id", sort=False):
+        assert set(group["query"]) == {names[query_id]}
+        assert group["rank"].tolist() == list(range(1, len(group) + 1))
+        assert 1 <= len(group) <= 50
+        rows = list(zip(group["score"], group["subject_id"]))
+        for (s1, id1), (s2, id2) in zip(rows, rows[1:]):
+            assert s1 > s2 or (s1 == s2 and id1 < id2), (names[query_id], rows)
+        assert group["subject_id"].is_unique
+    assert (hits["score"] >= 1).all()  # local: score 0 is no alignment
+
+
+def test_cigars_rescore_and_agree_with_counts(hits, sequences):
+    by_name, _ = sequences
+    scoring = Scoring()
+    matrix, unknown = scoring.matrix, scoring.alphabet.unknown_code
+    for row in hits.itertuples(index=False):
+        q, s = by_name[row.query], by_name[row.subject]
+        runs = parse_cigar(row.cigar)
+        count = {op: sum(n for n, o in runs if o == op) for op in "=XID"}
+        assert row.query_end - row.query_start == count["="] + count["X"] + count["I"]
+        assert row.subject_end - row.subject_start == count["="] + count["X"] + count["D"]
+        assert 0 <= row.query_start < row.query_end <= row.query_length == len(q)
+        assert 0 <= row.subject_start < row.subject_end <= row.subject_length == len(s)
+        assert row.align_length == sum(count.values())
+        assert row.mismatches == count["X"]
+        assert row.gap_opens == sum(1 for _, op in runs if op in "ID")
+        assert row.identity == count["="] / row.align_length
+        ops = cigar_ops(row.cigar)
+        assert rescore(q, s, row.query_start, row.subject_start, ops, matrix, 11, 1) == row.score
+        assert cigar_of_path(q, s, row.query_start, row.subject_start, ops, unknown) == row.cigar
+        # a local alignment starts and ends on aligned columns
+        assert runs[0][1] in "=X" and runs[-1][1] in "=X"
+
+
+def test_scores_and_paths_equal_the_reference(hits, sequences):
+    by_name, _ = sequences
+    scoring = Scoring()
+    matrix = scoring.matrix.tolist()
+    small = hits[hits["query_length"] * hits["subject_length"] <= 60_000]
+    rng = random.Random(SEED)
+    sample = rng.sample(range(len(small)), 12)
+    for k in sample:
+        row = small.iloc[k]
+        q, s = by_name[row["query"]], by_name[row["subject"]]
+        score, qs, qe, ss, se, ops = align_reference(q.tolist(), s.tolist(), matrix, 11, 1)
+        where = (row["query"], row["subject"])
+        assert (score, qs, qe, ss, se) == (row["score"], row["query_start"], row["query_end"],
+                                           row["subject_start"], row["subject_end"]), where
+        assert cigar_of_path(q, s, qs, ss, ops, scoring.alphabet.unknown_code) == row["cigar"], where
+
+
+@pytest.mark.parametrize("mode, scoring", [
+    ("local", Scoring()),
+    ("semiglobal", Scoring("BLOSUM50", gap_open=13, gap_extend=2)),
+])
+def test_top_hits_equal_brute_force(tmp_path, mode, scoring):
+    """Search 2 queries against 60 database records; rank every pair with the reference."""
+    queries = read_fasta(QUERIES)
+    picked_queries = {name: queries[name] for name in ("sp|Q6GZU6|030R_FRG3G", "sp|Q197D0|030L_IIV3")}
+    if mode != "local":
+        picked_queries.pop("sp|Q197D0|030L_IIV3")  # keep the slow oracle quick
+    records = list(read_fasta(SPROT_DB).items())
+    rng = random.Random(SEED)
+    short = [k for k, (name, seq) in enumerate(records) if len(seq) <= 300
+             and name != "sp|Q197D0|030L_IIV3"]
+    chosen = sorted(rng.sample(short, 59) + [next(k for k, (n, _) in enumerate(records)
+                                                  if n == "sp|Q197D0|030L_IIV3")])
+    subset = [records[k] for k in chosen]
+    database = write_fasta(tmp_path / "subset.fasta", subset)
+    max_hits = 10
+    found = swdask.search_in_process(picked_queries, database, scoring=scoring, mode=mode, max_hits=max_hits)
+    alphabet = scoring.alphabet
+    matrix = scoring.matrix.tolist()
+    for name, seq in picked_queries.items():
+        q = alphabet.encode(seq).tolist()
+        scored = []
+        for index, (subject, s_seq) in enumerate(subset):
+            score, _, _ = score_reference(q, alphabet.encode(s_seq).tolist(), matrix,
+                                          scoring.gap_open, scoring.gap_extend, mode)
+            if mode != "local" or score >= 1:
+                scored.append((-score, index, subject))
+        expected = [(subject, -neg) for neg, _, subject in sorted(scored)[:max_hits]]
+        mine = found[found["query"] == name]
+        assert list(zip(mine["subject"], mine["score"])) == expected, (name, mode)
+
+
+def test_ties_are_broken_by_subject_id(tmp_path):
+    """Identical subjects spread over many partitions: the first ones in input order win."""
+    rng = random.Random(SEED)
+    target = "MKVLAWQERTYIPASDFGHKLCVNM"
+    records = []
+    for k in range(40):
+        if k % 5 == 2:
+            records.append((f"copy{k}", target))
+        else:
+            records.append((f"other{k}", "".join(rng.choice("ACDEFGHIKLMNPQRSTVWY")
+                                                 for _ in range(rng.randint(20, 40)))))
+    database = write_fasta(tmp_path / "ties.fasta", records)
+    store = swdask.ingest(database, tmp_path / "ties.store", partition_residues=30)
+    assert len(store.partitions) > 10
+    found = swdask.search_in_process({"q": target}, store, max_hits=3)
+    assert found["subject"].tolist() == ["copy2", "copy7", "copy12"]
+    assert found["subject_id"].tolist() == [2, 7, 12]
+    assert found["score"].nunique() == 1
+
+
+# -- input forms, partitions, workers -----------------------------------------------------
+
+
+def test_queries_as_dict_and_list(store, tmp_path):
+    picked = list(read_fasta(QUERIES).items())[:4]
+    from_file = swdask.search_in_process(write_fasta(tmp_path / "q.fasta", picked), store, max_hits=5)
+    from_dict = swdask.search_in_process(dict(picked), store, max_hits=5)
+    pd.testing.assert_frame_equal(from_dict, from_file)
+    from_list = swdask.search_in_process([seq for _, seq in picked], store, max_hits=5)
+    renamed = {f"query_{k + 1}": name for k, (name, _) in enumerate(picked)}
+    assert set(from_list["query"]) == set(renamed)
+    from_list["query"] = from_list["query"].map(renamed).astype(from_file["query"].dtype)
+    pd.testing.assert_frame_equal(from_list, from_file)
+
+
+def test_store_and_fasta_database_agree(hits, store):
+    pd.testing.assert_frame_equal(swdask.search_in_process(QUERIES, SPROT_DB), hits)
+    opened = swdask.SequenceStore.open(store.path)
+    pd.testing.assert_frame_equal(swdask.search_in_process(QUERIES, opened), hits)
+
+
+def test_threads_do_not_change_the_result(store):
+    one = swdask.search_in_process(QUERIES, store, threads=1, max_hits=20)
+    two = swdask.search_in_process(QUERIES, store, threads=2, max_hits=20)
+    pd.testing.assert_frame_equal(one, two)
+
+
+def test_many_partitions_give_the_one_partition_result(hits, store, tmp_path):
+    assert len(store.partitions) == 1
+    many = swdask.ingest(SPROT_DB, tmp_path / "many.store", partition_residues=4_000)
+    assert len(many.partitions) > 20
+    pd.testing.assert_frame_equal(swdask.search_in_process(QUERIES, many), hits)
+
+
+def test_global_mode_has_no_score_floor(store):
+    found = swdask.search_in_process({"q": "MKVLAWQERT"}, store, mode="global", max_hits=400)
+    assert len(found) == 400  # every subject, however negative
+    assert (found["query_start"] == 0).all() and (found["query_end"] == 10).all()
+    assert (found["subject_end"] == found["subject_length"]).all()
+    assert (found["score"] < 0).any()
+
+
+def test_min_score_filters(hits, store):
+    found = swdask.search_in_process(QUERIES, store, min_score=70)
+    pd.testing.assert_frame_equal(found, hits[hits["score"] >= 70].reset_index(drop=True))
+
+
+def test_evalue_filters_and_ranks_what_it_keeps(hits, store):
+    found = swdask.search_in_process(QUERIES, store, evalue=1.0)
+    kept = hits[hits["evalue"] <= 1.0].reset_index(drop=True)
+    assert 0 < len(kept) < len(hits)
+    ranks = kept.groupby("query_id", sort=False).cumcount() + 1
+    assert (found["rank"].to_numpy() == ranks.to_numpy()).all()
+    pd.testing.assert_frame_equal(found.drop(columns="rank"), kept.drop(columns="rank"))
+
+
+def test_no_evalues_outside_local_mode(store):
+    found = swdask.search_in_process({"q": "MKVLAWQERT"}, store, mode="semiglobal", max_hits=3)
+    assert found["evalue"].isna().all() and found["bitscore"].isna().all()
+    with pytest.raises(ValueError, match="^evalue applies to local alignments, not to mode "
+                       "'semiglobal'$"):
+        swdask.search_in_process({"q": "MKVLAWQERT"}, store, mode="semiglobal", evalue=1e-3)
+
+
+# -- statistics ---------------------------------------------------------------------------
+
+
+def test_stats(result):
+    hits, stats = result
+    assert isinstance(stats, SearchStats)
+    query_residues = sum(len(seq) for seq in read_fasta(QUERIES).values())
+    assert query_residues == 4_276
+    assert stats.cells == query_residues * DB_RESIDUES
+    assert (stats.n_queries, stats.n_subjects, stats.n_hits) == (12, 400, len(hits))
+    assert stats.workers >= 1
+    assert 0 <= stats.score_seconds <= stats.total_seconds
+    assert 0 <= stats.traceback_seconds <= stats.total_seconds
+    assert stats.gcups > 0 and stats.kernel_gcups >= stats.gcups
+    assert np.isclose(stats.gcups, stats.cells / stats.total_seconds / 1e9)
+
+
+def test_without_stats_returns_the_frame_only(store):
+    found = swdask.search_in_process({"q": "MKVLAWQERT"}, store, max_hits=2)
+    assert isinstance(found, pd.DataFrame)

@@ -1,0 +1,253 @@
+"""The CUDA kernel room (kernels/cuda/compile.py): entries, keys, concurrency, bounds,
+rendered files, declared signatures (CI: storage and the simulator; the GPU lane checks
+that a second process loads without compiling, tests/kernels/cuda/test_compile_gpu.py)."""
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swdask.kernels.cuda import compile as room
+
+KEY = "a" * 64
+
+
+def entry(tmp_path, payload=b"cubin" * 1000, key=KEY, name="k-1.nbk"):
+    path = tmp_path / name
+    room.write_atomic(path, room.entry_bytes(key, "(int32,)", payload))
+    return path
+
+
+def test_entry_round_trip(tmp_path):
+    path = entry(tmp_path)
+    assert room.read_entry(path, KEY) == ("(int32,)", b"cubin" * 1000)
+    assert path.exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "garbage", "empty", "foreign"])
+def test_damaged_or_foreign_entry_is_deleted_not_trusted(tmp_path, damage):
+    path = entry(tmp_path)
+    data = path.read_bytes()
+    key = KEY
+    if damage == "truncated":
+        path.write_bytes(data[:-7])
+    elif damage == "flipped":
+        path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    elif damage == "garbage":
+        path.write_bytes(os.urandom(300))
+    elif damage == "empty":
+        path.write_bytes(b"")
+    else:  # written for another kernel, toolchain or device
+        key = "b" * 64
+    assert room.read_entry(path, key) is None
+    assert not path.exists()
+
+
+def test_missing_entry_is_a_miss(tmp_path):
+    assert room.read_entry(tmp_path / "none.nbk", KEY) is None
+
+
+def test_concurrent_writers_never_expose_a_partial_entry(tmp_path):
+    """Threads rewrite one entry (a large payload each) while a reader reads it: every
+    read is complete and valid, and no temporary file is left."""
+    path = tmp_path / "shared.nbk"
+    payloads = [bytes([k]) * 2_000_000 for k in range(6)]
+    stop = threading.Event()
+    seen, bad = set(), []
+
+    def read():
+        while not stop.is_set():
+            got = room.read_entry(path, KEY)
+            if got is not None:
+                if got[1] not in payloads:
+                    bad.append(len(got[1]))
+                seen.add(got[1][:1])
+
+    def write(payload):
+        for _ in range(5):
+            room.write_atomic(path, room.entry_bytes(KEY, "(int32,)", payload))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    writers = [threading.Thread(target=write, args=(p,)) for p in payloads]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    stop.set()
+    reader.join()
+    assert not bad
+    assert seen  # the reader did see entries
+    assert room.read_entry(path, KEY)[1] in payloads
+    assert [p.name for p in tmp_path.iterdir()] == ["shared.nbk"]
+
+
+def test_concurrent_writer_processes(tmp_path):
+    """Four processes write the same entry at once (as four Dask workers that compiled
+    the same kernel would): the entry that remains is one of theirs, whole."""
+    script = ("import sys; from pathlib import Path; from swdask.kernels.cuda import compile as r\n"
+              "p = Path(sys.argv[1]); b = bytes([int(sys.argv[2])]) * 3_000_000\n"
+              "for _ in range(20): r.write_atomic(p, r.entry_bytes(sys.argv[3], 's', b))\n")
+    path = tmp_path / "e.nbk"
+    children = [subprocess.Popen([sys.executable, "-c", script, str(path), str(k), KEY])
+                for k in range(4)]
+    assert [c.wait(timeout=120) for c in children] == [0, 0, 0, 0]
+    _, payload = room.read_entry(path, KEY)
+    assert len(payload) == 3_000_000 and len(set(payload)) == 1 and payload[0] in range(4)
+    assert [p.name for p in tmp_path.iterdir()] == ["e.nbk"]
+
+
+def test_prune_keeps_the_most_recently_used_within_the_bound(tmp_path):
+    now = time.time()
+    for k in range(10):
+        path = entry(tmp_path, payload=bytes(100_000), name=f"k{k}-x.nbk")
+        os.utime(path, (now - 1000 + k, now - 1000 + k))
+    stale = tmp_path / ".k0-x.nbk.1.2.tmp"
+    stale.write_bytes(b"x")
+    os.utime(stale, (now - 7200, now - 7200))
+    fresh = tmp_path / ".k1-x.nbk.1.2.tmp"  # a writer may still be busy with it
+    fresh.write_bytes(b"x")
+    removed = room.prune(tmp_path, limit=500_000)
+    left = sorted(p.name for p in tmp_path.glob("*.nbk"))
+    assert sum((tmp_path / name).stat().st_size for name in left) <= 0.75 * 500_000
+    assert left == [f"k{k}-x.nbk" for k in range(10 - len(left), 10)]  # newest kept
+    assert not stale.exists() and fresh.exists()
+    assert removed == 10 - len(left) + 1
+    assert room.prune(tmp_path, limit=10**9) == 0  # under the bound: nothing goes
+
+
+def test_the_bound_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv(room.ENV_MAX_MB, "2")
+    assert room.max_bytes() == 2 * 2**20
+    monkeypatch.delenv(room.ENV_MAX_MB)
+    assert room.max_bytes() == room.DEFAULT_MAX_MB * 2**20
+
+
+def test_cache_folder_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(room.ENV_CACHE_DIR, str(tmp_path))
+    assert room.kernel_dir() == tmp_path / "cuda"
+    monkeypatch.delenv(room.ENV_CACHE_DIR)
+    assert room.kernel_dir().parts[-2:] == ("swdask", "cuda")
+
+
+@pytest.mark.parametrize("change", ["source", "constant", "link", "option", "name"])
+def test_identity_covers_what_changes_the_machine_code(change):
+    base = dict(kind="family", name="k", source="def kernel(a):\n    a[0] = U1\n",
+                namespace={"U1": np.uint32(1), "cuda": np}, link=("int f();",),
+                options={"fastmath": False})
+    other = dict(base)
+    if change == "source":
+        other["source"] = base["source"].replace("a[0]", "a[1]")
+    elif change == "constant":
+        other["namespace"] = {"U1": np.uint32(2), "cuda": np}
+    elif change == "link":
+        other["link"] = ("int g();",)
+    elif change == "option":
+        other["options"] = {"fastmath": True}
+    else:
+        other["name"] = "k2"
+    assert room.identity_text(**base) == room.identity_text(**dict(base))
+    assert room.identity_text(**base) != room.identity_text(**other)
+
+
+def test_an_edit_to_any_kernel_module_changes_the_digest(tmp_path):
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "device.py").write_text("X = 1\n")
+    (tmp_path / "cuda.py").write_text("Y = 1\n")
+    before = room.kernels_digest(tmp_path)
+    assert room.kernels_digest(tmp_path) == before
+    (tmp_path / "cpu" / "device.py").write_text("X = 2\n")
+    assert room.kernels_digest(tmp_path) != before
+    assert len(room.kernels_digest()) == 64  # the installed package's
+
+
+def test_rendered_kernel_runs_from_a_real_file_and_dumps(monkeypatch, tmp_path):
+    monkeypatch.setenv(room.ENV_DUMP, str(tmp_path / "dump"))
+    monkeypatch.setattr(room, "_KERNELS", {})
+    kernel = room.get_kernel("inter_task_dpx", rows=3, group=2, alphabet=5, threads=32)
+    path = kernel.py_func.__code__.co_filename
+    assert os.path.isfile(path) and path.startswith(str(room.kernel_dir()))
+    dumped = tmp_path / "dump" / "inter_task_dpx-R3-G2-A5-T32.py"
+    assert dumped.read_text() == Path(path).read_text()
+    assert dumped.read_text().startswith("def kernel(")
+    assert room.get_kernel("inter_task_dpx", rows=3, group=2, alphabet=5, threads=32) is kernel
+
+
+def test_unknown_family_names_the_choices():
+    with pytest.raises(ValueError, match="unknown kernel family 'nope'; expected one of "
+                                         "all_pairs, inter_task, inter_task_dpx, intra_task, tile"):
+        room.get_kernel("nope")
+
+
+def test_declared_signatures_are_what_the_launchers_pass(monkeypatch):
+    """Kernels built ahead of time are compiled for the declared argument types; a launch
+    with other types would compile again.  Launch every family through its real launcher
+    in the simulator and compare."""
+    from swdask.backend import score_all_gpu, top_hits_gpu
+    from swdask.kernels.cuda import launcher, traceback
+
+    monkeypatch.setattr(room, "_KERNELS", {})  # only this test's launches
+    for family, spec in launcher.SEARCH_KERNELS:
+        monkeypatch.setattr(room.resolve(family, spec)[0], "launched", set())
+    from swdask.kernels.cpu.tile import matrix_boundaries
+    from swdask.kernels.cuda import all_pairs, tile
+    from swdask.scoring import Scoring
+    from numba.core import sigutils
+
+    rng = np.random.default_rng(5)
+    protein = Scoring()
+    seqs = [rng.integers(0, 20, n).astype(np.uint8) for n in (5, 20, 34)]
+    res = np.concatenate(seqs)
+    off = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
+    top_hits_gpu(res, off, res, off, protein.matrix, 11, 1, 2, 1)  # the search: 16-bit
+    score_all_gpu(seqs[0], off[:2], res, off, protein.matrix, 11, 1, packed=False,
+                  intra_threshold=30)  # 32-bit, and the long subject to the intra-task kernel
+    dna = Scoring("NUC.4.4", gap_open=5, gap_extend=2)
+    genes = [rng.integers(0, 4, n).astype(np.uint8) for n in (20, 24)]
+    g_res = np.concatenate(genes)
+    g_off = np.array([0, 20, 44], np.int64)
+    all_pairs.score_passing_pairs(g_res, g_off, g_res, g_off, np.array([0], np.int64),
+                                  np.array([1], np.int64), np.array([1], np.int64), dna.matrix,
+                                  5, 2, (0, 1, 0, 0, 0), rows=1)
+    a, b = genes[0].repeat(4)[:65], genes[1][:16]  # the simulator is slow: two strips
+    tile.score_grid_gpu(a[:10], b[:10], dna.matrix, 5, 2, *matrix_boundaries(10, 10), rows=2,
+                        width=8)
+    tile.score_grid_gpu(a, b, dna.matrix, 5, 2, *matrix_boundaries(len(a), len(b)), [64], [8],
+                        rows=2, width=8)
+    from swdask.kernels.cpu.score import score_all
+
+    _, q_end, s_end = score_all(seqs[1], np.array([0, 20]), seqs[2], np.array([0, 34]),
+                                protein.matrix, 11, 1)
+    traceback.trace_local([seqs[1]], [seqs[2]], np.array([[q_end[0, 0], s_end[0, 0]]]),
+                          protein.matrix, 11, 1)
+    checked = set()
+    for (family, shape, _), kernel in room._KERNELS.items():
+        declared = tuple(sigutils.normalize_signature(room.signature(family, **dict(shape)))[0])
+        for launched in kernel.launched:
+            assert launched == declared, (family, dict(shape), launched)
+            checked.add(family)
+    assert checked == set(room.FAMILIES)
+    for family, spec in launcher.SEARCH_KERNELS:  # the hand-written ones a search builds
+        kernel, signatures = room.resolve(family, spec)
+        declared = {tuple(sigutils.normalize_signature(s)[0]) for s in signatures}
+        assert kernel.launched <= declared, (spec, kernel.launched)
+        if kernel.launched:
+            checked.add(spec["name"])
+    assert len(checked) >= len(room.FAMILIES) + 5  # _scatter runs only after an overflow
+
+
+def test_build_process_protocol():
+    """``python -m swdask.kernels.cuda.compile`` (one share of a parallel build) prints
+    a JSON line per kernel; in the simulator nothing needs compiling."""
+    share = [["tile", {"rows": 2, "width": 8, "warps": 1, "dpx": False, "checkpoints": True}]]
+    done = subprocess.run([sys.executable, "-m", "swdask.kernels.cuda.compile", json.dumps(share)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    line = json.loads(done.stdout.strip().splitlines()[-1])
+    assert line["family"] == "tile" and line["shape"] == share[0][1] and line["seconds"] >= 0
+    assert room.build([("tile", share[0][1])]) == []  # the simulator: nothing to build

@@ -1,0 +1,88 @@
+"""Clusters (swdask.cluster): the plans of swdask.cluster() for each device and option, a
+LocalCUDACluster where GPUs are visible, and GPU tasks taking a share of a worker's GPU
+so that one worker runs two at once."""
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+
+import swdask
+from swdask.cluster import shutdown
+from swdask.errors import DeviceError
+
+cluster_module = importlib.import_module("swdask.cluster")
+
+
+_BARRIER = {}
+
+
+def _meet(name):
+    """Both tasks must be inside at once, or the barrier times out (BrokenBarrierError)."""
+    _BARRIER[name].wait(timeout=20)
+    return True
+
+
+def test_a_gpu_worker_runs_two_score_tasks_at_once():
+    """GPU tasks ask for a share of the worker's GPU=1: with the whole GPU, Dask would run
+    one at a time however many threads the worker has (what the H100 showed), and no
+    partition read could overlap another partition's kernels."""
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    key = ("swdask-to_string_dtype-swdask_score_gpu-0123abcd", 0)
+    assert 0 < swdask.gpu_resources(key)["GPU"] * cluster_module.GPU_WORKER_THREADS <= 1
+    _BARRIER["gpu share"] = threading.Barrier(2)  # the workers are threads of this process
+    with LocalCluster(n_workers=1, threads_per_worker=cluster_module.GPU_WORKER_THREADS,
+                      processes=False, resources=dict(cluster_module.GPU_RESOURCE),
+                      dashboard_address=":0") as local, Client(local) as client:
+        futures = [client.submit(_meet, "gpu share", key=f"{key[0]}-{k}",
+                                 resources=swdask.gpu_resources(key)) for k in range(2)]
+        assert client.gather(futures) == [True, True]
+
+
+def test_cluster_plans():
+    plan = cluster_module._plan
+    kind, options = plan(2, None, "cpu", None, ":0", gpus=4, simulator=False)
+    assert kind == "local" and options["n_workers"] == 2 and options["processes"]
+    assert "resources" not in options
+    kind, options = plan(None, None, "gpu", 2, ":0", gpus=0, simulator=True)
+    assert (kind, options["resources"], options["threads_per_worker"]) == ("local", {"GPU": 1}, 2)
+    with pytest.raises(DeviceError, match="no CUDA GPU is visible"):
+        plan(None, None, "gpu", None, ":0", gpus=0, simulator=False)
+    with pytest.raises(ValueError, match=r"^n_workers=3, but 2 GPU\(s\) are visible"):
+        plan(3, None, "auto", None, ":0", gpus=2, simulator=False)
+    with pytest.raises(ValueError, match="^n_workers: options of a new cluster, not of a "
+                       "scheduler given by address$"):
+        plan(2, "tcp://127.0.0.1:8786", "auto", None, None, gpus=0, simulator=False)
+    with pytest.raises(ValueError, match="^unknown device 'tpu'; choose one of: auto, cpu, gpu$"):
+        plan(None, None, "tpu", None, None, gpus=0, simulator=False)
+    with pytest.raises(ValueError, match="^n_workers must be a positive whole number, got 0$"):
+        plan(0, None, "cpu", None, None, gpus=0, simulator=False)
+
+
+def test_cluster_with_gpus_is_a_local_cuda_cluster(monkeypatch):
+    """Without a GPU in CI: pretend two are visible and record what dask-cuda gets."""
+    from distributed import LocalCluster
+
+    got = {}
+
+    def local_cuda_cluster(**options):
+        got.update(options)
+        return LocalCluster(n_workers=1, processes=False, dashboard_address=":0")
+
+    fake = type(sys)("dask_cuda")
+    fake.LocalCUDACluster = local_cuda_cluster
+    monkeypatch.setitem(sys.modules, "dask_cuda", fake)
+    monkeypatch.setattr(swdask.backend, "visible_gpus", lambda: 2)
+    client = swdask.cluster(dashboard_address=":0")
+    try:
+        assert got == {"n_workers": 2, "threads_per_worker": 2, "dashboard_address": ":0",
+                       "resources": {"GPU": 1}}
+    finally:
+        shutdown(client)
+    monkeypatch.setitem(sys.modules, "dask_cuda", None)  # not installed
+    with pytest.raises(DeviceError, match=r"needs dask-cuda: pip install 'swdask\[gpu\]'"):
+        swdask.cluster(dashboard_address=":0")

@@ -1,0 +1,142 @@
+"""Workflows are executed, not just stored: smoke runs of the benchmark scripts."""
+import json
+import subprocess
+import sys
+
+from tests.helpers import QUERIES, ROOT, SPROT12071, SPROT196, SPROT_DB
+
+
+def test_cpu_search_benchmark_smoke(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "cpu_search.py"),
+         "--queries", str(QUERIES),
+         "--db", str(SPROT_DB),
+         "--lengths", "144,375", "--repeats", "1", "--bin-size", "2", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "| query set | query residues | swdask kernel GCUPS" in result.stdout
+    assert "scores agree on" in result.stdout
+    report = json.loads(out.read_text())
+    assert len(report["rows"]) == 4  # a single query and a bin for each of two lengths
+    assert report["workload"] and report["machine"]
+
+
+def test_gpu_traceback_benchmark_smoke(tmp_path):
+    """The GPU traceback benchmark, its kernels in the CUDA simulator (root conftest)."""
+    out = tmp_path / "traceback.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "gpu_traceback.py"), "--quick",
+         "--pool", str(SPROT_DB), "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "| GPU kernels (forward + walk), 4 pairs |" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["device"] == "CUDA simulator" and report["pairs"] == 4 and report["cells"] > 0
+
+
+def test_intra_threshold_benchmark_smoke(tmp_path):
+    """The intra-task threshold benchmark on tiny bands (the CUDA simulator in CI)."""
+    import os
+
+    out = tmp_path / "intra.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "intra_threshold.py"),
+         "--quick", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
+    assert result.returncode == 0, result.stderr
+    assert "| query | band | subjects | kind |" in result.stdout
+    assert "MISMATCH" not in result.stdout
+    report = json.loads(out.read_text())
+    assert [r["band"] for r in report["bands"]] == [24, 40]
+    assert {r["kind"] for r in report["bands"]} == {"real", "concatenated"}
+    assert all(r["cpu_check"] for r in report["bands"])
+    routed = {r["routing"]: r["pairs_intra"] for r in report["realistic"]}
+    assert routed == {"no routing": 0, "routing at 50": 3, "routing at 50, one batch": 3}
+
+
+def test_allpairs_benchmark_smoke(tmp_path):
+    out = tmp_path / "allpairs.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "allpairs.py"), "--quick",
+         "--repeats", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "| wall s | pairs/s | kernel s | kernel GCUPS |" in result.stdout
+    report = json.loads(out.read_text())
+    run = report["runs"][0]
+    assert report["workload"]["genes"] == 40 and run["pairs"] == 40 * 39 // 2
+    assert 0 < run["pairs_scored"] <= run["pairs"] and run["cells"] > 0
+    assert run["passing_pairs"] <= run["traced_back"] and report["device"].startswith("CPU")
+
+
+def test_significance_benchmark_smoke(tmp_path):
+    """The PSSE benchmark on the shortest Swiss-Prot records, the GPU path in the CUDA
+    simulator (the root conftest sets NUMBA_ENABLE_CUDASIM for the subprocess too)."""
+    out = tmp_path / "significance.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "significance.py"), "--quick",
+         "--device", "gpu", "--query-file", str(SPROT196),
+         "--subject-file", str(SPROT12071),
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "GCUPS effective" in result.stdout and "check: gpu = cpu on the slice" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["main"]["pairs"] == 6 and report["main"]["cells"] > 0
+    assert report["workload"]["shuffles"] == 10
+
+
+def test_long_align_benchmark_smoke(tmp_path):
+    out = tmp_path / "long.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "long_align.py"), "--quick",
+         "--repeats", "1", "--traceback", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "planted score found on every full run" in result.stdout
+    assert "GCUPS" in result.stdout and "traceback on cpu" in result.stdout
+    report = json.loads(out.read_text())
+    traceback = report["traceback"]
+    assert report["rows"][0]["planted_score_ok"]
+    assert traceback["peak_rss_bytes"] >= traceback["rss_before_bytes"] > 0
+
+
+def test_cli_wall_benchmark_smoke(tmp_path):
+    """The command-line wall-clock benchmark, search and small cases on tiny inputs (CPU)."""
+    out = tmp_path / "cli_wall.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "cli_wall.py"), "--quick",
+         "--device", "cpu", "--cases", "search,small", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "| case | wall s | GCUPS |" in result.stdout
+    assert "bar search (b) - (c) <= 1.0 s" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["machine"]["cores"] and "gpus" in report["machine"]
+    assert report["device"] == "cpu" and set(report["cases"]) == {"search", "small"}
+    search, small = report["cases"]["search"], report["cases"]["small"]
+    assert search["workload"]["n_queries"] == 3 and search["workload"]["cells"] > 0
+    runs = [r["run"] for r in search["rows"]]
+    assert runs[0] == "swdask warmup, empty cache"
+    assert runs[1].startswith("(a) empty cache") and runs[2].startswith("(b) filled cache")
+    assert all(r["wall_s"] > 0 for r in search["rows"])
+    assert len(search["runs"]["warm"]["runs_s"]) == 2
+    assert {"b_minus_c_s", "a_s"} <= set(search["bars"])
+    assert small["bars"]["auto_chose"] == "cpu" and small["workload"]["n_queries"] == 4
+
+
+def test_memory_benchmark_smoke(tmp_path):
+    out = tmp_path / "memory.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "dask_memory.py"),
+         "--partition-residues", "20000", "--partitions", "2,6", "--workers", "1",
+         "--memory-limit", "2GiB", "--scratch", str(tmp_path), "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert [row["requested_partitions"] for row in report["rows"]] == [2, 6]
+    assert report["rows"][1]["partitions"] >= 6
+    assert all(row["peak_worker_rss_bytes"] > 0 for row in report["rows"])
+    assert "| store residues | partitions |" in result.stdout
