@@ -192,7 +192,7 @@ def trace_device(device: str, mode: str) -> str:
     a GPU: both tracebacks give the same alignments."""
     if device == "cpu" or mode != "local" or simulator_enabled():
         # Numba's CUDA simulator would take minutes over what the CPU traces in
-        # milliseconds; tests/test_gpu_traceback.py checks the GPU traceback against the
+        # milliseconds; tests/kernels/cuda/test_traceback.py checks the GPU traceback against the
         # CPU's in the simulator, and the GPU lane checks whole searches on a real card.
         return "cpu"
     try:

@@ -22,7 +22,6 @@ from swdask.output import (
 )
 from tests.helpers import QUERIES, SPROT_DB, read_fasta
 
-
 ALLOWED = ("std, qseqid, sseqid, pident, length, mismatch, gapopen, qstart, qend, sstart, "
            "send, evalue, bitscore, score, nident, gaps, qlen, slen, cigar")
 

@@ -49,7 +49,7 @@ def test_package_names_stay_functions():
         assert callable(getattr(swdask, name)), name
     assert "search_in_process" in dir(swdask)
     with pytest.raises(AttributeError):
-        swdask.no_such_name
+        _ = swdask.no_such_name
 
 
 def test_installed_command_exit_status_and_output(tmp_path):

@@ -18,9 +18,14 @@ from scipy import stats
 
 from swdask import Scoring
 from swdask.errors import EmptyInputError, InputNotFoundError, SchemaError, ScoringError
+from swdask.jobs.significance import (
+    PSSM_LETTERS,
+    read_pssm,
+    significance,
+    significance_in_process,
+    subject_key,
+)
 from swdask.kernels.cpu.reference import score_reference
-from swdask.jobs.significance import (PSSM_LETTERS, read_pssm, significance,
-                                      significance_in_process, subject_key)
 from swdask.sequences.store import load_sequences
 from tests.helpers import PSSM_FILE, SPROT12071
 from tests.helpers import SMALL_QUERIES as QUERIES

@@ -20,8 +20,16 @@ from swdask.sequences.alphabet import DNA, PROTEIN
 from swdask.sequences.fastx import iter_records, sniff_alphabet, split_header
 from swdask.sequences.ingest import ingest
 from swdask.sequences.store import load_sequences
-from tests.helpers import (QUERIES, RRNA, SPROT_DB, assert_matches, batch_in_input_order,
-                           error_of, fasta_records, write_file)
+from tests.helpers import (
+    QUERIES,
+    RRNA,
+    SPROT_DB,
+    assert_matches,
+    batch_in_input_order,
+    error_of,
+    fasta_records,
+    write_file,
+)
 
 
 def test_split_header():

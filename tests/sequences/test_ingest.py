@@ -15,8 +15,16 @@ from swdask.sequences import fastx
 from swdask.sequences.alphabet import DNA, PROTEIN
 from swdask.sequences.ingest import ingest, open_database
 from swdask.sequences.store import SequenceStore
-from tests.helpers import (QUERIES, RRNA, SPROT_DB, assert_matches, batch_in_input_order,
-                           error_of, fasta_records, write_file)
+from tests.helpers import (
+    QUERIES,
+    RRNA,
+    SPROT_DB,
+    assert_matches,
+    batch_in_input_order,
+    error_of,
+    fasta_records,
+    write_file,
+)
 
 
 def test_single_long_record_gets_its_own_partition(tmp_path):

@@ -17,9 +17,15 @@ from swdask.errors import StoreError
 from swdask.sequences.alphabet import DNA, PROTEIN
 from swdask.sequences.ingest import ingest, open_database
 from swdask.sequences.store import SequenceStore, load_sequences
-from tests.helpers import (QUERIES, RRNA, SPROT_DB, assert_matches, batch_in_input_order,
-                           error_of, fasta_records)
-
+from tests.helpers import (
+    QUERIES,
+    RRNA,
+    SPROT_DB,
+    assert_matches,
+    batch_in_input_order,
+    error_of,
+    fasta_records,
+)
 
 # -- round trip and layout ----------------------------------------------------------------
 

@@ -3,7 +3,7 @@ import json
 import subprocess
 import sys
 
-from tests.helpers import QUERIES, ROOT, SPROT12071, SPROT196, SPROT_DB
+from tests.helpers import QUERIES, ROOT, SPROT196, SPROT12071, SPROT_DB
 
 
 def test_cpu_search_benchmark_smoke(tmp_path):

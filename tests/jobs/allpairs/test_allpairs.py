@@ -18,12 +18,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import swdask
-from swdask.jobs.allpairs import (IdentityBound, all_pairs, as_threshold, read_all_pairs,
-                                  write_all_pairs)
-from swdask.jobs.allpairs import output as ap_output
-from swdask.jobs.allpairs import plan as ap_plan
 from swdask.cli import main
 from swdask.errors import DeviceError, OutputExistsError, StoreError
+from swdask.jobs.allpairs import (
+    IdentityBound,
+    all_pairs,
+    as_threshold,
+    read_all_pairs,
+    write_all_pairs,
+)
+from swdask.jobs.allpairs import output as ap_output
+from swdask.jobs.allpairs import plan as ap_plan
 from swdask.kernels.cpu.traceback import align_codes
 from swdask.kernels.cuda import all_pairs as gpu_kernel
 from swdask.sequences.store import load_sequences
@@ -255,7 +260,7 @@ def test_pair_ranges_are_exact():
     s_len = np.array([8, 9, 10, 11, 12, 20, 22, 23, 34])
     for diagonal, subjects in ((False, s_len), (True, q_len)):
         q_list, lo, count = ap_plan.pair_ranges(q_len, subjects, diagonal, bound)
-        got = {(int(q), int(j)) for q, l, c in zip(q_list, lo, count) for j in range(l, l + c)}
+        got = {(int(q), int(j)) for q, low, c in zip(q_list, lo, count) for j in range(low, low + c)}
         want = {(q, j) for q in range(len(q_len)) for j in range(len(subjects))
                 if bound.lengths_can_pass(q_len[q], subjects[j]) and (not diagonal or j > q)}
         assert got == want

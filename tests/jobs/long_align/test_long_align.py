@@ -11,15 +11,15 @@ import pyarrow.parquet as pq
 import pytest
 
 import swdask
+from swdask.cli import main
 from swdask.jobs import long_align as la
 from swdask.jobs.long_align import score as la_score
 from swdask.jobs.long_align import traceback as la_trace
-from swdask.sequences.alphabet import DNA
-from swdask.cli import main
 from swdask.kernels.cpu.reference import align_reference
 from swdask.kernels.cpu.traceback import align_codes
 from swdask.parquet_schemas import LONG_ALIGNMENTS
 from swdask.scoring import Scoring
+from swdask.sequences.alphabet import DNA
 from swdask.testing import planted_copy
 from tests.helpers import CHROMOSOME, QUERIES, related_pair, window_codes
 

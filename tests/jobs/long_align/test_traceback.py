@@ -17,7 +17,6 @@ from swdask.scoring import Scoring
 from swdask.testing import planted_copy
 from tests.helpers import assert_grids_equal, related, window_codes
 
-
 # -- the walk through the grids ------------------------------------------------------------
 
 def trace(a, b, scoring, grid_fn, end=None):

@@ -19,7 +19,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from distributed.diagnostics.plugin import WorkerPlugin
 from numba import config
 
@@ -207,8 +206,9 @@ def test_gpu_score_tasks_are_routed_by_their_keys(tiny):
 
 
 def test_device_gpu_needs_a_worker_that_sees_one(monkeypatch, store):
-    import swdask.backend
     from distributed import Client, LocalCluster
+
+    import swdask.backend
 
     monkeypatch.setattr(swdask.backend, "gpu_available", lambda: False)
     with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as local, \
@@ -340,7 +340,7 @@ def test_multinode_recipe_routes_gpu_tasks(tiny, tmp_path, capsys):
                            "--max-hits", "4", *options])
             assert status == 0, capsys.readouterr().err
         err = capsys.readouterr().err
-        assert f"dask dashboard: http://127.0.0.1:" in err
+        assert "dask dashboard: http://127.0.0.1:" in err
         assert "on gpu, 1 worker(s)" in err
         assert pq.read_table(outputs["cluster"]).equals(pq.read_table(outputs["local"]))
         with Client(address, set_as_default=False) as watcher:

@@ -13,12 +13,12 @@ import pyarrow as pa
 import pytest
 
 import swdask
+from swdask.jobs.search import SearchStats
 from swdask.kernels.cpu.reference import OP_DEL, OP_INS, OP_MATCH, align_reference, score_reference
 from swdask.kernels.cpu.traceback import rescore
 from swdask.output import hits_table
 from swdask.parquet_schemas import HITS
 from swdask.scoring import Scoring
-from swdask.jobs.search import SearchStats
 from swdask.testing import path_summary
 from tests.helpers import QUERIES, SPROT_DB, read_fasta, write_fasta
 

@@ -194,10 +194,11 @@ def test_declared_signatures_are_what_the_launchers_pass(monkeypatch):
     monkeypatch.setattr(room, "_KERNELS", {})  # only this test's launches
     for family, spec in launcher.SEARCH_KERNELS:
         monkeypatch.setattr(room.resolve(family, spec)[0], "launched", set())
+    from numba.core import sigutils
+
     from swdask.kernels.cpu.tile import matrix_boundaries
     from swdask.kernels.cuda import all_pairs, tile
     from swdask.scoring import Scoring
-    from numba.core import sigutils
 
     rng = np.random.default_rng(5)
     protein = Scoring()

@@ -9,7 +9,7 @@ import pytest
 from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
-from tests.helpers import QUERIES, SPROT12071, SPROT196
+from tests.helpers import QUERIES, SPROT196, SPROT12071
 
 pytestmark = pytest.mark.gpu
 

@@ -12,7 +12,7 @@ from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
 from swdask.testing import long_subjects
-from tests.helpers import QUERIES, SPROT12071, SPROT196, SPROT_DB, pack
+from tests.helpers import QUERIES, SPROT196, SPROT12071, SPROT_DB, pack
 
 pytestmark = pytest.mark.gpu
 

@@ -13,7 +13,6 @@ from swdask.scoring import Scoring
 from swdask.testing import planted_copy
 from tests.helpers import assert_grids_equal, tile_inputs, tiles_one_by_one, window_codes
 
-
 # -- one tile (simulator on CI) ------------------------------------------------------------
 
 def test_gpu_tile_kernel_matches_cpu_tile_kernel_in_the_simulator():

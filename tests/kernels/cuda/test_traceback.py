@@ -85,7 +85,6 @@ def test_gpu_traceback_matches_cpu_on_real_proteins(scoring):
 
 def test_gpu_traceback_several_passes_and_dna():
     """Queries longer than a pass (256 rows) against short subjects; DNA with N."""
-    rng = np.random.default_rng(11)
     scoring = Scoring(alphabet="dna")
     gene = DNA.codes(3)
     query = gene[:300].copy()

@@ -5,7 +5,7 @@ import pytest
 
 from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
-from tests.helpers import SPROT12071, SPROT196
+from tests.helpers import SPROT196, SPROT12071
 
 pytestmark = pytest.mark.gpu
 
