@@ -130,12 +130,25 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
         except ImportError:
             raise DeviceError("a GPU cluster needs dask-cuda: pip install 'swdask[gpu]' (or use "
                               "device='cpu')") from None
-        client = Client(LocalCUDACluster(**options, **kwargs))
+        client = Client(_started(LocalCUDACluster, options, kwargs, dashboard_address))
         client.run(warm_gpu_worker)  # now, not in each worker's first task
         return client
     from distributed import LocalCluster
 
-    return Client(LocalCluster(**options, **kwargs))
+    return Client(_started(LocalCluster, options, kwargs, dashboard_address))
+
+
+def _started(cluster_class, options: dict, kwargs: dict, dashboard_address):
+    """``cluster_class(**options, **kwargs)``.  When the dashboard port was swdask's choice
+    (``dashboard_address=None``) and another process took it between the check and the
+    start (two test processes, two notebooks), the cluster starts on a free port instead of
+    failing with "Port 8787 is already in use"."""
+    try:
+        return cluster_class(**options, **kwargs)
+    except RuntimeError as exc:
+        if dashboard_address is not None or "already in use" not in str(exc):
+            raise
+        return cluster_class(**dict(options, dashboard_address=":0"), **kwargs)
 
 
 def warm_gpu_worker() -> int:

@@ -415,7 +415,7 @@ def test_run_on_a_dask_cluster_equals_the_run_here(short16s, tmp_path):
     options = dict(scoring=DNA, min_identity=0.8, block_size=8, device="cpu")
     here = write_all_pairs(short16s, tmp_path / "here", **options)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
         there = write_all_pairs(short16s, tmp_path / "there", client=client, **options)
     pd.testing.assert_frame_equal(read_all_pairs(tmp_path / "here"), read_all_pairs(tmp_path / "there"))
     assert here.hits == there.hits > 0 and here.cells == there.cells
