@@ -31,7 +31,7 @@ the work.
 
 Filter on the device: every lane computes the identity bound ``L(m, n)`` of the pair
 (:func:`lowest_score`, the same integer formula as
-:meth:`swdask.allpairs.IdentityBound.lowest_scores`); when the score is at least
+:meth:`swdask.jobs.allpairs.plan.IdentityBound.lowest_scores`); when the score is at least
 ``need = max(L, min_score)`` the owning lane appends ``(query, subject, score)`` to the
 output with one atomic add.  Nothing else comes back to the host.
 
@@ -92,7 +92,7 @@ def lowest_score(m, n, num, den, ident, penalty, local):
 
     ``num / den`` is the identity threshold, ``ident`` the smallest identity score,
     ``penalty`` the largest penalty of a non-identity column; ``local`` nonzero for
-    local mode.  See :class:`swdask.allpairs.IdentityBound` for the derivation and proof.
+    local mode.  See :class:`swdask.jobs.allpairs.plan.IdentityBound` for the derivation and proof.
     Returns :data:`NO_BOUND` for a zero threshold and :data:`CANNOT_PASS` for a pair whose
     lengths rule it out.
     """

@@ -184,7 +184,7 @@ class DeviceShuffles:
         The chunk's subjects (uint8 codes concatenated, int64 offsets), in launch order
         (longest first keeps a warp's lanes equally busy).
     keys : numpy.ndarray of uint64
-        Each subject's RNG key (a stable id: see :func:`swdask.significance.subject_key`).
+        Each subject's RNG key (a stable id: see :func:`swdask.jobs.significance.subject_key`).
     n_shuffles : int
     seed : int
         A 64-bit seed.

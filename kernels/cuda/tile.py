@@ -25,7 +25,7 @@ overwrote it).  Sub-tiles of one diagonal touch disjoint columns and rows, so a 
 needs no synchronisation between warps and no per-sub-tile storage: the tile's whole
 working memory is ``O(h + w)``.
 
-Checkpoints (:func:`score_grid_gpu`, for the traceback of :mod:`swdask.long_align`): the
+Checkpoints (:func:`score_grid_gpu`, for the traceback of :mod:`swdask.jobs.long_align`): the
 same sweep also keeps the boundaries of a grid of tiles over the tile, the layout of
 :class:`swdask.kernels.cpu.tile.GridBoundaries`.  Row cuts lie on strip boundaries
 (multiples of ``32 * R``), column cuts on sub-tile boundaries (multiples of ``SW``).  Two
