@@ -39,8 +39,8 @@ class SchemaError(ValueError):
 
 
 SEQUENCES_VERSION = 1
-SCORES_VERSION = 2
-HITS_VERSION = 1
+SCORES_VERSION = 3
+HITS_VERSION = 2
 ALLPAIRS_VERSION = 1
 SIGNIFICANCE_VERSION = 1
 LONG_ALIGNMENTS_VERSION = 1
@@ -72,14 +72,18 @@ SEQUENCES = _schema("sequences", SEQUENCES_VERSION, [
     pa.field("residues", pa.list_(pa.uint8()), nullable=False),
 ])
 
-#: Alignment hits: one row per (query, subject) reported.  ``evalue`` and ``bitscore`` are
-#: null until statistics are known; ``identity`` is matches / alignment columns; ``cigar``
-#: uses =/X/I/D, I consuming the query and D the subject; ``rank`` 1 is the best hit of
-#: its query.
+#: Alignment hits: one row per (query, subject, strand) reported.  ``evalue`` and
+#: ``bitscore`` are null until statistics are known; ``identity`` is matches / alignment
+#: columns; ``cigar`` uses =/X/I/D, I consuming the query and D the subject; ``rank`` 1 is
+#: the best hit of its query.  ``strand`` (DNA; null for protein) is BLAST's ``sstrand``:
+#: ``plus``, or ``minus`` where the query's reverse complement aligned to the subject as
+#: stored.  Coordinates count on the sequences as given whatever the strand (the query's
+#: on the query, not on its reverse complement); ``cigar`` runs along the subject as
+#: stored, so on the minus strand it walks the query's reverse complement (as SAM does).
 HITS = _schema("hits", HITS_VERSION, [
     *_NAMES, _SCORE, *_fields(pa.float64(), "evalue", "bitscore", nullable=True),
     pa.field("identity", pa.float64(), nullable=False),
-    *_fields(pa.int32(), *_PATH, *_COORDINATES),
+    *_fields(pa.int32(), *_PATH, *_COORDINATES), pa.field("strand", pa.string(), nullable=True),
     pa.field("cigar", pa.string(), nullable=False),
     *_fields(pa.int32(), *_LENGTHS), *_IDS, pa.field("rank", pa.int32(), nullable=False),
 ])
@@ -88,10 +92,12 @@ HITS = _schema("hits", HITS_VERSION, [
 #: partition's top-k and score threshold (swdask.search's map_partitions output).  Small:
 #: at most ``max_hits`` rows per query and partition, never an all-pairs matrix.
 #: ``query_end``/``subject_end`` are the best alignment's end cell, exclusive (0-based
-#: half-open); ``partition`` is the store file holding the subject and ``row`` its row there.
+#: half-open); ``partition`` is the store file holding the subject and ``row`` its row there;
+#: ``minus`` is 1 where the query's reverse complement was scored (DNA), else 0, and
+#: ``query_end`` then counts on that reverse complement.
 SCORES = _schema("scores", SCORES_VERSION, [
     *_IDS, _SCORE, *_fields(pa.int32(), "query_end", "subject_end", "subject_length", "partition"),
-    pa.field("row", pa.int64(), nullable=False),
+    pa.field("row", pa.int64(), nullable=False), pa.field("minus", pa.int32(), nullable=False),
 ])
 
 #: All-against-all alignment (swdask.all_pairs): one row per unordered pair of a set whose

@@ -20,7 +20,7 @@ from __future__ import annotations
 from .kernels.cpu.reference import MODES
 
 __all__ = ["ALLPAIRS_MODES", "ALPHABETS", "BLAST6_COLUMNS", "BLAST_KEYWORDS", "DEVICES",
-           "LONG_DEVICES", "MODES", "OUTFMTS", "check_choice"]
+           "LONG_DEVICES", "MODES", "OUTFMTS", "STRANDS", "check_choice", "check_strand"]
 
 #: Where a job's kernels run: ``"auto"`` decides by availability and expected time.
 DEVICES = ("auto", "cpu", "gpu")
@@ -30,13 +30,16 @@ LONG_DEVICES = DEVICES + ("both",)
 ALLPAIRS_MODES = ("global", "local")
 #: Residue alphabets of an input; ``"auto"`` detects it from the letters.
 ALPHABETS = ("auto", "protein", "dna")
+#: Strands of a DNA search's queries (blastn's ``-strand``): the query as given (``plus``),
+#: its reverse complement (``minus``), or both, the default for DNA.  Protein: ``plus`` only.
+STRANDS = ("both", "plus", "minus")
 #: Formats of a search's hits file.
 OUTFMTS = ("parquet", "blast6", "sam")
 #: BLAST's 12 standard tabular columns (outfmt 6), in order: what ``std`` stands for.
 BLAST6_COLUMNS = ("qseqid", "sseqid", "pident", "length", "mismatch", "gapopen", "qstart",
                   "qend", "sstart", "send", "evalue", "bitscore")
 #: Every BLAST tabular keyword that ``columns=`` / ``--columns`` accepts besides ``std``.
-BLAST_KEYWORDS = BLAST6_COLUMNS + ("score", "nident", "gaps", "qlen", "slen", "cigar")
+BLAST_KEYWORDS = BLAST6_COLUMNS + ("score", "nident", "gaps", "qlen", "slen", "cigar", "sstrand")
 
 
 def check_choice(name: str, value, allowed) -> str:
@@ -64,3 +67,46 @@ def check_choice(name: str, value, allowed) -> str:
     if value not in allowed:
         raise ValueError(f"unknown {name} {value!r}; choose one of: {', '.join(allowed)}")
     return value
+
+
+def check_strand(strand: str | None, alphabet: str | None = None) -> str | None:
+    """The strands a search takes: ``strand`` checked, and, once the ``alphabet`` of the
+    queries is known, its default (``"both"`` for DNA) or its refusal (protein has one).
+
+    Parameters
+    ----------
+    strand : {"both", "plus", "minus"} or None
+        As given; None for the default.
+    alphabet : {"protein", "dna"}, optional
+        The queries' alphabet; without it only the name is checked.
+
+    Returns
+    -------
+    str or None
+        ``strand``, or with ``alphabet`` its default: ``"both"`` for DNA, ``"plus"`` for
+        protein.
+
+    Raises
+    ------
+    ValueError
+        ``strand`` is not one of :data:`STRANDS`, or is ``"both"``/``"minus"`` for protein.
+
+    Examples
+    --------
+    >>> check_strand(None, "dna"), check_strand("minus", "dna"), check_strand(None, "protein")
+    ('both', 'minus', 'plus')
+    >>> check_strand("both", "protein")
+    Traceback (most recent call last):
+    ...
+    ValueError: strand 'both' applies to DNA; a protein search has one strand (plus)
+    """
+    if strand is not None:
+        check_choice("strand", strand, STRANDS)
+    if alphabet is None:
+        return strand
+    if alphabet != "dna":
+        if strand not in (None, "plus"):
+            raise ValueError(f"strand {strand!r} applies to DNA; a {alphabet} search has one "
+                             "strand (plus)")
+        return "plus"
+    return strand or "both"

@@ -11,6 +11,10 @@ the query) and ``D`` (a subject residue against a gap: consumes the subject) ove
 exactly the aligned region.  That is SAM's convention with the query as the read and
 the subject as the reference, so both exports write these operations unchanged; SAM
 adds soft clips for the unaligned ends of the query.
+
+A DNA hit on the minus strand (``strand == "minus"``) keeps its coordinates on the
+sequences as given, and its CIGAR runs along the subject (over the query's reverse
+complement): BLAST tabular writes it as blastn does (``sstart > send``), SAM with FLAG 16.
 """
 from __future__ import annotations
 
@@ -65,7 +69,8 @@ def blast_columns(columns=None) -> tuple[str, ...]:
     are not offered.  ``nident`` and ``gaps`` are counted from the CIGAR (its ``=``
     columns, its ``I`` plus ``D`` columns).  BLAST+ has no ``cigar`` keyword (its
     tabular traceback is ``btop``); swdask adds one, as DIAMOND's tabular output does:
-    the hits table's ``cigar`` unchanged (see :func:`blast6_lines`).
+    the hits table's ``cigar`` unchanged (see :func:`blast6_lines`).  ``sstrand`` is
+    BLAST's: ``plus`` or ``minus`` for DNA, ``N/A`` for protein.
 
     Examples
     --------
@@ -143,7 +148,7 @@ def hits_table(hits) -> pa.Table:
 
 
 def write_hits(hits, path, *, outfmt: str = "parquet", columns=None,
-               command_line: str | None = None, force: bool = False) -> Path:
+               command_line: str | None = None, queries=None, force: bool = False) -> Path:
     """Write a hits table.
 
     Parameters
@@ -164,6 +169,9 @@ def write_hits(hits, path, *, outfmt: str = "parquet", columns=None,
     command_line : str, optional
         ``sam`` only (ignored otherwise): the command that produced the hits, written
         as ``CL`` of the ``@PG`` header line.
+    queries : path, SequenceBatch, dict or list of str, optional
+        ``sam`` only (ignored otherwise): the queries searched, as :func:`swdask.search`
+        takes them, for the SEQ of DNA reads (see :func:`sam_lines`).  Default: SEQ ``*``.
     force : bool, default False
         Replace an existing file.
 
@@ -215,7 +223,7 @@ def write_hits(hits, path, *, outfmt: str = "parquet", columns=None,
             pq.write_table(table, tmp, compression="zstd")
         else:
             lines = (blast6_lines(table, fields) if outfmt == "blast6"
-                     else sam_lines(table, command_line=command_line))
+                     else sam_lines(table, command_line=command_line, queries=queries))
             with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
                 handle.writelines(lines)
     return Path(path)
@@ -229,6 +237,10 @@ def _number(value, fmt):
 
 def _evalue_format(value) -> str:
     return ".2e" if value is not None and value >= 1e-180 else "g"
+
+
+def _minus(row) -> bool:
+    return row["strand"] == "minus"
 
 
 _CIGAR_RUN = re.compile(r"(\d+)([=XID])")
@@ -256,8 +268,9 @@ _BLAST_FIELDS = {
     "gapopen": lambda r: str(r["gap_opens"]),
     "qstart": lambda r: str(r["query_start"] + 1),
     "qend": lambda r: str(r["query_end"]),
-    "sstart": lambda r: str(r["subject_start"] + 1),
-    "send": lambda r: str(r["subject_end"]),
+    # blastn writes a minus-strand hit's subject interval from its end: sstart > send.
+    "sstart": lambda r: str(r["subject_end"] if _minus(r) else r["subject_start"] + 1),
+    "send": lambda r: str(r["subject_start"] + 1 if _minus(r) else r["subject_end"]),
     "evalue": lambda r: _number(r["evalue"], _evalue_format(r["evalue"])),
     "bitscore": lambda r: _number(r["bitscore"], ".1f"),
     "score": lambda r: str(r["score"]),
@@ -266,6 +279,7 @@ _BLAST_FIELDS = {
     "qlen": lambda r: str(r["query_length"]),
     "slen": lambda r: str(r["subject_length"]),
     "cigar": lambda r: r["cigar"] or "*",
+    "sstrand": lambda r: r["strand"] or "N/A",  # BLAST's N/A: protein has no strand
 }
 assert tuple(_BLAST_FIELDS) == BLAST_KEYWORDS
 
@@ -288,7 +302,9 @@ def blast6_lines(table: pa.Table, columns=None):
     Notes
     -----
     ``qstart qend sstart send`` are 1-based inclusive (``query_start + 1``,
-    ``query_end``, ...).  ``pident`` is written with three decimals, ``evalue`` as
+    ``query_end``, ...).  A DNA hit on the minus strand is written as blastn writes it:
+    ``qstart < qend`` on the query as given, ``sstart > send`` (``sstart`` is
+    ``subject_end``, ``send`` is ``subject_start + 1``).  ``pident`` is written with three decimals, ``evalue`` as
     ``%.2e``, ``bitscore`` as ``%.1f``; a null E-value or bit score is written ``NA``.
     ``cigar`` is the hits table's CIGAR (``=``/``X``/``I``/``D``, ``I`` consuming the
     query and ``D`` the subject, no clips: it covers ``qstart..qend`` and
@@ -378,7 +394,7 @@ def _sam_float(value, fmt):
     return format(value, fmt)
 
 
-def sam_lines(table: pa.Table, *, command_line: str | None = None):
+def sam_lines(table: pa.Table, *, command_line: str | None = None, queries=None):
     """Lines of SAM (v1.6) for a hits table: the queries as reads, the subjects as references.
 
     Parameters
@@ -387,6 +403,9 @@ def sam_lines(table: pa.Table, *, command_line: str | None = None):
         A hits table (see :func:`hits_table`).
     command_line : str, optional
         Written as ``CL`` of the ``@PG`` line (tabs and line breaks become spaces).
+    queries : path, SequenceBatch, dict or list of str, optional
+        The queries searched (what :func:`swdask.search` took), matched to the hits by
+        ``query_id`` and name: DNA reads then get their SEQ.
 
     Yields
     ------
@@ -398,7 +417,8 @@ def sam_lines(table: pa.Table, *, command_line: str | None = None):
     ValueError
         A query name is not a valid SAM QNAME or a subject name not a valid reference
         name (SAM v1.6, section 1.4), one subject name stands for two database records,
-        or a CIGAR disagrees with the hit's coordinates.
+        a CIGAR disagrees with the hit's coordinates, or ``queries`` are not the queries
+        of the hits.
 
     Notes
     -----
@@ -407,11 +427,18 @@ def sam_lines(table: pa.Table, *, command_line: str | None = None):
     PN:swdask VN:version`` (and ``CL``).
 
     Record: QNAME the query; FLAG 0 for the hit of the smallest ``rank`` of its query
-    (the primary line) and 256 (secondary) for the others; RNAME the subject; POS
-    ``subject_start + 1``; MAPQ 255 (not available); CIGAR from :func:`sam_cigar`, so
-    that its query length is ``query_length`` and its reference length
-    ``subject_end - subject_start``; RNEXT ``*``, PNEXT 0, TLEN 0; SEQ and QUAL ``*``
-    (the hits table keeps no residues).  Tags: ``AS:i`` the score, ``NM:i`` the
+    (the primary line) and 256 (secondary) for the others, plus 16 for a hit on the
+    minus strand (DNA: the read's reverse complement aligned); RNAME the subject; POS
+    ``subject_start + 1``, the leftmost reference base whatever the strand; MAPQ 255
+    (not available); CIGAR from :func:`sam_cigar`, along the reference (on the minus
+    strand the hits table's CIGAR already is, and the soft clips of the query's ends
+    trade places), so that its query length is ``query_length`` and its reference
+    length ``subject_end - subject_start``; RNEXT ``*``, PNEXT 0, TLEN 0.  SEQ: with
+    ``queries`` of DNA, the read on the primary and the unmapped line (reverse
+    complemented under FLAG 16, as SAM defines it), ``*`` on secondary lines (as the
+    spec allows, and minimap2 and BWA do); ``*`` otherwise (the hits table keeps no
+    residues; protein has no SEQ in BAM).  QUAL ``*`` (stores keep no qualities).
+    Tags: ``AS:i`` the score, ``NM:i`` the
     substitutions plus gap columns (``X`` + ``I`` + ``D`` of the CIGAR), and, where
     not null, ``ZE:f`` the E-value and ``ZB:f`` the bit score (``Z`` tags are the
     spec's namespace for local tags).
@@ -442,6 +469,7 @@ def sam_lines(table: pa.Table, *, command_line: str | None = None):
     q1 0 s1 2 255 4S2=1I2=1S * 0 0 * * AS:i:26 NM:i:1 ZE:f:1.50e-03 ZB:f:15.4
     """
     rows = table.to_pylist()
+    reads = _sam_reads(queries, rows)
     primary = {}  # query name -> index of its primary record
     references = {}  # subject name -> (subject_id, subject_length)
     for k, row in enumerate(rows):
@@ -477,12 +505,16 @@ def sam_lines(table: pa.Table, *, command_line: str | None = None):
         if not row["cigar"]:
             if query not in primary and query not in unmapped:
                 unmapped.add(query)
-                yield f"{query}\t4\t*\t0\t0\t*\t*\t0\t0\t*\t*\n"
+                seq = _sam_seq(reads, row, False)
+                yield f"{query}\t4\t*\t0\t0\t*\t*\t0\t0\t{seq}\t*\n"
             continue
         where = f"hit {query!r} x {row['subject']!r} (rank {row['rank']})"
+        minus = _minus(row)
+        start, end, length = row["query_start"], row["query_end"], row["query_length"]
+        if minus:  # the CIGAR walks the read's reverse complement: its clips trade places
+            start, end = length - end, length - start
         try:
-            cigar = sam_cigar(row["cigar"], row["query_start"], row["query_end"],
-                              row["query_length"])
+            cigar = sam_cigar(row["cigar"], start, end, length)
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
         runs = _cigar_runs(row["cigar"])
@@ -492,9 +524,10 @@ def sam_lines(table: pa.Table, *, command_line: str | None = None):
                              f"but subject_end - subject_start is "
                              f"{row['subject_end'] - row['subject_start']}")
         edits = sum(n for n, op in runs if op in "XID")
-        fields = [query, "0" if primary[query] == k else "256", row["subject"],
-                  str(row["subject_start"] + 1), "255", cigar, "*", "0", "0", "*", "*",
-                  f"AS:i:{row['score']}", f"NM:i:{edits}"]
+        flag = (0 if primary[query] == k else 256) | (16 if minus else 0)
+        seq = "*" if flag & 256 else _sam_seq(reads, row, minus)
+        fields = [query, str(flag), row["subject"], str(row["subject_start"] + 1), "255", cigar,
+                  "*", "0", "0", seq, "*", f"AS:i:{row['score']}", f"NM:i:{edits}"]
         evalue = _sam_float(row["evalue"], _evalue_format(row["evalue"]))
         bitscore = _sam_float(row["bitscore"], ".1f")
         if evalue is not None:
@@ -502,3 +535,36 @@ def sam_lines(table: pa.Table, *, command_line: str | None = None):
         if bitscore is not None:
             fields.append(f"ZB:f:{bitscore}")
         yield "\t".join(fields) + "\n"
+
+
+def _sam_reads(queries, rows) -> dict | None:
+    """``{query_id: (alphabet, codes)}`` of the DNA queries that have hits in ``rows``;
+    None without queries or for protein."""
+    if queries is None:
+        return None
+    from .sequences.batch import as_batch
+
+    batch = as_batch(queries, alphabet="dna" if rows and rows[0]["strand"] else "auto")
+    if batch.alphabet.name != "dna":
+        return None
+    where = {int(seq_id): k for k, seq_id in enumerate(batch.seq_id)}
+    reads = {}
+    for row in rows:
+        k = where.get(row["query_id"])
+        if k is None or batch.names[k] != row["query"] or batch.lengths[k] != row["query_length"]:
+            raise ValueError(f"queries: query {row['query']!r} (query_id {row['query_id']}, "
+                             f"{row['query_length']} residues) of the hits is not among them; "
+                             "give the queries that were searched")
+        reads[row["query_id"]] = batch.codes(k)
+    return {query_id: (batch.alphabet, codes) for query_id, codes in reads.items()}
+
+
+def _sam_seq(reads, row, minus: bool) -> str:
+    """SEQ of a record: the read, reverse complemented on the minus strand; ``*`` without
+    reads."""
+    if reads is None:
+        return "*"
+    from .sequences.alphabet import reverse_complement
+
+    alphabet, codes = reads[row["query_id"]]
+    return alphabet.decode(reverse_complement(codes) if minus else codes)

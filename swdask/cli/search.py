@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..options import BLAST_KEYWORDS, DEVICES, OUTFMTS
+from ..options import BLAST_KEYWORDS, DEVICES, OUTFMTS, STRANDS, check_strand
 from .common import (
     add_job_options,
     add_scoring,
@@ -49,6 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--evalue", type=positive_number, metavar="E",
                         help="report only hits with an E-value of at most E (local mode; BLAST's "
                         "Karlin-Altschul statistics for the scoring and the database size)")
+    parser.add_argument("--strand", choices=STRANDS,
+                        help="DNA query strands searched, as blastn's -strand: both (the "
+                        "default for DNA), plus (as given) or minus (reverse complement); "
+                        "protein: plus only")
     parser.add_argument("--device", default="auto", choices=DEVICES,
                         help="auto (default: a GPU when one is visible, local mode), cpu, or gpu")
     add_job_options(parser)
@@ -83,19 +87,26 @@ def run(args: argparse.Namespace) -> None:
             f"({scoring.name}) is for {scoring.alphabet.name}")
     options = {"scoring": scoring, "mode": args.mode, "max_hits": args.max_hits,
                "min_score": args.min_score, "evalue": args.evalue, "device": args.device,
-               "alphabet": args.alphabet, "map_unknown": args.map_unknown, "return_stats": True}
+               "alphabet": args.alphabet, "map_unknown": args.map_unknown,
+               "strand": args.strand, "return_stats": True}
+    check_strand(args.strand, db_alphabet)  # before a FASTA database is ingested
+    queries = args.queries
+    if args.outfmt == "sam":  # read once: the search's queries are SAM's reads (SEQ)
+        from ..sequences.batch import as_batch
+
+        queries = as_batch(queries, alphabet=args.alphabet, map_unknown=args.map_unknown)
     if in_process(args):
-        hits, stats = search_here(args.queries, args.database, progress=progress_wanted(args),
+        hits, stats = search_here(queries, args.database, progress=progress_wanted(args),
                                   **options)
     else:
         from ..cluster import compute
         from ..jobs.search import search
 
         with job_session(args) as client:
-            hits, stats = compute(*search(args.queries, args.database, **options),
+            hits, stats = compute(*search(queries, args.database, **options),
                                   client=client, progress=progress_wanted(args))
     write_hits(hits, args.output, outfmt=args.outfmt, columns=args.columns, force=args.force,
-               command_line=command_line(args))
+               command_line=command_line(args), queries=queries)
     if not args.quiet:
         print(f"wrote {len(hits):,} hits to {args.output} ({args.outfmt})", file=sys.stderr)
         print(search_summary(stats), file=sys.stderr)

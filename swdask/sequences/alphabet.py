@@ -131,6 +131,32 @@ PROTEIN = Alphabet("protein", "ARNDCQEGHILKMFPSTWYVBZX*", "X")
 DNA = Alphabet("dna", "ACGTN", "N", {c: "N" for c in "RYKMSWBDHV"} | {"U": "T"})
 ALPHABETS = {"protein": PROTEIN, "dna": DNA}
 
+# Codes of the complement of each DNA code: A<->T, C<->G; N (and the IUPAC codes stored
+# as N) stays N.
+_COMPLEMENT = np.array([DNA.letters.index(c) for c in "TGCAN"], dtype=np.uint8)
+
+
+def reverse_complement(codes) -> np.ndarray:
+    """Reverse complement of DNA codes (``ACGTN`` order; N stays N).
+
+    Parameters
+    ----------
+    codes : array_like of uint8
+        DNA codes, concatenated sequences included: the reverse complement of a
+        concatenation is the concatenation of the reverse complements in reverse order.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new uint8 array.
+
+    Examples
+    --------
+    >>> DNA.decode(reverse_complement(DNA.encode("AACGRN")))
+    'NNCGTT'
+    """
+    return _COMPLEMENT[np.asarray(codes, dtype=np.uint8)][::-1].copy()
+
 
 def get_alphabet(name) -> Alphabet:
     """The alphabet called ``name`` (``"protein"`` or ``"dna"``); an Alphabet passes through.

@@ -16,7 +16,7 @@ import pyarrow as pa
 from ..errors import EmptyInputError, InputNotFoundError, InvalidSequenceError
 from ..parquet_schemas import SEQUENCES
 from ..tables import check_table
-from .alphabet import Alphabet, detect_alphabet, get_alphabet
+from .alphabet import Alphabet, detect_alphabet, get_alphabet, reverse_complement
 
 __all__ = ["MAX_LIST_RESIDUES", "SequenceBatch", "as_batch", "list_arrays", "one_sequence"]
 
@@ -228,6 +228,31 @@ class SequenceBatch:
             residues=self.residues[gather],
             alphabet=self.alphabet,
         )
+
+    def reverse_complement(self) -> SequenceBatch:
+        """A new batch of the reverse complements, in the same order, with the same
+        names and ``seq_id`` (DNA; N stays N).
+
+        Raises
+        ------
+        ValueError
+            The batch is not DNA.
+
+        Examples
+        --------
+        >>> from swdask.sequences.alphabet import DNA
+        >>> batch = as_batch({"a": "AACG", "b": "TTN"}, alphabet="dna").reverse_complement()
+        >>> [DNA.decode(batch.codes(k)) for k in range(2)], batch.names
+        (['CGTT', 'NAA'], ('a', 'b'))
+        """
+        if self.alphabet.name != "dna":
+            raise ValueError(f"reverse complement of {self.alphabet.name} sequences")
+        # The reverse complement of the concatenation holds the sequences last to first.
+        flipped = SequenceBatch(seq_id=self.seq_id[::-1], names=self.names[::-1],
+                                descriptions=self.descriptions[::-1], lengths=self.lengths[::-1],
+                                offsets=self.offsets[-1] - self.offsets[::-1],
+                                residues=reverse_complement(self.residues), alphabet=self.alphabet)
+        return flipped.take(np.arange(len(self))[::-1])
 
     def sorted_by_length(self) -> SequenceBatch:
         """A new batch sorted by ``(length, seq_id)``, the order of a store."""

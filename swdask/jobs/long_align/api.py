@@ -9,6 +9,7 @@ import numpy as np
 from ... import backend
 from ...errors import InvalidSequenceError, ScoringError
 from ...scoring import Scoring
+from ...sequences.alphabet import reverse_complement
 from ...sequences.batch import one_sequence
 from .plan import CostModel, plan_tiles
 from .score import client_workers, local_cluster, score_pass
@@ -18,8 +19,6 @@ __all__ = ["LongAlignment", "align_long", "check_score_range", "reverse_compleme
 
 #: Reachable scores stay this far inside the int32 sentinel of the kernels.
 _SCORE_LIMIT = (1 << 30) - (1 << 20)
-# Codes of DNA's ACGT complement; N (4) stays N.
-_COMPLEMENT = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
 
 
 @dataclass(frozen=True)
@@ -129,18 +128,6 @@ def check_score_range(m: int, n: int, scoring: Scoring) -> None:
     if bound >= _SCORE_LIMIT:
         raise ValueError(f"pair of {m:,} x {n:,} residues may reach scores of {bound:,}, "
                          f"beyond the exact 32-bit range of the tile kernels ({_SCORE_LIMIT:,})")
-
-
-def reverse_complement(codes: np.ndarray) -> np.ndarray:
-    """Reverse complement of DNA codes (``ACGTN`` order; N stays N).
-
-    Examples
-    --------
-    >>> from swdask.sequences.alphabet import DNA
-    >>> DNA.decode(reverse_complement(DNA.encode("AACGN")))
-    'NCGTT'
-    """
-    return _COMPLEMENT[np.asarray(codes, dtype=np.uint8)][::-1].copy()
 
 
 def _sequence(value, alphabet, name):

@@ -41,6 +41,7 @@ import numpy as np
 
 from ... import backend
 from ...kernels.cpu.score import kernel_threads
+from ...options import check_strand
 from ...scoring import Scoring
 from ...sequences.store import SequenceStore
 from ..align import check_mode
@@ -54,7 +55,7 @@ __all__ = ["search", "search_in_process"]
 def search(queries, database, *, scoring: Scoring | None = None, mode: str = "local",
            max_hits: int = 50, min_score: int | None = None, evalue: float | None = None,
            device: str = "auto", alphabet="auto", map_unknown: bool = False,
-           return_stats: bool = False):
+           strand: str | None = None, return_stats: bool = False):
     """Search queries against a database: a lazy Dask DataFrame of the best hits.
 
     Exact scores of every (query, subject) pair, each query's ``max_hits`` best subjects,
@@ -97,6 +98,11 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
         records, and queries and database must then agree.
     map_unknown : bool, default False
         Read letters outside the alphabet as ``X``/``N`` instead of failing.
+    strand : {"both", "plus", "minus"}, optional
+        DNA: the strands of each query searched, as blastn's ``-strand``: the query as
+        given (``"plus"``), its reverse complement (``"minus"``), or both (the default
+        for DNA).  A query's hits on both strands are ranked together, a subject hit on
+        both strands being two hits.  Protein: ``"plus"`` or None only.
     return_stats : bool, default False
         Also return a lazy :class:`SearchStats` (a Dask scalar); compute it with the hits
         (``dask.compute(hits, stats)``) so that the search runs once.
@@ -108,6 +114,8 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
         partition per ``TRACEBACK_QUERIES`` (64) queries: queries in input order, hits by
         rank, a RangeIndex in each partition.  ``evalue`` and ``bitscore`` follow NCBI
         BLAST+ (:mod:`swdask.scoring.statistics`) in local mode and are null otherwise.
+        ``strand`` is ``"plus"`` or ``"minus"`` for DNA (coordinates on the sequences as
+        given; see ``swdask.parquet_schemas.HITS``), null for protein.
     dask.dataframe.Scalar
         Only with ``return_stats=True``: computes to a :class:`SearchStats`, from the
         records the tasks return beside their tables.
@@ -115,9 +123,9 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
     Raises
     ------
     ValueError
-        Bad ``mode``, ``device``, ``max_hits``, ``min_score`` or ``evalue``; the
-        queries, database and scoring are of different alphabets; or two queries share
-        a ``seq_id``.
+        Bad ``mode``, ``device``, ``max_hits``, ``min_score``, ``evalue`` or ``strand``
+        (``"both"``/``"minus"`` for protein); the queries, database and scoring are of
+        different alphabets; or two queries share a ``seq_id``.
     DeviceError
         ``device="gpu"`` with a mode other than local, or without a GPU in this process
         (no client) or on any worker of the current client.
@@ -149,6 +157,11 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
     :func:`search_in_process`.  Traceback, the only step that stores a DP matrix, runs
     for the final candidates only.
 
+    A DNA query's reverse complement is scored as a query row of its own (the same
+    kernels), so ``cells`` and GCUPS count both strands.  E-values follow blastn, which
+    gives each strand the search space of the query and the database: searching both
+    strands does not change a hit's E-value.
+
     Examples
     --------
     >>> from importlib.resources import files
@@ -168,9 +181,10 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
     check_mode(mode)
     device = backend.job_device(device, mode, client=backend.current_client())
     check_limits(max_hits, min_score, evalue)
+    check_strand(strand)
     job = prepare(queries, database, scoring=scoring, mode=mode, max_hits=int(max_hits),
                   min_score=min_score, evalue=evalue, device=device, alphabet=alphabet,
-                  map_unknown=map_unknown, owner="dask")
+                  map_unknown=map_unknown, owner="dask", strand=strand)
     token = uuid.uuid4().hex
     job_node = dask.delayed(job, name=f"swdask-search-{token}")
     score = dask.delayed(tasks.score_partition, pure=True)
@@ -194,7 +208,7 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
         return hits
     stats = dask.delayed(tasks.search_stats, pure=True)(
         candidates.stats, [traced for _, traced in parts], n_queries=len(job.queries),
-        n_subjects=job.db_sequences, cells=job.cells)
+        n_subjects=job.db_sequences, cells=job.cells, strands=job.strands)
     return hits, lazy_value(stats, SearchStats, name=f"swdask-stats-{token[:8]}")
 
 
@@ -207,7 +221,8 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
                       mode: str = "local", max_hits: int = 50, min_score: int | None = None,
                       evalue: float | None = None, device: str = "auto",
                       threads: int | None = None, alphabet="auto", map_unknown: bool = False,
-                      progress: bool = False, return_stats: bool = False):
+                      strand: str | None = None, progress: bool = False,
+                      return_stats: bool = False):
     """Search queries against a database in this process, without Dask.
 
     The same search as :func:`search` (same arguments, same hits), run partition after
@@ -217,7 +232,7 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
 
     Parameters
     ----------
-    queries, database, scoring, mode, max_hits, min_score, evalue, alphabet, map_unknown
+    queries, database, scoring, mode, max_hits, min_score, evalue, alphabet, map_unknown, strand
         As :func:`search`.  A FASTA database's temporary store is removed on return.
     device : {"auto", "cpu", "gpu"}, default "auto"
         As :func:`swdask.backend.check_device`: ``"auto"`` takes a GPU when Numba sees
@@ -266,6 +281,7 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
     if chosen == "gpu":
         backend.start_early()
     check_limits(max_hits, min_score, evalue)
+    check_strand(strand)
     threads = _threads(threads)
     if device == "cpu":
         from ...kernels.cpu import prebuild
@@ -273,10 +289,10 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
         prebuild.start(prebuild.SEARCH)  # a first run compiles them in a second process
     job = prepare(queries, database, scoring=scoring, mode=mode, max_hits=int(max_hits),
                   min_score=min_score, evalue=evalue, device=chosen, alphabet=alphabet,
-                  map_unknown=map_unknown, owner="caller")
+                  map_unknown=map_unknown, owner="caller", strand=strand)
     reason = ""
     if device == "auto":
-        chosen, reason = backend.auto_device(job.queries.lengths, job.db_residues, job.scoring,
+        chosen, reason = backend.auto_device(job.rows.lengths, job.db_residues, job.scoring,
                                              job.mode, threads)
         if chosen == "cpu":
             from ...kernels.cpu import prebuild
@@ -298,7 +314,7 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
         if job.keep:
             shutil.rmtree(job.store_path, ignore_errors=True)
     stats = SearchStats(**stats, total_seconds=time.perf_counter() - started, workers=threads,
-                        device=chosen, device_reason=reason)
+                        device=chosen, device_reason=reason, strands=job.strands)
     return (frame, stats) if return_stats else frame
 
 
@@ -312,20 +328,22 @@ def _threads(threads) -> int:
 
 
 class _TopHits:
-    """Best ``k`` candidates per query over all partitions: (score desc, seq_id asc)."""
+    """Best ``k`` candidates per query over all partitions and both strands: (score desc,
+    seq_id asc, minus asc)."""
 
     def __init__(self, n_queries: int, k: int):
         self.k = k
         self.parts = [[] for _ in range(n_queries)]
 
-    def add(self, qi, scores, seq_ids, q_end, s_end, codes):
+    def add(self, qi, minus, scores, seq_ids, q_end, s_end, codes):
         current = self.parts[qi]
-        current.extend(zip(scores.tolist(), seq_ids.tolist(), q_end.tolist(), s_end.tolist(), codes))
+        current.extend(zip(scores.tolist(), seq_ids.tolist(), [minus] * len(codes),
+                           q_end.tolist(), s_end.tolist(), codes))
         if len(current) > 2 * self.k:
             self.parts[qi] = self._best(current)
 
     def _best(self, items):
-        items.sort(key=lambda hit: (-hit[0], hit[1]))
+        items.sort(key=lambda hit: (-hit[0], hit[1], hit[2]))
         return items[: self.k]
 
     def result(self, qi):
@@ -333,9 +351,10 @@ class _TopHits:
 
 
 def _run(job: SearchJob, progress, device="cpu"):
-    batch, max_hits = job.queries, job.max_hits
+    batch, max_hits = job.rows, job.max_hits  # a DNA query's strands are rows of their own
+    origin, minus = job.row_position, job.row_minus
     store = SequenceStore.open(job.store_path)
-    n_queries = len(batch)
+    n_rows, n_queries = len(batch), len(job.queries)
     top = _TopHits(n_queries, max_hits)
     cells = 0
     score_seconds = 0.0
@@ -346,8 +365,8 @@ def _run(job: SearchJob, progress, device="cpu"):
         for part in store.iter_partitions(read_ahead=device == "gpu"):
             n_subjects = len(part)
             rows_per_chunk = max(1, plan.SCORE_TABLE_BYTES // (12 * max(n_subjects, 1)))
-            for q0 in range(0, n_queries, rows_per_chunk):
-                q1 = min(n_queries, q0 + rows_per_chunk)
+            for q0 in range(0, n_rows, rows_per_chunk):
+                q1 = min(n_rows, q0 + rows_per_chunk)
                 q_off = batch.offsets[q0:q1 + 1] - batch.offsets[q0]
                 q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
                 candidates, seconds = tasks.score_pass(device, q_res, q_off, part.residues, part.offsets,
@@ -358,19 +377,22 @@ def _run(job: SearchJob, progress, device="cpu"):
                 bar.update(work)
                 for row, found in enumerate(candidates):
                     keep, scores, q_end, s_end = tasks.best_of(found, part.seq_id, max_hits)
-                    top.add(q0 + row, scores, part.seq_id[keep], q_end, s_end,
+                    top.add(int(origin[q0 + row]), int(minus[q0 + row]), scores,
+                            part.seq_id[keep], q_end, s_end,
                             [part.codes(int(c)).copy() for c in keep])
                     for c in keep:
                         names[int(part.seq_id[c])] = part.names[int(c)]
 
     tick = time.perf_counter()
-    work = []
+    work, strands = [], []
+    queries = job.queries
     for qi in range(n_queries):
-        query = batch.codes(qi)
-        for rank, (score, seq_id, qe, se, subject) in enumerate(top.result(qi), start=1):
-            work.append((batch.names[qi], int(batch.seq_id[qi]), query, names[seq_id], seq_id,
-                         subject, score, qe, se, rank))
-    frame = tasks.hits_frame(tasks.trace(work, job.scoring, job.mode, device))
+        for rank, (score, seq_id, flip, qe, se, subject) in enumerate(top.result(qi), start=1):
+            work.append((queries.names[qi], int(queries.seq_id[qi]), job.query_codes(qi, flip),
+                         names[seq_id], seq_id, subject, score, qe, se, rank))
+            strands.append(flip)
+    rows = tasks.trace(work, job.scoring, job.mode, device)
+    frame = tasks.hits_frame(tasks.on_strands(rows, strands, job.stranded))
     if job.statistics:
         frame = tasks.statistics(frame, job)
     if job.evalue is not None:

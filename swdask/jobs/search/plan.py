@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import EmptyInputError, InvalidSequenceError
+from ...options import check_strand
 from ...parquet_schemas import HITS
 from ...scoring import Scoring
 from ...scoring.statistics import annotate, karlin_altschul
@@ -19,7 +20,7 @@ from ...tables import to_pandas
 from ..base import Job, TemporaryStore
 
 __all__ = ["HITS_META", "MERGE_FAN_IN", "SCORE_TABLE_BYTES", "TRACEBACK_QUERIES", "SearchJob",
-           "SearchStats", "check_limits", "prepare"]
+           "SearchStats", "check_limits", "prepare", "strand_rows"]
 
 #: Bound on the score tables (scores and both ends, int32) held at once for one partition.
 SCORE_TABLE_BYTES = 256 * 2**20
@@ -43,6 +44,9 @@ class SearchStats:
     worker's kernel), ``total_seconds`` runs from the first task's start to the last
     one's end, ``workers`` counts the processes that ran score tasks and ``device`` names
     every device they used (``"cpu"``, ``"gpu"`` or ``"cpu+gpu"``).
+
+    ``cells`` counts what the kernels scored: with both strands of a DNA query searched
+    (``strands == 2``), each query's cells twice.
     """
 
     n_queries: int
@@ -56,6 +60,8 @@ class SearchStats:
     device: str = "cpu"
     #: Why ``device="auto"`` chose the device (empty when the device was given).
     device_reason: str = ""
+    #: Strands scored per query: 2 for a DNA search of both strands, else 1.
+    strands: int = 1
 
     @property
     def kernel_gcups(self) -> float:
@@ -70,9 +76,16 @@ class SearchStats:
 
 @dataclass(frozen=True, kw_only=True)
 class SearchJob(Job):
-    """Everything the tasks of one search need: small, immutable, picklable."""
+    """Everything the tasks of one search need: small, immutable, picklable.
+
+    ``queries`` are the queries as given; ``rows`` the sequences the score pass scores
+    (:func:`strand_rows`): the queries, their reverse complements, or each query followed
+    by its reverse complement.  ``strand`` is the search's, ``"plus"`` for protein.
+    """
 
     queries: SequenceBatch
+    rows: SequenceBatch
+    strand: str
     mode: str
     max_hits: int
     min_score: int | None
@@ -92,8 +105,36 @@ class SearchJob(Job):
 
     @property
     def cells(self) -> int:
-        """Cells of the whole score pass: query residues x database residues."""
-        return int(self.queries.lengths.sum()) * self.db_residues
+        """Cells of the whole score pass: residues scored (each strand) x database residues."""
+        return int(self.rows.lengths.sum()) * self.db_residues
+
+    @property
+    def strands(self) -> int:
+        """Strands scored per query: 2 for ``"both"``, else 1."""
+        return 2 if self.strand == "both" else 1
+
+    @property
+    def stranded(self) -> bool:
+        """Whether hits have a strand (DNA)."""
+        return self.queries.alphabet.name == "dna"
+
+    @property
+    def row_position(self) -> np.ndarray:
+        """Position in :attr:`queries` of each row of :attr:`rows`."""
+        return np.arange(len(self.rows)) // self.strands
+
+    @property
+    def row_minus(self) -> np.ndarray:
+        """1 for the rows of :attr:`rows` that are reverse complements, else 0 (int32)."""
+        rows = np.arange(len(self.rows), dtype=np.int32)
+        if self.strand == "both":
+            return rows % 2
+        return np.full(len(rows), int(self.strand == "minus"), np.int32)
+
+    def query_codes(self, position: int, minus) -> np.ndarray:
+        """The codes a hit of query ``position`` was scored with: the query's, or with
+        ``minus`` those of its reverse complement (a row of :attr:`rows`)."""
+        return self.rows.codes(position * self.strands + int(minus and self.strand == "both"))
 
     def positions(self, query_ids) -> np.ndarray:
         """Positions in :attr:`queries` of queries given by ``seq_id``."""
@@ -115,14 +156,37 @@ def check_limits(max_hits, min_score, evalue) -> None:
         raise ValueError(f"evalue must be a positive number, got {evalue!r}")
 
 
+def strand_rows(queries: SequenceBatch, strand: str) -> SequenceBatch:
+    """The sequences a search of ``strand`` scores: the queries (``"plus"``), their
+    reverse complements (``"minus"``), or each query followed by its reverse complement
+    (``"both"``: query ``i`` in rows ``2 i`` and ``2 i + 1``), names and ``seq_id`` kept.
+
+    Examples
+    --------
+    >>> from swdask.sequences.batch import as_batch
+    >>> rows = strand_rows(as_batch({"a": "AAC", "b": "GT"}, alphabet="dna"), "both")
+    >>> [rows.alphabet.decode(rows.codes(k)) for k in range(4)], rows.names
+    (['AAC', 'GTT', 'GT', 'AC'], ('a', 'a', 'b', 'b'))
+    """
+    if strand == "plus":
+        return queries
+    minus = queries.reverse_complement()
+    if strand == "minus":
+        return minus
+    n = len(queries)
+    both = SequenceBatch.concat([queries, minus])
+    return both.take(np.column_stack([np.arange(n), np.arange(n) + n]).ravel())
+
+
 def prepare(queries, database, *, scoring, mode, max_hits, min_score, evalue, device,
-            alphabet, map_unknown, owner) -> SearchJob:
+            alphabet, map_unknown, owner, strand=None) -> SearchJob:
     """Open the database and the queries and check that they go together.
 
     ``device`` is the job's, already decided.  A FASTA database is ingested into a
     temporary store; with ``owner="dask"`` the search's :class:`TemporaryStore` removes
     it later, otherwise the caller must (``store_path`` of the result; ``keep`` is then
-    True).
+    True).  ``strand`` defaults to ``"both"`` for DNA; protein takes ``"plus"`` only
+    (:func:`swdask.options.check_strand`).
     """
     store = database if isinstance(database, SequenceStore) else None
     if store is None:
@@ -146,6 +210,7 @@ def prepare(queries, database, *, scoring, mode, max_hits, min_score, evalue, de
                 f"alphabet={db_alphabet.name!r} (--alphabet {db_alphabet.name})")
         if len(np.unique(batch.seq_id)) != len(batch):
             raise ValueError("queries: two queries have the same seq_id")
+        strand = check_strand(strand, batch.alphabet.name)
         if min_score is None and mode == "local":
             min_score = 1
         statistics = mode == "local" and karlin_altschul(scoring) is not None
@@ -168,7 +233,8 @@ def prepare(queries, database, *, scoring, mode, max_hits, min_score, evalue, de
         keep = TemporaryStore(store.path)
     else:
         keep = True
-    return SearchJob(queries=batch, scoring=scoring, mode=mode, max_hits=max_hits,
+    return SearchJob(queries=batch, rows=strand_rows(batch, strand), strand=strand,
+                     scoring=scoring, mode=mode, max_hits=max_hits,
                      min_score=min_score, evalue=evalue, device=device,
                      store_path=str(store.path), files=tuple(str(f) for f in store.files),
                      db_residues=store.n_residues, db_sequences=store.n_records,

@@ -35,6 +35,7 @@ __all__ = [
     "hit_row",
     "hits_frame",
     "merge_candidates",
+    "on_strands",
     "score_partition",
     "score_pass",
     "search_stats",
@@ -51,7 +52,10 @@ _SUBJECT_COLUMNS = ("seq_id", "length", "residues")
 _FETCHED = pa.schema([SEQUENCES.field(name) for name in ("seq_id", "name", "length", "residues")])
 _HIT_COLUMNS = ("query", "subject", "score", "identity", "align_length", "mismatches",
                 "gap_opens", "query_start", "query_end", "subject_start", "subject_end", "cigar",
-                "query_length", "subject_length", "query_id", "subject_id", "rank")
+                "query_length", "subject_length", "query_id", "subject_id", "rank", "strand")
+# Positions in a row of hit_row of the query's aligned region and length.
+_QUERY_START, _QUERY_END, _QUERY_LENGTH = (_HIT_COLUMNS.index(name) for name in
+                                           ("query_start", "query_end", "query_length"))
 #: The score table is built from NumPy arrays inside the score task and never handed
 #: out: it keeps NumPy's dtypes.
 _SCORES_META = SCORES.empty_table().to_pandas()
@@ -93,7 +97,7 @@ class Candidates:
 
 
 def search_stats(scored: ScoreStats, traced, *, n_queries: int, n_subjects: int,
-                 cells: int) -> SearchStats:
+                 cells: int, strands: int = 1) -> SearchStats:
     """The :class:`SearchStats` of a Dask search from its tasks' records."""
     traced = sum(traced, TraceStats())
     if scored.cells != cells:  # every partition was scored exactly once
@@ -102,7 +106,8 @@ def search_stats(scored: ScoreStats, traced, *, n_queries: int, n_subjects: int,
         n_queries=n_queries, n_subjects=n_subjects, cells=cells,
         score_seconds=scored.kernel_seconds, traceback_seconds=traced.traceback_seconds,
         total_seconds=max(scored.finished, traced.finished) - scored.started,
-        n_hits=traced.n_hits, workers=len(scored.workers), device=scored.devices)
+        n_hits=traced.n_hits, workers=len(scored.workers), device=scored.devices,
+        strands=strands)
 
 
 # --------------------------------------------------------------------------------------
@@ -122,7 +127,7 @@ def score_partition(job: SearchJob, number: int) -> Candidates:
     seq_id = table.column("seq_id").to_numpy()
     offsets, residues = list_arrays(table.column("residues"))
     device = job.task_device()
-    batch = job.queries
+    batch, minus = job.rows, job.row_minus  # a DNA query's strands are rows of their own
     n_queries, n_subjects = len(batch), len(seq_id)
     lengths = np.diff(offsets).astype(np.int32)
     rows_per_chunk = max(1, SCORE_TABLE_BYTES // (12 * max(n_subjects, 1)))
@@ -146,6 +151,7 @@ def score_partition(job: SearchJob, number: int) -> Candidates:
             columns["subject_length"].append(lengths[keep])
             columns["partition"].append(np.full(keep.size, number, np.int32))
             columns["row"].append(keep.astype(np.int64))
+            columns["minus"].append(np.full(keep.size, minus[q0 + row], np.int32))
     frame = pd.DataFrame({
         field.name: np.concatenate([np.empty(0, _SCORES_META[field.name].dtype)] + parts)
         .astype(_SCORES_META[field.name].dtype, copy=False)
@@ -191,11 +197,12 @@ def best_of(found, seq_id, max_hits):
 
 def merge_candidates(job: SearchJob, *parts: Candidates) -> Candidates:
     """Each query's ``max_hits`` best of several score tables, sorted by query position,
-    score (descending) and subject_id: the order of the hits table."""
+    score (descending), subject_id and strand (plus first): the order of the hits table.
+    A DNA query's two strands compete for its ``max_hits``."""
     tables = [p.table for p in parts if len(p.table)] or [parts[0].table]
     table = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
     position = job.positions(table["query_id"].to_numpy())
-    order = np.lexsort((table["subject_id"].to_numpy(),
+    order = np.lexsort((table["minus"].to_numpy(), table["subject_id"].to_numpy(),
                         -table["score"].to_numpy().astype(np.int64), position))
     sorted_position = position[order]
     n = len(order)
@@ -241,11 +248,12 @@ def traceback_batch(job: SearchJob, candidates: pd.DataFrame,
         rank = rank + 1 if k and position[k] == position[k - 1] else 1
         qi = int(position[k])
         name, codes = subjects[row.subject_id]
-        work.append((queries.names[qi], int(queries.seq_id[qi]), queries.codes(qi), name,
-                     int(row.subject_id), codes, int(row.score), int(row.query_end),
+        work.append((queries.names[qi], int(queries.seq_id[qi]), job.query_codes(qi, row.minus),
+                     name, int(row.subject_id), codes, int(row.score), int(row.query_end),
                      int(row.subject_end), rank))
     traced = backend.trace_device(job.device, job.mode)
-    hits = hits_frame(trace(work, job.scoring, job.mode, traced))
+    rows = trace(work, job.scoring, job.mode, traced)
+    hits = hits_frame(on_strands(rows, candidates["minus"].to_numpy(), job.stranded))
     if job.statistics:
         hits = statistics(hits, job)
     return hits, TraceStats(traceback_seconds=time.perf_counter() - tick, started=started,
@@ -383,8 +391,26 @@ def hit_row(query_name, query_id, query, subject_name, subject_id, subject, scor
             aln.cigar, len(query), len(subject), query_id, subject_id, rank)
 
 
+def on_strands(rows, minus, stranded: bool) -> list:
+    """Rows of :func:`trace` with their strand: ``"plus"``/``"minus"`` where ``stranded``
+    (DNA), else None.  A minus-strand row was traced on the query's reverse complement;
+    its query region is counted again on the query as given (the CIGAR keeps the subject's
+    direction).
+    """
+    out = []
+    for row, flip in zip(rows, minus):
+        row = list(row)
+        if flip:
+            length = row[_QUERY_LENGTH]
+            row[_QUERY_START], row[_QUERY_END] = (length - row[_QUERY_END],
+                                                  length - row[_QUERY_START])
+        out.append((*row, ("minus" if flip else "plus") if stranded else None))
+    return out
+
+
 def hits_frame(rows) -> pd.DataFrame:
-    """The hits table of some rows, as a pandas DataFrame of HITS's dtypes."""
+    """The hits table of some rows (:func:`on_strands`), as a pandas DataFrame of HITS's
+    dtypes."""
     data = {name: [r[k] for r in rows] for k, name in enumerate(_HIT_COLUMNS)}
     data["evalue"] = pa.nulls(len(rows), pa.float64())
     data["bitscore"] = pa.nulls(len(rows), pa.float64())
