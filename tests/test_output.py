@@ -20,10 +20,10 @@ from swdask.output import (
     sam_lines,
     write_hits,
 )
-from tests.helpers import QUERIES, SPROT_DB, read_fasta
+from tests.helpers import QUERIES, RRNA, SPROT_DB, read_fasta
 
 ALLOWED = ("std, qseqid, sseqid, pident, length, mismatch, gapopen, qstart, qend, sstart, "
-           "send, evalue, bitscore, score, nident, gaps, qlen, slen, cigar")
+           "send, evalue, bitscore, score, nident, gaps, qlen, slen, cigar, sstrand")
 
 
 # -- a strict SAM reader (pysam is not a dependency) ----------------------------------------
@@ -145,6 +145,30 @@ def empty_hits(tmp_path_factory):
     db = tmp_path_factory.mktemp("empty") / "db.fasta"
     db.write_text(">s1\nPPPPPPPP\n>s2\nMKVLAWQ\n")
     return swdask.search({"q": "WWWWCC", "r": "GGMKVLAWQGG", "p": "GGGG"}, db, min_score=0).compute()
+
+
+@pytest.fixture(scope="module")
+def dna_reads():
+    """Reads of 16S genes: forward, reverse-complemented, and a chimera of a forward and a
+    reverse-complemented piece (hits on both strands, primary and secondary)."""
+    genes = list(read_fasta(RRNA).values())
+    s0, s64 = genes[0], genes[64]
+    return {"fwd": s0[100:400], "rev": revcomp(s64[200:500]),
+            "chimera": s0[600:750] + revcomp(s64[900:1050])}
+
+
+@pytest.fixture(scope="module")
+def dna_hits(dna_reads):
+    """Both strands of the reads against the 16S genes."""
+    hits = swdask.search_in_process(dna_reads, RRNA, max_hits=4)
+    assert set(hits["strand"]) == {"plus", "minus"}
+    return hits
+
+
+def revcomp(letters):
+    """Reverse complement of DNA letters, written plainly: A-T, C-G, anything else N."""
+    pairs = {"A": "T", "C": "G", "G": "C", "T": "A"}
+    return "".join(pairs.get(c, "N") for c in reversed(letters))
 
 
 def cigar_runs(cigar):
@@ -311,20 +335,23 @@ def test_sam_of_a_real_search(hits, tmp_path):
 
 
 def columns_of_coordinates(coordinates):
-    """Alignment columns (``M``/``I``/``D``) of Biopython coordinates (target, query)."""
+    """Alignment columns (``M``/``I``/``D``) of Biopython coordinates (target, query); the
+    query's run down its reverse strand."""
     columns = []
     for (t0, q0), (t1, q1) in zip(coordinates.T, coordinates.T[1:]):
-        if t1 > t0 and q1 > q0:
-            assert t1 - t0 == q1 - q0
+        step = abs(q1 - q0)
+        if t1 > t0 and step:
+            assert t1 - t0 == step
             columns.append("M" * (t1 - t0))
         else:
-            columns.append("D" * (t1 - t0) + "I" * (q1 - q0))
+            columns.append("D" * (t1 - t0) + "I" * step)
     return "".join(columns)
 
 
-@pytest.mark.parametrize("which", ["hits", "global_hits"])
+@pytest.mark.parametrize("which", ["hits", "global_hits", "dna_hits"])
 def test_sam_read_back_by_biopython(which, request, tmp_path):
-    """Biopython's SAM parser (Bio.Align.sam) reads the same hits back, subject as target."""
+    """Biopython's SAM parser (Bio.Align.sam) reads the same hits back, subject as target;
+    a minus-strand hit's query interval comes back on the read as given, from its end."""
     from Bio import Align
 
     table = request.getfixturevalue(which)
@@ -336,9 +363,13 @@ def test_sam_read_back_by_biopython(which, request, tmp_path):
     for aln, row in zip(alignments, rows):
         assert (aln.target.id, aln.query.id) == (row["subject"], row["query"])
         assert (len(aln.target), len(aln.query)) == (row["subject_length"], row["query_length"])
-        assert (aln.flag, aln.score) == (0 if row["rank"] == 1 else 256, row["score"])
-        assert aln.coordinates[:, 0].tolist() == [row["subject_start"], row["query_start"]]
-        assert aln.coordinates[:, -1].tolist() == [row["subject_end"], row["query_end"]]
+        minus = row["strand"] == "minus"
+        assert (aln.flag, aln.score) == ((0 if row["rank"] == 1 else 256) | (16 if minus else 0),
+                                         row["score"])
+        first, last = (row["query_end"], row["query_start"]) if minus else (
+            row["query_start"], row["query_end"])
+        assert aln.coordinates[:, 0].tolist() == [row["subject_start"], first]
+        assert aln.coordinates[:, -1].tolist() == [row["subject_end"], last]
         expected = "".join(("M" if op in "=X" else op) * n for n, op in cigar_runs(row["cigar"]))
         assert columns_of_coordinates(aln.coordinates) == expected
 
@@ -491,3 +522,85 @@ def test_sam_lines_is_what_write_hits_writes(hits, tmp_path):
 def test_parquet_unchanged(hits, tmp_path):
     out = write_hits(hits, tmp_path / "hits.parquet")
     assert pq.read_table(out).equals(hits_table(hits))
+
+
+# -- DNA: both strands ----------------------------------------------------------------------
+
+
+def test_blast6_minus_strand_as_blastn(dna_hits, dna_reads, tmp_path):
+    """sstart > send on the minus strand, qstart < qend always; the 1-based coordinates
+    select the aligned residues (the query's reverse complement on the minus strand)."""
+    genes = read_fasta(RRNA)
+    out = write_hits(dna_hits, tmp_path / "dna.tsv", outfmt="blast6", columns="std sstrand")
+    rows = hits_table(dna_hits).to_pylist()
+    lines = out.read_text().splitlines()
+    assert len(lines) == len(rows)
+    for line, row in zip(lines, rows):
+        f = dict(zip(BLAST6_COLUMNS + ("sstrand",), line.split("\t"), strict=True))
+        qstart, qend, sstart, send = (int(f[k]) for k in ("qstart", "qend", "sstart", "send"))
+        assert f["sstrand"] == row["strand"]
+        assert qstart < qend and (qstart - 1, qend) == (row["query_start"], row["query_end"])
+        if row["strand"] == "minus":
+            assert sstart > send and (send - 1, sstart) == (row["subject_start"],
+                                                             row["subject_end"])
+        else:
+            assert sstart < send and (sstart - 1, send) == (row["subject_start"],
+                                                             row["subject_end"])
+        query = dna_reads[f["qseqid"]][qstart - 1:qend]
+        if f["sstrand"] == "minus":
+            query = revcomp(query)
+        subject = genes[f["sseqid"]][min(sstart, send) - 1:max(sstart, send)]
+        i = j = 0
+        for n, op in cigar_runs(row["cigar"]):
+            for _ in range(n):
+                if op in "=X":
+                    assert (query[i] == subject[j] != "N") == (op == "="), (row, i, j)
+                i += op in "=XI"
+                j += op in "=XD"
+        assert (i, j) == (len(query), len(subject))
+
+
+def test_blast6_sstrand_of_protein_is_na(hits, tmp_path):
+    out = write_hits(hits, tmp_path / "p.tsv", outfmt="blast6", columns="qseqid sstrand")
+    assert {line.split("\t")[1] for line in out.read_text().splitlines()} == {"N/A"}
+
+
+def test_sam_minus_strand_flag_16_and_reverse_complemented_seq(dna_hits, dna_reads, tmp_path):
+    out = write_hits(dna_hits, tmp_path / "dna.sam", outfmt="sam", queries=dna_reads)
+    _, records = read_sam(out.read_text())
+    rows = hits_table(dna_hits).to_pylist()
+    assert len(records) == len(rows)
+    flags = set()
+    for record, row in zip(records, rows):
+        minus = row["strand"] == "minus"
+        flag = (0 if row["rank"] == 1 else 256) | (16 if minus else 0)
+        flags.add(flag)
+        assert record["FLAG"] == flag
+        assert record["POS"] - 1 == row["subject_start"]  # leftmost on the reference
+        read = dna_reads[row["query"]]
+        if flag & 256:
+            assert record["SEQ"] == "*"  # secondary lines, as SAM allows
+        else:
+            assert record["SEQ"] == (revcomp(read) if minus else read)
+        assert record["QUAL"] == "*"
+        # The CIGAR runs along the reference: on the minus strand over the reverse
+        # complement, whose first residues are the read's last.
+        head, tail = row["query_start"], row["query_length"] - row["query_end"]
+        if minus:
+            head, tail = tail, head
+        assert record["CIGAR"] == ((f"{head}S" if head else "") + row["cigar"]
+                                   + (f"{tail}S" if tail else ""))
+    assert {0, 16, 256, 272} <= flags  # every combination is met
+    without = write_hits(dna_hits, tmp_path / "noseq.sam", outfmt="sam")
+    _, plain = read_sam(without.read_text())
+    assert [r["FLAG"] for r in plain] == [r["FLAG"] for r in records]
+    assert {r["SEQ"] for r in plain} == {"*"}
+
+
+def test_sam_queries_must_be_those_searched(dna_hits, dna_reads, tmp_path):
+    other = {**dna_reads, "rev": dna_reads["rev"][:-1]}
+    with pytest.raises(ValueError) as exc:
+        write_hits(dna_hits, tmp_path / "dna.sam", outfmt="sam", queries=other)
+    assert str(exc.value) == ("queries: query 'rev' (query_id 1, 300 residues) of the hits is "
+                              "not among them; give the queries that were searched")
+    assert list(tmp_path.iterdir()) == []

@@ -247,7 +247,8 @@ def search_here(queries, database, **options) -> tuple:
 
 def search_summary(stats: SearchStats) -> str:
     """The one-line summary of a search's :class:`swdask.SearchStats`."""
-    return (f"{stats.n_queries:,} queries x {stats.n_subjects:,} subjects, "
+    strands = " (both strands)" if stats.strands == 2 else ""
+    return (f"{stats.n_queries:,} queries{strands} x {stats.n_subjects:,} subjects, "
             f"{stats.cells:,} cells: score pass {stats.score_seconds:.2f} s "
             f"({stats.kernel_gcups:.2f} GCUPS), traceback {stats.traceback_seconds:.2f} s, "
             f"total {stats.total_seconds:.2f} s ({stats.gcups:.2f} GCUPS) on {stats.device}"

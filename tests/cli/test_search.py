@@ -191,7 +191,7 @@ def test_output_format_errors(store, tmp_path, capsys, monkeypatch):
     assert (status, stdout) == (2, "")
     assert err == ("swdask: error: unknown BLAST column 'positive'; choose from: std, qseqid, "
                    "sseqid, pident, length, mismatch, gapopen, qstart, qend, sstart, send, "
-                   "evalue, bitscore, score, nident, gaps, qlen, slen, cigar\n")
+                   "evalue, bitscore, score, nident, gaps, qlen, slen, cigar, sstrand\n")
     status, stdout, err = run_cli(capsys, "search", QUERIES, store, "-o", out, "--columns", "std")
     assert (status, stdout) == (2, "")
     assert err == ("swdask: error: columns apply to the blast6 output format only, not to "
@@ -282,6 +282,51 @@ def test_dna_search(tmp_path, capsys):
     # Match/mismatch 2/-3 with default gaps 5/2 is NCBI's blastn default: same as no options.
     same = search_table(capsys, tmp_path / "h2.parquet", queries, RRNA, "--max-hits", 5)
     assert same.to_pylist() == rows
+
+
+def test_dna_search_covers_both_strands(tmp_path, capsys):
+    """A read reverse-complemented finds its gene on the minus strand, with the forward
+    read's score; blast6 as blastn (sstart > send), SAM with FLAG 16 and the read's
+    reverse complement; ``--strand plus`` finds it no more."""
+    genes = list(read_fasta(RRNA).items())
+    name, gene = genes[DNA_QUERY_INDEX[1]]
+    read = gene[100:400]
+    rc = read[::-1].translate(str.maketrans("ACGT", "TGCA"))
+    queries = tmp_path / "reads.fna"
+    queries.write_text(f">fwd\n{read}\n>rev\n{rc}\n")
+    out = tmp_path / "hits.tsv"
+    status, _, err = run_cli(capsys, "search", queries, RRNA, "-o", out, "--outfmt", "blast6",
+                             "--columns", "qseqid sseqid score qstart qend sstart send sstrand",
+                             "--max-hits", 3)
+    assert status == 0, err
+    assert re.search(r"^2 queries \(both strands\) x 200 subjects, ", err, re.M)
+    top = {f[0]: f[1:] for f in (line.split("\t") for line in out.read_text().splitlines())
+           if f[1] == name}
+    assert top == {"fwd": [name, "600", "1", "300", "101", "400", "plus"],
+                   "rev": [name, "600", "1", "300", "400", "101", "minus"]}
+    sam = tmp_path / "hits.sam"
+    status, _, err = run_cli(capsys, "search", queries, RRNA, "-o", sam, "--outfmt", "sam",
+                             "--max-hits", 1, "--quiet")
+    assert status == 0, err
+    records = [line.split("\t") for line in sam.read_text().splitlines() if line[0] != "@"]
+    assert [r[:6] + r[9:10] for r in records] == [
+        ["fwd", "0", name, "101", "255", "300=", read],
+        ["rev", "16", name, "101", "255", "300=", read]]  # SEQ on the reference's strand
+    plus = search_table(capsys, tmp_path / "plus.parquet", queries, RRNA, "--strand", "plus",
+                        "--max-hits", 3).to_pylist()
+    assert {r["strand"] for r in plus} == {"plus"}
+    assert not [r for r in plus if r["query"] == "rev" and r["subject"] == name]
+
+
+def test_strand_of_a_protein_search_is_refused(store, tmp_path, capsys):
+    out = tmp_path / "hits.parquet"
+    status, stdout, err = run_cli(capsys, "search", QUERIES, store, "-o", out, "--strand", "both")
+    assert (status, stdout) == (2, "")
+    assert err == ("swdask: error: strand 'both' applies to DNA; a protein search has one "
+                   "strand (plus)\n")
+    assert not out.exists()
+    table = search_table(capsys, out, QUERIES, store, "--strand", "plus", "--max-hits", 1)
+    assert table.column("strand").null_count == table.num_rows == N_QUERIES
 
 
 def test_workers_do_not_change_the_result(store, tmp_path, capsys):

@@ -42,3 +42,31 @@ def test_search_on_a_local_cuda_cluster_equals_cpu(device, tmp_path):
         shutdown(client)
     assert stats.device == "gpu"
     assert cpu.equals(hits)
+
+
+def test_dna_both_strands_on_gpu_equal_cpu(device):
+    """Reads of 16S genes, half of them reverse-complemented, against the 200 genes: the
+    doubled query rows of both strands on the GPU give the CPU's hits, here and on Dask."""
+    import dask
+
+    import swdask
+    from tests.helpers import RRNA, read_fasta
+
+    genes = list(read_fasta(RRNA).values())
+    reads = {}
+    for k in range(0, 200, 10):
+        read = genes[k][200:500]
+        if k % 20:
+            read = read[::-1].translate(str.maketrans("ACGTRYKMSWBDHVN", "TGCANNNNNNNNNNN"))
+        reads[f"read{k}"] = read
+    cpu, cpu_stats = swdask.search_in_process(reads, RRNA, device="cpu", max_hits=20,
+                                              return_stats=True)
+    assert set(cpu["strand"]) == {"plus", "minus"}
+    here, stats = swdask.search_in_process(reads, RRNA, device="gpu", max_hits=20,
+                                           return_stats=True)
+    assert (stats.device, stats.strands, stats.cells) == ("gpu", 2, cpu_stats.cells)
+    assert cpu.equals(here)
+    lazy, lazy_stats = swdask.search(reads, RRNA, device="gpu", max_hits=20, return_stats=True)
+    hits, stats = dask.compute(lazy, lazy_stats)
+    assert stats.device == "gpu"
+    assert cpu.equals(hits.reset_index(drop=True))

@@ -47,7 +47,7 @@ def reads(genes):
     and reverse-complemented; one with IUPAC codes (R, Y, N) reverse-complemented; a
     chimera of a forward and a reverse-complemented piece (hits on both strands); and a
     palindrome (its own reverse complement: every hit ties with its other strand)."""
-    (g0, s0), (g64, s64) = genes[0], genes[64]
+    s0, s64 = genes[0][1], genes[64][1]
     assert set(s0) == set(s64) == set("ACGT")
     mixed = s64[500:800]
     mixed = mixed[:40] + "R" + mixed[41:150] + "N" + mixed[151:220] + "Y" + mixed[221:]
