@@ -8,8 +8,25 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from swdask.sequences.alphabet import PROTEIN
-from swdask.sequences.batch import SequenceBatch
+from swdask.sequences.alphabet import DNA, PROTEIN
+from swdask.sequences.batch import SequenceBatch, as_batch
+
+
+def test_reverse_complement():
+    """Each sequence reversed and complemented in place, names and ids kept; IUPAC codes
+    (stored as N) and N stay N; a length of 1 and a protein batch at the edges."""
+    rng = np.random.default_rng(11)
+    letters = ["".join(rng.choice(list("ACGTacgtNRYKM"), size=int(n))) for n in (1, 7, 32, 33)]
+    batch = as_batch(dict(zip("abcd", letters)), alphabet="dna")
+    flipped = batch.reverse_complement()
+    pairs = {"A": "T", "C": "G", "G": "C", "T": "A"}
+    for k, seq in enumerate(letters):
+        assert DNA.decode(flipped.codes(k)) == "".join(pairs.get(c, "N")
+                                                       for c in reversed(seq.upper()))
+    assert (flipped.names, flipped.seq_id.tolist()) == (batch.names, batch.seq_id.tolist())
+    assert flipped.reverse_complement() == batch  # IUPAC codes were stored as N already
+    with pytest.raises(ValueError, match="^reverse complement of protein sequences$"):
+        as_batch(["MKV"]).reverse_complement()
 
 
 def test_sequence_batch_methods():
