@@ -33,7 +33,7 @@ from .errors import ClusterStartError, DeviceError
 from .options import DEVICES, check_choice
 
 __all__ = ["check_main_guard", "cluster", "compute", "gpu_resources", "has_gpu_workers",
-           "session", "shutdown"]
+           "session", "shutdown", "worker_count"]
 
 #: The port of Dask's dashboard when it is free.
 DASHBOARD_PORT = 8787
@@ -336,6 +336,11 @@ def gpu_resources(key) -> dict:
     """
     name = key[0] if isinstance(key, tuple) else key
     return dict(GPU_TASK_SHARE) if "swdask_score_gpu" in str(name) else {}
+
+
+def worker_count(client) -> int:
+    """How many workers ``client``'s cluster has now."""
+    return len(client.scheduler_info(n_workers=-1)["workers"])
 
 
 def has_gpu_workers(client) -> bool:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from .kernels.cpu.reference import MODES
 
 __all__ = ["ALLPAIRS_MODES", "ALPHABETS", "BLAST6_COLUMNS", "BLAST_KEYWORDS", "DEVICES",
-           "LONG_DEVICES", "MODES", "OUTFMTS", "check_choice"]
+           "LONG_DEVICES", "MAX_HITS", "MODES", "OUTFMTS", "check_choice"]
 
 #: Where a job's kernels run: ``"auto"`` decides by availability and expected time.
 DEVICES = ("auto", "cpu", "gpu")
@@ -30,6 +30,9 @@ LONG_DEVICES = DEVICES + ("both",)
 ALLPAIRS_MODES = ("global", "local")
 #: Residue alphabets of an input; ``"auto"`` detects it from the letters.
 ALPHABETS = ("auto", "protein", "dna")
+#: Hits kept per query by default: BLAST+'s ``-max_target_seqs`` default.  A search reports
+#: how many queries reached it (``SearchStats.queries_at_max_hits``).
+MAX_HITS = 500
 #: Formats of a search's hits file.
 OUTFMTS = ("parquet", "blast6", "sam")
 #: BLAST's 12 standard tabular columns (outfmt 6), in order: what ``std`` stands for.

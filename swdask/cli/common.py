@@ -245,11 +245,34 @@ def search_here(queries, database, **options) -> tuple:
     return search_in_process(queries, database, **options)
 
 
-def search_summary(stats: SearchStats) -> str:
-    """The one-line summary of a search's :class:`swdask.SearchStats`."""
-    return (f"{stats.n_queries:,} queries x {stats.n_subjects:,} subjects, "
+def search_summary(stats: SearchStats, *, dask_workers: int | None = None,
+                   cap: bool = True) -> str:
+    """The one-line summary of a search's :class:`swdask.SearchStats`.
+
+    Parameters
+    ----------
+    stats : SearchStats
+    dask_workers : int, optional
+        The workers of the Dask cluster that ran the search; default None: it ran in
+        this process (``stats.workers`` is then Numba's thread count).
+    cap : bool, default True
+        Say how many queries reached ``--max-hits`` (the demo has no such option).
+    """
+    if dask_workers is None:
+        where = _count(stats.workers, "thread")
+    else:  # stats.workers: those that ran score tasks (one per database partition at most)
+        where = _count(dask_workers, "Dask worker") + (
+            f" (score tasks on {stats.workers})" if stats.workers != dask_workers else "")
+    line = (f"{stats.n_queries:,} queries x {stats.n_subjects:,} subjects, "
             f"{stats.cells:,} cells: score pass {stats.score_seconds:.2f} s "
             f"({stats.kernel_gcups:.2f} GCUPS), traceback {stats.traceback_seconds:.2f} s, "
             f"total {stats.total_seconds:.2f} s ({stats.gcups:.2f} GCUPS) on {stats.device}"
-            f"{f' ({stats.device_reason})' if stats.device_reason else ''}, "
-            f"{stats.workers} worker(s)")
+            f"{f' ({stats.device_reason})' if stats.device_reason else ''}, {where}")
+    if cap and stats.queries_at_max_hits:
+        line += (f"; {_count(stats.queries_at_max_hits, 'query', 'queries')} reached "
+                 f"--max-hits {stats.max_hits}: raise it to see more")
+    return line
+
+
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

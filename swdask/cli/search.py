@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..options import BLAST_KEYWORDS, DEVICES, OUTFMTS
+from ..options import BLAST_KEYWORDS, DEVICES, MAX_HITS, OUTFMTS
 from .common import (
     add_job_options,
     add_scoring,
@@ -42,8 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "qlen slen cigar\"; std = the 12 standard columns (the default); keywords: "
                         f"{' '.join(BLAST_KEYWORDS)}")
     add_scoring(parser)
-    parser.add_argument("--max-hits", type=positive, default=50, metavar="N",
-                        help="hits kept per query (default 50)")
+    parser.add_argument("--max-hits", type=positive, default=MAX_HITS, metavar="N",
+                        help=f"hits kept per query, the best scores (default {MAX_HITS}, as "
+                        "BLAST's -max_target_seqs); the summary says how many queries reached it")
     parser.add_argument("--min-score", type=whole, metavar="S",
                         help="report only hits scoring at least S (default 1 for local mode)")
     parser.add_argument("--evalue", type=positive_number, metavar="E",
@@ -84,18 +85,20 @@ def run(args: argparse.Namespace) -> None:
     options = {"scoring": scoring, "mode": args.mode, "max_hits": args.max_hits,
                "min_score": args.min_score, "evalue": args.evalue, "device": args.device,
                "alphabet": args.alphabet, "map_unknown": args.map_unknown, "return_stats": True}
+    dask_workers = None
     if in_process(args):
         hits, stats = search_here(args.queries, args.database, progress=progress_wanted(args),
                                   **options)
     else:
-        from ..cluster import compute
+        from ..cluster import compute, worker_count
         from ..jobs.search import search
 
         with job_session(args) as client:
             hits, stats = compute(*search(args.queries, args.database, **options),
                                   client=client, progress=progress_wanted(args))
+            dask_workers = worker_count(client)
     write_hits(hits, args.output, outfmt=args.outfmt, columns=args.columns, force=args.force,
                command_line=command_line(args))
     if not args.quiet:
         print(f"wrote {len(hits):,} hits to {args.output} ({args.outfmt})", file=sys.stderr)
-        print(search_summary(stats), file=sys.stderr)
+        print(search_summary(stats, dask_workers=dask_workers), file=sys.stderr)

@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import swdask
-from swdask.cli import main
+from swdask.cli import build_parser, main
+from swdask.options import MAX_HITS
 from swdask.parquet_schemas import HITS
 from swdask.scoring import Scoring
 from tests.helpers import N_QUERIES, QUERIES, RRNA, SPROT_DB, read_fasta, run_cli
@@ -37,7 +38,7 @@ def store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def default_hits(store, tmp_path_factory):
-    """The default search (BLOSUM62 11/1, local, 50 hits) of the queries against the store."""
+    """The default search (BLOSUM62 11/1, local, 500 hits) of the queries against the store."""
     out = tmp_path_factory.mktemp("cli") / "hits.parquet"
     assert main(["search", str(QUERIES), str(store), "-o", str(out), "--quiet"]) == 0
     return out
@@ -60,11 +61,38 @@ def test_search_parquet_schema_and_shape(default_hits):
     for q in queries:
         ranks = [r for qq, r in zip(table["query"], table["rank"]) if qq == q]
         assert ranks == list(range(1, len(ranks) + 1))
-        assert 1 <= len(ranks) <= 50
+        assert 1 <= len(ranks) <= MAX_HITS
     assert min(table["score"]) >= 1  # local default: min score 1
     # BLOSUM62 11/1 has published Karlin-Altschul parameters: every hit has both
     assert None not in table["evalue"] and None not in table["bitscore"]
     assert all(e >= 0 for e in table["evalue"]) and all(b > 0 for b in table["bitscore"])
+
+
+def test_max_hits_defaults_to_blasts_in_one_place():
+    import inspect
+
+    assert MAX_HITS == 500  # BLAST+'s -max_target_seqs
+    assert build_parser().parse_args(["search", "q", "db", "-o", "x"]).max_hits == MAX_HITS
+    for function in (swdask.search, swdask.search_in_process):
+        assert inspect.signature(function).parameters["max_hits"].default == MAX_HITS
+
+
+@pytest.mark.parametrize("max_hits,note", [
+    (3, "; 3 queries reached --max-hits 3: raise it to see more"),
+    (4, "; 1 query reached --max-hits 4: raise it to see more"),
+    (MAX_HITS, ""),
+])
+def test_summary_says_how_many_queries_reached_max_hits(store, tmp_path, capsys, max_hits,
+                                                        note):
+    out = tmp_path / "hits.parquet"
+    status, _, err = run_cli(capsys, "search", QUERIES, store, "-o", out, "--evalue", 1,
+                             "--max-hits", max_hits)
+    assert status == 0, err
+    summary = err.splitlines()[-1]
+    assert re.search(rf", \d+ threads?{re.escape(note)}$", summary), summary
+    counts = pq.read_table(out).to_pandas().groupby("query_id").size()
+    assert 0 < counts.max() <= max_hits
+    assert (counts == max_hits).sum() == int(note.split()[1] if note else 0)
 
 
 def test_search_evalue_keeps_a_prefix_of_each_query(store, default_hits, tmp_path, capsys):
@@ -286,8 +314,13 @@ def test_dna_search(tmp_path, capsys):
 
 def test_workers_do_not_change_the_result(store, tmp_path, capsys):
     one = search_table(capsys, tmp_path / "w1.parquet", QUERIES, store, "--workers", 1, "--max-hits", 10)
-    two = search_table(capsys, tmp_path / "w2.parquet", QUERIES, store, "--workers", 2, "--max-hits", 10)
-    assert one.equals(two)
+    status, _, err = run_cli(capsys, "search", QUERIES, store, "-o", tmp_path / "w2.parquet",
+                             "--workers", 2, "--max-hits", 10)
+    assert status == 0, err
+    assert one.equals(pq.read_table(tmp_path / "w2.parquet"))
+    # The cluster's size, and how many of its workers had score tasks (one partition here).
+    assert err.splitlines()[-1].endswith(", 2 Dask workers (score tasks on 1); 12 queries "
+                                         "reached --max-hits 10: raise it to see more")
 
 
 def test_force_replaces_output(store, tmp_path, capsys):

@@ -41,6 +41,7 @@ import numpy as np
 
 from ... import backend
 from ...kernels.cpu.score import kernel_threads
+from ...options import MAX_HITS
 from ...scoring import Scoring
 from ...sequences.store import SequenceStore
 from ..align import check_mode
@@ -52,7 +53,7 @@ __all__ = ["search", "search_in_process"]
 
 
 def search(queries, database, *, scoring: Scoring | None = None, mode: str = "local",
-           max_hits: int = 50, min_score: int | None = None, evalue: float | None = None,
+           max_hits: int = MAX_HITS, min_score: int | None = None, evalue: float | None = None,
            device: str = "auto", alphabet="auto", map_unknown: bool = False,
            return_stats: bool = False):
     """Search queries against a database: a lazy Dask DataFrame of the best hits.
@@ -75,9 +76,10 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
     scoring : Scoring, optional
         Default: BLAST's default for the database's alphabet (BLOSUM62 11/1, DNA 2/-3 5/2).
     mode : {"local", "global", "semiglobal"}, default "local"
-    max_hits : int, default 50
+    max_hits : int, default 500
         Hits kept per query: the highest scores, ties broken by database order
-        (``subject_id``).
+        (``subject_id``).  The default is BLAST's (``-max_target_seqs``); the statistics
+        count the queries that reached it (``SearchStats.queries_at_max_hits``).
     min_score : int, optional
         Report only hits scoring at least this.  Default: 1 for local mode (a score of
         0 is no alignment), none otherwise.
@@ -193,7 +195,7 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
     if not return_stats:
         return hits
     stats = dask.delayed(tasks.search_stats, pure=True)(
-        candidates.stats, [traced for _, traced in parts], n_queries=len(job.queries),
+        job_node, candidates.stats, [traced for _, traced in parts], n_queries=len(job.queries),
         n_subjects=job.db_sequences, cells=job.cells)
     return hits, lazy_value(stats, SearchStats, name=f"swdask-stats-{token[:8]}")
 
@@ -204,7 +206,7 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
 
 
 def search_in_process(queries, database, *, scoring: Scoring | None = None,
-                      mode: str = "local", max_hits: int = 50, min_score: int | None = None,
+                      mode: str = "local", max_hits: int = MAX_HITS, min_score: int | None = None,
                       evalue: float | None = None, device: str = "auto",
                       threads: int | None = None, alphabet="auto", map_unknown: bool = False,
                       progress: bool = False, return_stats: bool = False):
@@ -298,7 +300,7 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
         if job.keep:
             shutil.rmtree(job.store_path, ignore_errors=True)
     stats = SearchStats(**stats, total_seconds=time.perf_counter() - started, workers=threads,
-                        device=chosen, device_reason=reason)
+                        device=chosen, device_reason=reason, max_hits=int(max_hits))
     return (frame, stats) if return_stats else frame
 
 
@@ -379,5 +381,5 @@ def _run(job: SearchJob, progress, device="cpu"):
     traceback_seconds = time.perf_counter() - tick
     stats = {"n_queries": n_queries, "n_subjects": store.n_records, "cells": cells,
              "score_seconds": score_seconds, "traceback_seconds": traceback_seconds,
-             "n_hits": len(frame)}
+             "n_hits": len(frame), "queries_at_max_hits": tasks.queries_at(frame, max_hits)}
     return frame, stats

@@ -43,6 +43,10 @@ class SearchStats:
     worker's kernel), ``total_seconds`` runs from the first task's start to the last
     one's end, ``workers`` counts the processes that ran score tasks and ``device`` names
     every device they used (``"cpu"``, ``"gpu"`` or ``"cpu+gpu"``).
+
+    ``queries_at_max_hits`` counts the queries that kept ``max_hits`` hits (after
+    ``min_score`` and ``evalue``): their list may be cut short, and a larger ``max_hits``
+    shows the rest, as BLAST's ``-max_target_seqs`` does.
     """
 
     n_queries: int
@@ -56,6 +60,10 @@ class SearchStats:
     device: str = "cpu"
     #: Why ``device="auto"`` chose the device (empty when the device was given).
     device_reason: str = ""
+    #: The search's ``max_hits``.
+    max_hits: int = 0
+    #: Queries that kept ``max_hits`` hits: there may be more.
+    queries_at_max_hits: int = 0
 
     @property
     def kernel_gcups(self) -> float:
