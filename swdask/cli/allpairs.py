@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default 2048)")
     parser.add_argument("--device", default="auto", choices=DEVICES,
                         help="auto (default: a GPU when one is visible and the mode is global), "
-                        "cpu, gpu")
+                        "cpu, or gpu (global mode)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in OUT, skipping block pairs already written")
     add_job_options(parser, force_help="replace an existing OUT")

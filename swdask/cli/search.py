@@ -51,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="report only hits with an E-value of at most E (local mode; BLAST's "
                         "Karlin-Altschul statistics for the scoring and the database size)")
     parser.add_argument("--device", default="auto", choices=DEVICES,
-                        help="auto (default: a GPU when one is visible, local mode), cpu, or gpu")
+                        help="auto (default: a GPU when one is visible, local mode), cpu, or gpu "
+                        "(local mode)")
     add_job_options(parser)
 
 

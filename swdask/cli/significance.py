@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "search's hits table (.parquet) to re-rank its hits")
     parser.add_argument("--pssm", metavar="FILE", help="PSI-BLAST ASCII PSSM (-out_ascii_pssm) of "
                         "a query: replaces the matrix for the query whose sequence it is")
-    add_scoring(parser)
+    add_scoring(parser, mode=False)  # the shuffles are scored by Smith-Waterman: local only
     parser.add_argument("--device", default="auto", choices=DEVICES,
                         help="auto (default: a GPU when one is visible), cpu, or gpu")
     add_job_options(parser)
@@ -59,8 +59,6 @@ def run(args: argparse.Namespace) -> None:
     from ..tables import check_table
 
     check_output(args.output, force=args.force)
-    if args.mode != "local":
-        raise ValueError(f"--mode {args.mode}: significance uses local (Smith-Waterman) scores")
     check_options(args.shuffles, args.seed, args.device, args.pairs)
     scoring = scoring_from_args(args, database_alphabet(args.queries, args.alphabet))
     tick = time.perf_counter()
