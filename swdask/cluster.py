@@ -170,9 +170,9 @@ def check_main_guard() -> None:
     runs the script again (where the script's own check could not tell), at once, so
     that the cluster's start fails in a second.
 
-    A notebook, ``python -c``, a guarded script or a function called from one pass, as
-    does Dask's ``fork`` start method (``distributed.worker.multiprocessing-method``),
-    which runs nothing again.
+    A notebook, ``python -c``, a guarded script or a function called from one pass, as do
+    a package's ``__main__`` module (``python -m swdask``) and Dask's ``fork`` start
+    method (``distributed.worker.multiprocessing-method``), which spawn runs nothing of.
 
     Raises
     ------
@@ -183,6 +183,9 @@ def check_main_guard() -> None:
 
     if dask.config.get("distributed.worker.multiprocessing-method", "spawn") == "fork":
         return
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and (spec.name == "__main__" or spec.name.endswith(".__main__")):
+        return  # a package's __main__ (python -m swdask): spawn does not run it again
     frame = sys._getframe(1)
     while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals
                                      .get("__name__") in ("__main__", "__mp_main__")):

@@ -17,6 +17,7 @@ from .common import (
     positive,
     progress_wanted,
     scoring_from_args,
+    to_stdout,
     whole,
 )
 
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> None:
     """Write the pairs to the folder ``args.output`` and (unless ``--quiet``) the summary."""
     from ..jobs.allpairs import check_device, write_all_pairs
 
+    to_stdout(args.output, instead="give a folder name")
     if os.path.exists(args.output) and not (args.resume or args.force):
         from ..errors import OutputExistsError
 

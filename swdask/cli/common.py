@@ -7,6 +7,7 @@ at the top: ``--help`` and a usage error stay quick.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -21,6 +22,8 @@ if TYPE_CHECKING:  # for the annotations only: the modules load pandas and Numba
 
 #: The exit status of a usage error and of every error on bad input.
 EXIT_BAD_INPUT = 2
+#: The path that stands for the standard input (queries) or output (text formats).
+STANDARD_STREAM = "-"
 
 
 class Parser(argparse.ArgumentParser):
@@ -196,6 +199,67 @@ def file_alphabet(args: argparse.Namespace) -> str | None:
 
     paths = [x for x in (args.a, args.b) if os.path.isfile(x)]
     return sniff_alphabet(paths).name if paths else None
+
+
+def to_stdout(path: str, outfmt: str = "parquet", *, option: str = "-o",
+              instead: str = "give a file name") -> bool:
+    """Whether the output ``path`` is ``-``, the standard output, which takes text only.
+
+    Raises
+    ------
+    ValueError
+        ``-`` for Parquet: one line that says what to give ``instead``.
+    """
+    if path != STANDARD_STREAM:
+        return False
+    if outfmt == "parquet":
+        raise ValueError(f"{option} -: Parquet does not go to the standard output; {instead}")
+    return True
+
+
+@contextlib.contextmanager
+def standard_input(path: str):
+    """``path``; for ``-``, the standard input (FASTA/FASTQ, plain or gzip) copied to a
+    temporary file that is removed at the end.  Errors name ``<stdin>``, not that file.
+
+    Raises
+    ------
+    ValueError
+        ``-`` while the standard input is a terminal: nothing was piped in.
+    """
+    if path != STANDARD_STREAM:
+        yield path
+        return
+    import shutil
+    import tempfile
+
+    if sys.stdin is None or sys.stdin.isatty():
+        raise ValueError("-: the standard input is a terminal; pipe FASTA/FASTQ into it "
+                         "(... | swdask search - DB ...) or give a file")
+    folder = tempfile.mkdtemp(prefix="swdask-stdin-")
+    copy = os.path.join(folder, "stdin")
+    try:
+        with open(copy, "wb") as handle:
+            shutil.copyfileobj(sys.stdin.buffer, handle)
+        try:
+            yield copy
+        except (ValueError, FileNotFoundError) as exc:
+            if copy not in str(exc):
+                raise
+            raise type(exc)(str(exc).replace(copy, "<stdin>")) from None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_stdout(lines) -> None:
+    """Write ``lines`` to the standard output; a reader that stops early (``| head``)
+    ends the writing quietly, as it ends ``cat``."""
+    try:
+        sys.stdout.writelines(lines)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would report the pipe again when it flushes stdout at exit.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stays open until the exit
 
 
 def to_stderr(line: str) -> None:

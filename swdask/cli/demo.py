@@ -6,7 +6,14 @@ import time
 from importlib.resources import files
 
 from .. import __version__
-from .common import add_cluster_options, in_process, positive, search_here, search_summary
+from .common import (
+    add_cluster_options,
+    in_process,
+    positive,
+    search_here,
+    search_summary,
+    to_stdout,
+)
 
 NAME = "demo"
 HELP = "search bundled Swiss-Prot queries against a bundled database and print the best hits"
@@ -28,6 +35,7 @@ def run(args: argparse.Namespace) -> None:
     from ..output import write_hits
 
     if args.output:
+        to_stdout(args.output)
         check_output(args.output, force=args.force)
     data = files("swdask") / "data"
     queries, database = data / "demo_queries.fasta", data / "demo_db.fasta.gz"

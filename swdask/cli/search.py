@@ -18,7 +18,10 @@ from .common import (
     scoring_from_args,
     search_here,
     search_summary,
+    standard_input,
+    to_stdout,
     whole,
+    write_stdout,
 )
 
 NAME = "search"
@@ -29,10 +32,12 @@ each query's best hits."""
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``swdask search`` to its ``parser``."""
-    parser.add_argument("queries", metavar="QUERIES", help="FASTA/FASTQ file or sequence store")
+    parser.add_argument("queries", metavar="QUERIES", help="FASTA/FASTQ file (- for the standard "
+                        "input) or sequence store")
     parser.add_argument("database", metavar="DB", help="sequence store, or FASTA/FASTQ file "
                         "(ingested to a temporary store)")
-    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="output file")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT",
+                        help="output file; - for the standard output (blast6 and sam)")
     parser.add_argument("--outfmt", default="parquet", choices=OUTFMTS,
                         help="parquet (hits table, 0-based half-open), blast6 (BLAST -outfmt 6, "
                         "1-based inclusive) or sam (SAM v1.6: queries as reads, subjects as "
@@ -68,7 +73,10 @@ def run(args: argparse.Namespace) -> None:
     from ..jobs.base import check_output
     from ..output import check_format, write_hits
 
-    check_output(args.output, force=args.force)
+    stdout = to_stdout(args.output, args.outfmt,
+                       instead="give --outfmt blast6 or sam, or a file name")
+    if not stdout:
+        check_output(args.output, force=args.force)
     check_format(args.outfmt, args.columns)
     # Names and mode only: probing for a GPU here cost "auto" 0.3 s (the CUDA import and
     # driver) even where its cost rule then picks the CPU without touching CUDA.
@@ -87,19 +95,28 @@ def run(args: argparse.Namespace) -> None:
                "min_score": args.min_score, "evalue": args.evalue, "device": args.device,
                "alphabet": args.alphabet, "map_unknown": args.map_unknown, "return_stats": True}
     dask_workers = None
-    if in_process(args):
-        hits, stats = search_here(args.queries, args.database, progress=progress_wanted(args),
-                                  **options)
-    else:
-        from ..cluster import compute, worker_count
-        from ..jobs.search import search
+    with standard_input(args.queries) as queries:
+        if in_process(args):
+            hits, stats = search_here(queries, args.database, progress=progress_wanted(args),
+                                      **options)
+        else:
+            from ..cluster import compute, worker_count
+            from ..jobs.search import search
 
-        with job_session(args) as client:
-            hits, stats = compute(*search(args.queries, args.database, **options),
-                                  client=client, progress=progress_wanted(args))
-            dask_workers = worker_count(client)
-    write_hits(hits, args.output, outfmt=args.outfmt, columns=args.columns, force=args.force,
-               command_line=command_line(args))
+            with job_session(args) as client:
+                hits, stats = compute(*search(queries, args.database, **options),
+                                      client=client, progress=progress_wanted(args))
+                dask_workers = worker_count(client)
+    if stdout:
+        from ..output import blast6_lines, hits_table, sam_lines
+
+        table = hits_table(hits)
+        write_stdout(blast6_lines(table, args.columns) if args.outfmt == "blast6"
+                     else sam_lines(table, command_line=command_line(args)))
+    else:
+        write_hits(hits, args.output, outfmt=args.outfmt, columns=args.columns,
+                   force=args.force, command_line=command_line(args))
     if not args.quiet:
-        print(f"wrote {len(hits):,} hits to {args.output} ({args.outfmt})", file=sys.stderr)
+        where = "the standard output" if stdout else args.output
+        print(f"wrote {len(hits):,} hits to {where} ({args.outfmt})", file=sys.stderr)
         print(search_summary(stats, dask_workers=dask_workers), file=sys.stderr)

@@ -70,3 +70,29 @@ def test_installed_command_exit_status_and_output(tmp_path):
     assert done.returncode == 0, done.stderr
     assert len(out.read_text().splitlines()) == N_QUERIES
     assert done.stderr.splitlines()[0] == f"wrote {N_QUERIES} hits to {out} (blast6)"
+
+
+def test_python_m_swdask_and_pipes(tmp_path):
+    """``python -m swdask``; queries from the standard input (``-``) and BLAST tabular to
+    the standard output (``-o -``), the same lines as a file gets; a reader that stops after
+    one line ends the command quietly."""
+    command = [sys.executable, "-m", "swdask"]
+    done = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=300,
+                          check=True)
+    assert done.stdout == f"swdask {swdask.__version__}\n"
+    search = ["search", "-", str(SPROT_DB), "--outfmt", "blast6", "--max-hits", "3",
+              "--device", "cpu", "--quiet"]
+    done = subprocess.run([*command, *search, "-o", "-"], input=QUERIES.read_text(),
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    out = tmp_path / "hits.tsv"
+    subprocess.run([*command, *search[:1], str(QUERIES), *search[2:], "-o", str(out)],
+                   timeout=600, check=True)
+    assert done.stdout == out.read_text() and len(done.stdout.splitlines()) == 3 * N_QUERIES
+    with subprocess.Popen([*command, "search", str(QUERIES), str(SPROT_DB), "-o", "-",
+                           "--outfmt", "sam", "--device", "cpu", "--quiet"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        assert process.stdout.readline().startswith("@HD\tVN:1.6")
+        process.stdout.close()  # as `| head -1` does
+        assert process.wait(timeout=600) == 0
+        assert process.stderr.read() == ""

@@ -69,6 +69,47 @@ def test_search_parquet_schema_and_shape(default_hits):
     assert all(e >= 0 for e in table["evalue"]) and all(b > 0 for b in table["bitscore"])
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["search", QUERIES, SPROT_DB, "-o", "-"], "-o -: Parquet does not go to the standard "
+     "output; give --outfmt blast6 or sam, or a file name"),
+    (["significance", QUERIES, SPROT_DB, "-o", "-"], "-o -: Parquet does not go to the "
+     "standard output; give a file name"),
+    (["demo", "-o", "-"], "-o -: Parquet does not go to the standard output; give a file name"),
+    (["allpairs", SPROT_DB, "-o", "-"], "-o -: Parquet does not go to the standard output; "
+     "give a folder name"),
+    (["align-long", QUERIES, QUERIES, "-o", "-"], "-o -: Parquet does not go to the standard "
+     "output; give a file name"),
+])
+def test_parquet_is_refused_on_the_standard_output(capsys, argv, message):
+    status, out, err = run_cli(capsys, *argv)
+    assert (status, out, err) == (2, "", f"swdask: error: {message}\n")
+
+
+def test_queries_from_the_standard_input(store, tmp_path, capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(QUERIES.read_bytes())))
+    status, out, err = run_cli(capsys, "search", "-", store, "-o", "-", "--outfmt", "blast6",
+                               "--max-hits", 2)
+    assert status == 0, err
+    assert err.splitlines()[0] == "wrote 24 hits to the standard output (blast6)"
+    assert [line.split("\t")[0] for line in out.splitlines()] == [
+        name for name in read_fasta(QUERIES) for _ in range(2)]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b">q1\nMKV1L\n")))
+    status, _, err = run_cli(capsys, "search", "-", store, "-o", tmp_path / "x.tsv")
+    assert status == 2 and err.startswith("swdask: error: <stdin>, record 1 'q1', position 4:")
+    assert not (tmp_path / "x.tsv").exists()
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal())
+    status, _, err = run_cli(capsys, "search", "-", store, "-o", tmp_path / "x.tsv")
+    assert (status, err) == (2, "swdask: error: -: the standard input is a terminal; pipe "
+                             "FASTA/FASTQ into it (... | swdask search - DB ...) or give a file\n")
+
+
 def test_max_hits_defaults_to_blasts_in_one_place():
     import inspect
 
