@@ -8,6 +8,7 @@ from ..options import LONG_DEVICES
 from .common import (
     add_input_options,
     add_scoring,
+    add_threads,
     command_line,
     file_alphabet,
     positive,
@@ -54,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS", help="run the tiles on a running Dask "
                         "scheduler (GPU workers with --resources GPU=1); default: workers in this "
                         "process")
+    add_threads(parser)
     parser.add_argument("--force", action="store_true", help="replace existing output files")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
 

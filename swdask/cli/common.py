@@ -89,6 +89,21 @@ def positive(text: str) -> int:
     return number(text, int, accept=lambda value: value >= 1, wanted="a positive whole number")
 
 
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity), as Numba counts them."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform (macOS)
+        return os.cpu_count() or 1
+
+
+def thread_count(text: str) -> int:
+    """A thread count from 1 to :func:`cores` (argparse ``type``); see :func:`number`."""
+    n = cores()
+    return number(text, int, accept=lambda value: 1 <= value <= n,
+                  wanted=f"a whole number from 1 to {n} (the cores here)")
+
+
 def positive_number(text: str) -> float:
     """A finite number > 0 (argparse ``type``); see :func:`number`."""
     return number(text, accept=lambda value: 0 < value < math.inf, wanted="a positive number")
@@ -140,6 +155,15 @@ def add_cluster_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--scheduler", metavar="ADDRESS",
                        help="run on a running Dask scheduler (tcp://host:8786 or a scheduler "
                        "file); the database must be a store its workers can read")
+    add_threads(parser)
+
+
+def add_threads(parser: argparse.ArgumentParser) -> None:
+    """Add ``--threads``: Numba's thread count for the run (see :func:`cpu_threads`)."""
+    parser.add_argument("--threads", type=thread_count, metavar="N",
+                        help="threads of the CPU kernels in this process, or in each local Dask "
+                        "worker (default: every core, shared among the local workers); "
+                        "Numba's NUMBA_NUM_THREADS for the run")
 
 
 def add_job_options(parser: argparse.ArgumentParser, *,
@@ -199,6 +223,46 @@ def file_alphabet(args: argparse.Namespace) -> str | None:
 
     paths = [x for x in (args.a, args.b) if os.path.isfile(x)]
     return sniff_alphabet(paths).name if paths else None
+
+
+@contextlib.contextmanager
+def cpu_threads(args: argparse.Namespace):
+    """Numba's thread count for the run of a command with ``--threads N``.
+
+    ``NUMBA_NUM_THREADS=N`` in the environment, before this process imports Numba (the
+    command imports it only when it runs) and for the processes it starts (local Dask
+    workers, the kernel build helper): their kernels take N threads.  Where Numba was
+    imported already (the command run from Python, as the tests do), this thread's count
+    is set instead.  Both are restored at the end.
+
+    Raises
+    ------
+    ValueError
+        ``--threads`` with ``--scheduler``: the workers of a running scheduler were
+        started with their own.
+    """
+    threads = getattr(args, "threads", None)
+    if threads is None:
+        yield
+        return
+    if getattr(args, "scheduler", None):
+        raise ValueError("--threads: the workers of a running scheduler keep their own thread "
+                         "count (set NUMBA_NUM_THREADS where they are started)")
+    before = os.environ.get("NUMBA_NUM_THREADS")
+    os.environ["NUMBA_NUM_THREADS"] = str(threads)
+    numba = sys.modules.get("numba")
+    previous = numba.get_num_threads() if numba is not None else None
+    try:
+        if numba is not None:
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("NUMBA_NUM_THREADS", None)
+        else:
+            os.environ["NUMBA_NUM_THREADS"] = before
+        if previous is not None:
+            numba.set_num_threads(previous)
 
 
 def to_stdout(path: str, outfmt: str = "parquet", *, option: str = "-o",

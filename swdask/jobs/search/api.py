@@ -225,7 +225,9 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
         As :func:`swdask.backend.check_device`: ``"auto"`` takes a GPU when Numba sees
         one (local mode).
     threads : int, optional
-        Numba threads of the CPU score kernel (default: all cores).
+        Numba threads of the CPU score kernel.  Default: Numba's thread count, every core
+        unless ``NUMBA_NUM_THREADS``, ``numba.set_num_threads`` or ``swdask --threads``
+        says fewer.
     progress : bool, default False
         Show a progress bar (cells) on stderr.
     return_stats : bool, default False
@@ -307,7 +309,7 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
 def _threads(threads) -> int:
     available = numba.config.NUMBA_NUM_THREADS
     if threads is None:
-        return available
+        return kernel_threads()
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
         raise ValueError(f"threads must be a positive whole number, got {threads!r}")
     return min(int(threads), available)
