@@ -183,9 +183,6 @@ def check_main_guard() -> None:
 
     if dask.config.get("distributed.worker.multiprocessing-method", "spawn") == "fork":
         return
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if spec is not None and (spec.name == "__main__" or spec.name.endswith(".__main__")):
-        return  # a package's __main__ (python -m swdask): spawn does not run it again
     frame = sys._getframe(1)
     while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals
                                      .get("__name__") in ("__main__", "__mp_main__")):
@@ -193,8 +190,12 @@ def check_main_guard() -> None:
     if frame is None:  # not while a script runs: a notebook, a function called later, ...
         return
     path, line = frame.f_code.co_filename, frame.f_lineno
-    if frame.f_globals["__name__"] == "__main__" and _under_main_guard(path, line):
-        return
+    if frame.f_globals["__name__"] == "__main__":
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if spec is not None and (spec.name == "__main__" or spec.name.endswith(".__main__")):
+            return  # a package's __main__ (python -m swdask): spawn does not run it again
+        if _under_main_guard(path, line):
+            return
     raise ClusterStartError(
         f"{path}, line {line}: a Dask cluster started at the top level of a script, which "
         "every worker process runs again as it starts; put the script's code under "

@@ -149,6 +149,21 @@ def test_a_guarded_script_starts_its_cluster(tmp_path):
     assert done.stdout == "1 worker\n"
 
 
+def test_a_packages_main_module_needs_no_guard(tmp_path):
+    """``python -m pkg`` runs ``pkg/__main__.py``, which spawn does not run again (as the
+    ``swdask`` command's own ``python -m swdask``): no refusal there."""
+    import subprocess
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "__main__.py").write_text(
+        f"import swdask\n\n{_SCRIPT_CALL}print(len(client.scheduler_info()['workers']))\n"
+        "client.close()\nclient.cluster.close()\n")
+    done = subprocess.run([sys.executable, "-m", "pkg"], capture_output=True, text=True,
+                          timeout=300, check=False, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "1\n"), done.stderr
+
+
 @pytest.mark.parametrize("source,line,guarded", [
     ("import swdask\nif __name__ == '__main__':\n    c = swdask.cluster()\n", 3, True),
     ("import swdask\nif '__main__' == __name__:\n    main()\n", 3, True),
