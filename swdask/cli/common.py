@@ -298,8 +298,8 @@ def standard_input(path: str):
     import tempfile
 
     if sys.stdin is None or sys.stdin.isatty():
-        raise ValueError("-: the standard input is a terminal; pipe FASTA/FASTQ into it "
-                         "(... | swdask search - DB ...) or give a file")
+        raise ValueError("-: the standard input is a terminal; pipe FASTA/FASTQ into it or "
+                         "give a file")
     folder = tempfile.mkdtemp(prefix="swdask-stdin-")
     copy = os.path.join(folder, "stdin")
     try:

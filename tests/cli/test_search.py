@@ -107,7 +107,7 @@ def test_queries_from_the_standard_input(store, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", Terminal())
     status, _, err = run_cli(capsys, "search", "-", store, "-o", tmp_path / "x.tsv")
     assert (status, err) == (2, "swdask: error: -: the standard input is a terminal; pipe "
-                             "FASTA/FASTQ into it (... | swdask search - DB ...) or give a file\n")
+                             "FASTA/FASTQ into it or give a file\n")
 
 
 def test_max_hits_defaults_to_blasts_in_one_place():
