@@ -22,16 +22,18 @@ dask-cuda is imported only when a GPU cluster is started (it comes with ``swdask
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import socket
 import sys
 
 from . import backend
-from .errors import DeviceError
+from .errors import ClusterStartError, DeviceError
 from .options import DEVICES, check_choice
 
-__all__ = ["cluster", "compute", "gpu_resources", "has_gpu_workers", "session", "shutdown"]
+__all__ = ["check_main_guard", "cluster", "compute", "gpu_resources", "has_gpu_workers",
+           "session", "shutdown", "worker_count"]
 
 #: The port of Dask's dashboard when it is free.
 DASHBOARD_PORT = 8787
@@ -95,6 +97,9 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
     DeviceError
         ``device="gpu"`` without a GPU (and without the simulator), or GPUs without
         dask-cuda (``pip install 'swdask[gpu]'``).
+    ClusterStartError
+        A new cluster started from the top level of a script, outside
+        ``if __name__ == "__main__":`` (see :func:`check_main_guard`).
 
     Notes
     -----
@@ -124,6 +129,7 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
         if os.path.isfile(target):
             return Client(scheduler_file=target)
         return Client(target)
+    check_main_guard()
     if kind == "cuda":
         try:
             from dask_cuda import LocalCUDACluster
@@ -149,6 +155,81 @@ def _started(cluster_class, options: dict, kwargs: dict, dashboard_address):
         if dashboard_address is not None or "already in use" not in str(exc):
             raise
         return cluster_class(**dict(options, dashboard_address=":0"), **kwargs)
+
+
+def check_main_guard() -> None:
+    """Refuse to start worker processes from the top level of a script that they would run
+    again.
+
+    Dask starts worker processes with Python's ``spawn`` method, which runs the main
+    script again in each new process before the worker starts.  Unguarded, a script's
+    ``swdask.cluster()`` then runs again in every worker: each fails with Python's
+    "bootstrapping phase" error, and the script waited for them until Dask's timeout
+    (120 s) to fail with it.  This fails at once instead, with what to do: in the script,
+    where the call is outside ``if __name__ == "__main__":``; in a worker process that
+    runs the script again (where the script's own check could not tell), at once, so
+    that the cluster's start fails in a second.
+
+    A notebook, ``python -c``, a guarded script or a function called from one pass, as do
+    a package's ``__main__`` module (``python -m swdask``) and Dask's ``fork`` start
+    method (``distributed.worker.multiprocessing-method``), which spawn runs nothing of.
+
+    Raises
+    ------
+    ClusterStartError
+        The script's line that is running is outside the guard; the message names it.
+    """
+    import dask
+
+    if dask.config.get("distributed.worker.multiprocessing-method", "spawn") == "fork":
+        return
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals
+                                     .get("__name__") in ("__main__", "__mp_main__")):
+        frame = frame.f_back
+    if frame is None:  # not while a script runs: a notebook, a function called later, ...
+        return
+    path, line = frame.f_code.co_filename, frame.f_lineno
+    if frame.f_globals["__name__"] == "__main__":
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if spec is not None and (spec.name == "__main__" or spec.name.endswith(".__main__")):
+            return  # a package's __main__ (python -m swdask): spawn does not run it again
+        if _under_main_guard(path, line):
+            return
+    raise ClusterStartError(
+        f"{path}, line {line}: a Dask cluster started at the top level of a script, which "
+        "every worker process runs again as it starts; put the script's code under "
+        "'if __name__ == \"__main__\":'")
+
+
+def _under_main_guard(path: str, line: int) -> bool:
+    """Whether ``line`` of the script ``path`` is inside an ``if __name__ == "__main__":``
+    block (True also where the file cannot be read as Python: nothing to tell)."""
+    try:
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return True
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+                and len(node.test.ops) == 1):
+            continue
+        sides = {_name(node.test.left), _name(node.test.comparators[0])}
+        op = type(node.test.ops[0])
+        if sides != {"__name__", "'__main__'"} or op not in (ast.Eq, ast.NotEq):
+            continue
+        block = node.body if op is ast.Eq else node.orelse
+        if block and block[0].lineno <= line <= block[-1].end_lineno:
+            return True
+    return False
+
+
+def _name(node) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return repr(node.value)
+    return None
 
 
 def warm_gpu_worker() -> int:
@@ -259,6 +340,11 @@ def gpu_resources(key) -> dict:
     """
     name = key[0] if isinstance(key, tuple) else key
     return dict(GPU_TASK_SHARE) if "swdask_score_gpu" in str(name) else {}
+
+
+def worker_count(client) -> int:
+    """How many workers ``client``'s cluster has now."""
+    return len(client.scheduler_info(n_workers=-1)["workers"])
 
 
 def has_gpu_workers(client) -> bool:

@@ -50,3 +50,8 @@ class OutputExistsError(SwdaskError, FileExistsError):
 
 class DeviceError(SwdaskError, RuntimeError):
     """The requested device (GPU) or backend is not available."""
+
+
+class ClusterStartError(SwdaskError, RuntimeError):
+    """A local Dask cluster cannot start here (e.g. from the top level of a script that
+    its worker processes would run again)."""

@@ -20,7 +20,8 @@ from __future__ import annotations
 from .kernels.cpu.reference import MODES
 
 __all__ = ["ALLPAIRS_MODES", "ALPHABETS", "BLAST6_COLUMNS", "BLAST_KEYWORDS", "DEVICES",
-           "LONG_DEVICES", "MODES", "OUTFMTS", "STRANDS", "check_choice", "check_strand"]
+           "LONG_DEVICES", "MAX_HITS", "MODES", "OUTFMTS", "STRANDS", "check_choice",
+           "check_strand"]
 
 #: Where a job's kernels run: ``"auto"`` decides by availability and expected time.
 DEVICES = ("auto", "cpu", "gpu")
@@ -33,6 +34,9 @@ ALPHABETS = ("auto", "protein", "dna")
 #: Strands of a DNA search's queries (blastn's ``-strand``): the query as given (``plus``),
 #: its reverse complement (``minus``), or both, the default for DNA.  Protein: ``plus`` only.
 STRANDS = ("both", "plus", "minus")
+#: Hits kept per query by default: BLAST+'s ``-max_target_seqs`` default.  A search reports
+#: how many queries reached it (``SearchStats.queries_at_max_hits``).
+MAX_HITS = 500
 #: Formats of a search's hits file.
 OUTFMTS = ("parquet", "blast6", "sam")
 #: BLAST's 12 standard tabular columns (outfmt 6), in order: what ``std`` stands for.

@@ -201,7 +201,7 @@ def write_hits(hits, path, *, outfmt: str = "parquet", columns=None,
     >>> out = write_hits(hits, os.path.join(tmp, "hits.tsv"), outfmt="blast6",
     ...                  columns="std qlen slen cigar")
     >>> out.read_text().splitlines()[1].split("\\t")[8:]
-    ['323', '348', '2.42e+00', '23.5', '100', '1442', '1=1X1=1X1=1X1=2X1=1X2=1X2=4D1X1=1X1=1X1=']
+    ['323', '348', '2.4', '23.5', '100', '1442', '1=1X1=1X1=1X1=2X1=1X2=1X2=4D1X1=1X1=1X1=']
     >>> out = write_hits(hits, os.path.join(tmp, "hits.sam"), outfmt="sam")
     >>> record = out.read_text().splitlines()[-1].split("\\t")
     >>> record[:6]
@@ -229,14 +229,32 @@ def write_hits(hits, path, *, outfmt: str = "parquet", columns=None,
     return Path(path)
 
 
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def _number(value, fmt):
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "NA"
-    return format(value, fmt)
+    return "NA" if _missing(value) else format(value, fmt)
 
 
-def _evalue_format(value) -> str:
-    return ".2e" if value is not None and value >= 1e-180 else "g"
+def blast_evalue(value: float) -> str:
+    """An E-value as BLAST+'s tabular output writes it.
+
+    Under 1e-180 ``0.0``; under 0.0009 ``%.2e``; under 0.1 ``%.3f``; under 1 ``%.2f``;
+    under 10 ``%.1f``; else ``%.0f`` (NCBI C++ Toolkit, ``CBlastTabularInfo::SetScores``
+    and ``CAlignFormatUtil::GetScoreString``).
+
+    Examples
+    --------
+    >>> [blast_evalue(e) for e in (1e-200, 1.234e-50, 0.0123, 0.456, 3.21, 123.4)]
+    ['0.0', '1.23e-50', '0.012', '0.46', '3.2', '123']
+    """
+    if value < 1e-180:
+        return "0.0"
+    for below, fmt in ((0.0009, ".2e"), (0.1, ".3f"), (1.0, ".2f"), (10.0, ".1f")):
+        if value < below:
+            return format(value, fmt)
+    return format(value, ".0f")
 
 
 def _minus(row) -> bool:
@@ -271,7 +289,7 @@ _BLAST_FIELDS = {
     # blastn writes a minus-strand hit's subject interval from its end: sstart > send.
     "sstart": lambda r: str(r["subject_end"] if _minus(r) else r["subject_start"] + 1),
     "send": lambda r: str(r["subject_start"] + 1 if _minus(r) else r["subject_end"]),
-    "evalue": lambda r: _number(r["evalue"], _evalue_format(r["evalue"])),
+    "evalue": lambda r: "NA" if _missing(r["evalue"]) else blast_evalue(r["evalue"]),
     "bitscore": lambda r: _number(r["bitscore"], ".1f"),
     "score": lambda r: str(r["score"]),
     "nident": lambda r: str(_cigar_count(r["cigar"], "=")),
@@ -304,8 +322,9 @@ def blast6_lines(table: pa.Table, columns=None):
     ``qstart qend sstart send`` are 1-based inclusive (``query_start + 1``,
     ``query_end``, ...).  A DNA hit on the minus strand is written as blastn writes it:
     ``qstart < qend`` on the query as given, ``sstart > send`` (``sstart`` is
-    ``subject_end``, ``send`` is ``subject_start + 1``).  ``pident`` is written with three decimals, ``evalue`` as
-    ``%.2e``, ``bitscore`` as ``%.1f``; a null E-value or bit score is written ``NA``.
+    ``subject_end``, ``send`` is ``subject_start + 1``).  ``pident`` is written with three
+    decimals, ``evalue`` as BLAST+ writes it (:func:`blast_evalue`), ``bitscore`` as
+    ``%.1f``; a null E-value or bit score is written ``NA``.
     ``cigar`` is the hits table's CIGAR (``=``/``X``/``I``/``D``, ``I`` consuming the
     query and ``D`` the subject, no clips: it covers ``qstart..qend`` and
     ``sstart..send``); an alignment of no columns (possible with a minimum score of 0)
@@ -528,7 +547,7 @@ def sam_lines(table: pa.Table, *, command_line: str | None = None, queries=None)
         seq = "*" if flag & 256 else _sam_seq(reads, row, minus)
         fields = [query, str(flag), row["subject"], str(row["subject_start"] + 1), "255", cigar,
                   "*", "0", "0", seq, "*", f"AS:i:{row['score']}", f"NM:i:{edits}"]
-        evalue = _sam_float(row["evalue"], _evalue_format(row["evalue"]))
+        evalue = _sam_float(row["evalue"], ".2e")
         bitscore = _sam_float(row["bitscore"], ".1f")
         if evalue is not None:
             fields.append(f"ZE:f:{evalue}")

@@ -109,3 +109,84 @@ def test_a_dashboard_port_taken_after_the_check_falls_back_to_a_free_one(monkeyp
             import gc
 
             gc.collect()  # the leaked socket is reported here, under this test's filters
+
+
+_SCRIPT_CALL = 'client = swdask.cluster(1, device="cpu", dashboard_address=":0")\n'
+
+
+def _run_script(tmp_path, text):
+    import subprocess
+    import time
+
+    script = tmp_path / "job.py"
+    script.write_text(text)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, check=False, cwd=tmp_path)
+    return done, time.monotonic() - started
+
+
+def test_a_script_without_the_main_guard_fails_at_once(tmp_path):
+    """Dask's worker processes run the main script again (spawn): unguarded, the script
+    used to wait for them 120 s and fail with Python's "bootstrapping phase" error."""
+    done, seconds = _run_script(tmp_path, f"import swdask\n\n{_SCRIPT_CALL}print('started')\n")
+    assert done.returncode == 1 and "started" not in done.stdout
+    assert done.stderr.splitlines()[-1] == (
+        f"swdask.errors.ClusterStartError: {tmp_path / 'job.py'}, line 3: a Dask cluster started "
+        "at the top level of a script, which every worker process runs again as it starts; put "
+        "the script's code under 'if __name__ == \"__main__\":'")
+    assert "bootstrapping phase" not in done.stderr
+    assert seconds < 60  # no worker was started: the import and the check
+
+
+def test_a_guarded_script_starts_its_cluster(tmp_path):
+    done, _ = _run_script(tmp_path, (
+        "import swdask\n\n\ndef main():\n    " + _SCRIPT_CALL
+        + "    print(len(client.scheduler_info()['workers']), 'worker')\n"
+        "    client.close()\n    client.cluster.close()\n\n\n"
+        "if __name__ == '__main__':\n    main()\n"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "1 worker\n"
+
+
+def test_a_packages_main_module_needs_no_guard(tmp_path):
+    """``python -m pkg`` runs ``pkg/__main__.py``, which spawn does not run again (as the
+    ``swdask`` command's own ``python -m swdask``): no refusal there."""
+    import subprocess
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "__main__.py").write_text(
+        f"import swdask\n\n{_SCRIPT_CALL}print(len(client.scheduler_info()['workers']))\n"
+        "client.close()\nclient.cluster.close()\n")
+    done = subprocess.run([sys.executable, "-m", "pkg"], capture_output=True, text=True,
+                          timeout=300, check=False, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "1\n"), done.stderr
+
+
+@pytest.mark.parametrize("source,line,guarded", [
+    ("import swdask\nif __name__ == '__main__':\n    c = swdask.cluster()\n", 3, True),
+    ("import swdask\nif '__main__' == __name__:\n    main()\n", 3, True),
+    ("if __name__ != '__main__':\n    pass\nelse:\n    main()\n", 4, True),
+    ("if __name__ != '__main__':\n    main()\n", 2, False),
+    ("import swdask\nc = swdask.cluster()\nif __name__ == '__main__':\n    pass\n", 2, False),
+    ("if __name__ == 'other':\n    main()\n", 2, False),
+    ("def main():\n    pass\nmain()\n", 3, False),
+    ("def broken(:\n", 1, True),  # nothing to tell: the workers' own check answers
+])
+def test_main_guard_lines(tmp_path, source, line, guarded):
+    script = tmp_path / "script.py"
+    script.write_text(source)
+    assert cluster_module._under_main_guard(str(script), line) is guarded
+
+
+def test_a_worker_running_the_script_again_refuses_at_once():
+    """In a worker process that runs the script again (its module is ``__mp_main__``) the
+    call is always outside the guard, whatever the parent could read of the script."""
+    from swdask.errors import ClusterStartError
+
+    code = compile("check_main_guard()\n", "/nowhere/job.py", "exec")
+    with pytest.raises(ClusterStartError, match=r"^/nowhere/job\.py, line 1: a Dask cluster"):
+        exec(code, {"__name__": "__mp_main__",  # noqa: S102 - a module frame, as spawn runs it
+                    "check_main_guard": cluster_module.check_main_guard})
+    exec(code, {"__name__": "not_main", "check_main_guard": cluster_module.check_main_guard})

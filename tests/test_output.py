@@ -14,6 +14,7 @@ from swdask.output import (
     BLAST_KEYWORDS,
     OUTFMTS,
     blast_columns,
+    blast_evalue,
     check_format,
     hits_table,
     sam_cigar,
@@ -189,6 +190,27 @@ def test_blast6_default_is_the_12_standard_columns(hits, tmp_path):
     assert len(lines) == len(hits) and all(len(line.split("\t")) == 12 for line in lines)
 
 
+def _printed_to_its_last_digit(text: str, value: float) -> bool:
+    """Whether ``text`` is ``value`` rounded to the digits it shows (BLAST's "0.0" stands
+    for anything under 1e-180)."""
+    if text == "0.0":
+        return value < 1e-180
+    mantissa, _, exponent = text.partition("e")
+    unit = 10.0 ** (int(exponent or 0) - len(mantissa.partition(".")[2]))
+    return abs(float(text) - value) <= unit / 2 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("value,text", [
+    (0.0, "0.0"), (9.9e-181, "0.0"), (1.07e-108, "1.07e-108"), (2.5e-150, "2.50e-150"),
+    (8.94e-4, "8.94e-04"), (9e-4, "0.001"), (0.04567, "0.046"), (0.4567, "0.46"),
+    (4.567, "4.6"), (45.67, "46"), (1234.5, "1234"),
+])
+def test_blast_tabular_evalues_as_blast_writes_them(value, text):
+    """The C formats of BLAST+'s tabular writer (CBlastTabularInfo::SetScores):
+    0.0 / %.2e / %.3f / %.2f / %.1f / %.0f at 1e-180, 0.0009, 0.1, 1 and 10."""
+    assert blast_evalue(value) == text
+
+
 def test_blast6_columns_round_trip(hits, sequences, tmp_path):
     """Every keyword, read back: 1-based inclusive coordinates select the aligned residues."""
     columns = ("std",) + BLAST_KEYWORDS[12:]
@@ -205,7 +227,7 @@ def test_blast6_columns_round_trip(hits, sequences, tmp_path):
         assert (f["qseqid"], f["sseqid"], f["cigar"]) == (row["query"], row["subject"], row["cigar"])
         assert (int(f["score"]), int(f["qlen"]), int(f["slen"])) == (
             row["score"], row["query_length"], row["subject_length"])
-        assert float(f["evalue"]) == pytest.approx(row["evalue"], rel=6e-3, abs=1e-180)
+        assert _printed_to_its_last_digit(f["evalue"], row["evalue"]), (f["evalue"], row)
         assert float(f["bitscore"]) == pytest.approx(row["bitscore"], abs=0.051)
         runs = cigar_runs(f["cigar"])
         count = {op: sum(n for n, o in runs if o == op) for op in "=XID"}

@@ -48,7 +48,6 @@ a non-negative ``H``).
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
@@ -60,6 +59,7 @@ from numba import njit
 # 0 and F on row 0 of the whole matrix), the profile and the tie rule of the whole-pair
 # traceback: a tile's cells and path are that kernel's.
 from ..directions import NEG, STATE_E, STATE_F, STATE_H  # noqa: F401 (public here too)
+from .score import kernel_threads
 from .traceback import decision_njit, row_best, subject_profile, walk_step_njit
 
 
@@ -305,8 +305,9 @@ _POOLS_LOCK = threading.Lock()
 
 
 def _pool(threads):
-    """The shared thread pool of ``threads`` workers (default: one a core)."""
-    threads = max(1, int(threads or os.cpu_count() or 1))
+    """The shared thread pool of ``threads`` workers (default: Numba's thread count, one a
+    core unless ``NUMBA_NUM_THREADS`` or ``swdask --threads`` says otherwise)."""
+    threads = max(1, int(threads or kernel_threads()))
     with _POOLS_LOCK:
         if threads not in _POOLS:
             _POOLS[threads] = ThreadPoolExecutor(max_workers=threads,
@@ -325,7 +326,8 @@ def score_grid(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e,
     row_cuts, col_cuts : sequence of int, default ()
         Interior cuts, increasing, in ``(0, h)`` and ``(0, w)``.
     threads : int, optional
-        Tiles computed at once; default ``os.cpu_count()``.  The threads are kept
+        Tiles computed at once; default Numba's thread count (the cores, unless
+        ``NUMBA_NUM_THREADS`` or ``numba.set_num_threads`` says otherwise).  The threads are kept
         between calls (a traceback makes thousands of small grids).
 
     Returns

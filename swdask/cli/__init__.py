@@ -21,7 +21,7 @@ import sys
 from .. import __version__
 from ..errors import SwdaskError
 from . import align, align_long, allpairs, demo, ingest, search, significance, warmup
-from .common import EXIT_BAD_INPUT, Parser
+from .common import EXIT_BAD_INPUT, Parser, cpu_threads
 
 __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "build_parser", "main"]
 
@@ -96,7 +96,8 @@ def _main(argv) -> int:
         return exit_.code if isinstance(exit_.code, int) else EXIT_BAD_INPUT
     args.argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]  # for SAM's @PG CL
     try:
-        COMMANDS[args.command](args)
+        with cpu_threads(args):
+            COMMANDS[args.command](args)
     except (SwdaskError, ValueError, FileNotFoundError, FileExistsError) as exc:
         print(f"swdask: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

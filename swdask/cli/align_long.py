@@ -8,11 +8,14 @@ from ..options import LONG_DEVICES
 from .common import (
     add_input_options,
     add_scoring,
+    add_threads,
     command_line,
     file_alphabet,
     positive,
     progress_wanted,
     scoring_from_args,
+    to_stdout,
+    write_stdout,
 )
 
 NAME = "align-long"
@@ -42,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--traceback", action="store_true",
                         help="also recover the alignment: CIGAR, identity (and --sam)")
     parser.add_argument("--sam", metavar="SAM",
-                        help="with --traceback, also write the alignment as SAM")
+                        help="with --traceback, also write the alignment as SAM (- for the "
+                        "standard output)")
     parser.add_argument("--reverse-complement", action="store_true",
                         help="also align A to B's reverse complement (DNA); report the better "
                         "strand")
@@ -51,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS", help="run the tiles on a running Dask "
                         "scheduler (GPU workers with --resources GPU=1); default: workers in this "
                         "process")
+    add_threads(parser)
     parser.add_argument("--force", action="store_true", help="replace existing output files")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
 
@@ -62,10 +67,12 @@ def run(args: argparse.Namespace) -> None:
     from ..jobs.base import atomic_path, check_output
     from ..jobs.long_align import align_long
 
+    to_stdout(args.output)
     check_output(args.output, force=args.force)
     if args.sam and not args.traceback:
         raise ValueError("--sam needs --traceback")
-    if args.sam:
+    sam_stdout = bool(args.sam) and to_stdout(args.sam, "sam")
+    if args.sam and not sam_stdout:
         check_output(args.sam, force=args.force)
     alphabet = args.alphabet if args.alphabet != "auto" else file_alphabet(args)
     scoring = scoring_from_args(args, alphabet or "dna")
@@ -83,9 +90,11 @@ def run(args: argparse.Namespace) -> None:
             client.close()
     with atomic_path(args.output, force=args.force) as tmp:
         pq.write_table(result.to_table(), tmp)
-        if args.sam:
+        if args.sam and not sam_stdout:
             with atomic_path(args.sam, force=args.force) as sam_tmp, open(sam_tmp, "w") as handle:
                 handle.writelines(result.sam_lines(command_line(args)))
+    if sam_stdout:
+        write_stdout(result.sam_lines(command_line(args)))
     if not args.quiet:
         where = (f"query {result.query_start}..{result.query_end}, subject "
                  f"{result.subject_start}..{result.subject_end}" if args.traceback else

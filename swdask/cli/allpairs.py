@@ -17,6 +17,7 @@ from .common import (
     positive,
     progress_wanted,
     scoring_from_args,
+    to_stdout,
     whole,
 )
 
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default 2048)")
     parser.add_argument("--device", default="auto", choices=DEVICES,
                         help="auto (default: a GPU when one is visible and the mode is global), "
-                        "cpu, gpu")
+                        "cpu, or gpu (global mode)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in OUT, skipping block pairs already written")
     add_job_options(parser, force_help="replace an existing OUT")
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> None:
     """Write the pairs to the folder ``args.output`` and (unless ``--quiet``) the summary."""
     from ..jobs.allpairs import check_device, write_all_pairs
 
+    to_stdout(args.output, instead="give a folder name")
     if os.path.exists(args.output) and not (args.resume or args.force):
         from ..errors import OutputExistsError
 

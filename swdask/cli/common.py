@@ -7,6 +7,7 @@ at the top: ``--help`` and a usage error stay quick.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -21,6 +22,8 @@ if TYPE_CHECKING:  # for the annotations only: the modules load pandas and Numba
 
 #: The exit status of a usage error and of every error on bad input.
 EXIT_BAD_INPUT = 2
+#: The path that stands for the standard input (queries) or output (text formats).
+STANDARD_STREAM = "-"
 
 
 class Parser(argparse.ArgumentParser):
@@ -86,6 +89,21 @@ def positive(text: str) -> int:
     return number(text, int, accept=lambda value: value >= 1, wanted="a positive whole number")
 
 
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity), as Numba counts them."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity on this platform (macOS)
+        return os.cpu_count() or 1
+
+
+def thread_count(text: str) -> int:
+    """A thread count from 1 to :func:`cores` (argparse ``type``); see :func:`number`."""
+    n = cores()
+    return number(text, int, accept=lambda value: 1 <= value <= n,
+                  wanted=f"a whole number from 1 to {n} (the cores here)")
+
+
 def positive_number(text: str) -> float:
     """A finite number > 0 (argparse ``type``); see :func:`number`."""
     return number(text, accept=lambda value: 0 < value < math.inf, wanted="a positive number")
@@ -137,6 +155,15 @@ def add_cluster_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--scheduler", metavar="ADDRESS",
                        help="run on a running Dask scheduler (tcp://host:8786 or a scheduler "
                        "file); the database must be a store its workers can read")
+    add_threads(parser)
+
+
+def add_threads(parser: argparse.ArgumentParser) -> None:
+    """Add ``--threads``: Numba's thread count for the run (see :func:`cpu_threads`)."""
+    parser.add_argument("--threads", type=thread_count, metavar="N",
+                        help="threads of the CPU kernels in this process, or in each local Dask "
+                        "worker (default: every core, shared among the local workers); "
+                        "Numba's NUMBA_NUM_THREADS for the run")
 
 
 def add_job_options(parser: argparse.ArgumentParser, *,
@@ -198,6 +225,107 @@ def file_alphabet(args: argparse.Namespace) -> str | None:
     return sniff_alphabet(paths).name if paths else None
 
 
+@contextlib.contextmanager
+def cpu_threads(args: argparse.Namespace):
+    """Numba's thread count for the run of a command with ``--threads N``.
+
+    ``NUMBA_NUM_THREADS=N`` in the environment, before this process imports Numba (the
+    command imports it only when it runs) and for the processes it starts (local Dask
+    workers, the kernel build helper): their kernels take N threads.  Where Numba was
+    imported already (the command run from Python, as the tests do), this thread's count
+    is set instead.  Both are restored at the end.
+
+    Raises
+    ------
+    ValueError
+        ``--threads`` with ``--scheduler``: the workers of a running scheduler were
+        started with their own.
+    """
+    threads = getattr(args, "threads", None)
+    if threads is None:
+        yield
+        return
+    if getattr(args, "scheduler", None):
+        raise ValueError("--threads: the workers of a running scheduler keep their own thread "
+                         "count (set NUMBA_NUM_THREADS where they are started)")
+    before = os.environ.get("NUMBA_NUM_THREADS")
+    os.environ["NUMBA_NUM_THREADS"] = str(threads)
+    numba = sys.modules.get("numba")
+    previous = numba.get_num_threads() if numba is not None else None
+    try:
+        if numba is not None:
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("NUMBA_NUM_THREADS", None)
+        else:
+            os.environ["NUMBA_NUM_THREADS"] = before
+        if previous is not None:
+            numba.set_num_threads(previous)
+
+
+def to_stdout(path: str, outfmt: str = "parquet", *, option: str = "-o",
+              instead: str = "give a file name") -> bool:
+    """Whether the output ``path`` is ``-``, the standard output, which takes text only.
+
+    Raises
+    ------
+    ValueError
+        ``-`` for Parquet: one line that says what to give ``instead``.
+    """
+    if path != STANDARD_STREAM:
+        return False
+    if outfmt == "parquet":
+        raise ValueError(f"{option} -: Parquet does not go to the standard output; {instead}")
+    return True
+
+
+@contextlib.contextmanager
+def standard_input(path: str):
+    """``path``; for ``-``, the standard input (FASTA/FASTQ, plain or gzip) copied to a
+    temporary file that is removed at the end.  Errors name ``<stdin>``, not that file.
+
+    Raises
+    ------
+    ValueError
+        ``-`` while the standard input is a terminal: nothing was piped in.
+    """
+    if path != STANDARD_STREAM:
+        yield path
+        return
+    import shutil
+    import tempfile
+
+    if sys.stdin is None or sys.stdin.isatty():
+        raise ValueError("-: the standard input is a terminal; pipe FASTA/FASTQ into it or "
+                         "give a file")
+    folder = tempfile.mkdtemp(prefix="swdask-stdin-")
+    copy = os.path.join(folder, "stdin")
+    try:
+        with open(copy, "wb") as handle:
+            shutil.copyfileobj(sys.stdin.buffer, handle)
+        try:
+            yield copy
+        except (ValueError, FileNotFoundError) as exc:
+            if copy not in str(exc):
+                raise
+            raise type(exc)(str(exc).replace(copy, "<stdin>")) from None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_stdout(lines) -> None:
+    """Write ``lines`` to the standard output; a reader that stops early (``| head``)
+    ends the writing quietly, as it ends ``cat``."""
+    try:
+        sys.stdout.writelines(lines)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would report the pipe again when it flushes stdout at exit.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stays open until the exit
+
+
 def to_stderr(line: str) -> None:
     """Print ``line`` to the standard error."""
     print(line, file=sys.stderr)
@@ -245,12 +373,35 @@ def search_here(queries, database, **options) -> tuple:
     return search_in_process(queries, database, **options)
 
 
-def search_summary(stats: SearchStats) -> str:
-    """The one-line summary of a search's :class:`swdask.SearchStats`."""
+def search_summary(stats: SearchStats, *, dask_workers: int | None = None,
+                   cap: bool = True) -> str:
+    """The one-line summary of a search's :class:`swdask.SearchStats`.
+
+    Parameters
+    ----------
+    stats : SearchStats
+    dask_workers : int, optional
+        The workers of the Dask cluster that ran the search; default None: it ran in
+        this process (``stats.workers`` is then Numba's thread count).
+    cap : bool, default True
+        Say how many queries reached ``--max-hits`` (the demo has no such option).
+    """
+    if dask_workers is None:
+        where = _count(stats.workers, "thread")
+    else:  # stats.workers: those that ran score tasks (one per database partition at most)
+        where = _count(dask_workers, "Dask worker") + (
+            f" (score tasks on {stats.workers})" if stats.workers != dask_workers else "")
     strands = " (both strands)" if stats.strands == 2 else ""
-    return (f"{stats.n_queries:,} queries{strands} x {stats.n_subjects:,} subjects, "
+    line = (f"{stats.n_queries:,} queries{strands} x {stats.n_subjects:,} subjects, "
             f"{stats.cells:,} cells: score pass {stats.score_seconds:.2f} s "
             f"({stats.kernel_gcups:.2f} GCUPS), traceback {stats.traceback_seconds:.2f} s, "
             f"total {stats.total_seconds:.2f} s ({stats.gcups:.2f} GCUPS) on {stats.device}"
-            f"{f' ({stats.device_reason})' if stats.device_reason else ''}, "
-            f"{stats.workers} worker(s)")
+            f"{f' ({stats.device_reason})' if stats.device_reason else ''}, {where}")
+    if cap and stats.queries_at_max_hits:
+        line += (f"; {_count(stats.queries_at_max_hits, 'query', 'queries')} reached "
+                 f"--max-hits {stats.max_hits}: raise it to see more")
+    return line
+
+
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

@@ -6,7 +6,14 @@ import time
 from importlib.resources import files
 
 from .. import __version__
-from .common import add_cluster_options, in_process, positive, search_here, search_summary
+from .common import (
+    add_cluster_options,
+    in_process,
+    positive,
+    search_here,
+    search_summary,
+    to_stdout,
+)
 
 NAME = "demo"
 HELP = "search bundled Swiss-Prot queries against a bundled database and print the best hits"
@@ -28,22 +35,25 @@ def run(args: argparse.Namespace) -> None:
     from ..output import write_hits
 
     if args.output:
+        to_stdout(args.output)
         check_output(args.output, force=args.force)
     data = files("swdask") / "data"
     queries, database = data / "demo_queries.fasta", data / "demo_db.fasta.gz"
     print(f"swdask {__version__} demo: {queries.name} against {database.name} "
           "(Swiss-Prot, UniProt CC BY 4.0), BLOSUM62 11/1, local")
     started = time.perf_counter()
+    dask_workers = None
     if in_process(args):
         hits, stats = search_here(queries, database, max_hits=max(args.hits, 1),
                                   return_stats=True)
     else:
-        from ..cluster import compute, session
+        from ..cluster import compute, session, worker_count
         from ..jobs.search import search
 
         with session(args.workers, scheduler=args.scheduler, announce=print) as client:
             hits, stats = compute(*search(queries, database, max_hits=max(args.hits, 1),
                                           return_stats=True), client=client)
+            dask_workers = worker_count(client)
     shown = hits[hits["rank"] <= args.hits]
     columns = ["query", "subject", "score", "identity", "query_start", "query_end",
                "subject_start", "subject_end", "cigar"]
@@ -51,7 +61,7 @@ def run(args: argparse.Namespace) -> None:
     table["identity"] = (100 * table["identity"].astype(float)).round(1)
     table["cigar"] = table["cigar"].map(lambda c: c if len(c) <= 24 else c[:21] + "...")
     print(table.to_string(index=False))
-    print(search_summary(stats))
+    print(search_summary(stats, dask_workers=dask_workers, cap=False))
     print(f"(wall time {time.perf_counter() - started:.1f} s, including one-time JIT "
           "compilation on a first run)")
     if args.output:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..options import BLAST_KEYWORDS, DEVICES, OUTFMTS, STRANDS, check_strand
+from ..options import BLAST_KEYWORDS, DEVICES, MAX_HITS, OUTFMTS, STRANDS, check_strand
 from .common import (
     add_job_options,
     add_scoring,
@@ -18,7 +18,10 @@ from .common import (
     scoring_from_args,
     search_here,
     search_summary,
+    standard_input,
+    to_stdout,
     whole,
+    write_stdout,
 )
 
 NAME = "search"
@@ -29,10 +32,12 @@ each query's best hits."""
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``swdask search`` to its ``parser``."""
-    parser.add_argument("queries", metavar="QUERIES", help="FASTA/FASTQ file or sequence store")
+    parser.add_argument("queries", metavar="QUERIES", help="FASTA/FASTQ file (- for the standard "
+                        "input) or sequence store")
     parser.add_argument("database", metavar="DB", help="sequence store, or FASTA/FASTQ file "
                         "(ingested to a temporary store)")
-    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="output file")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT",
+                        help="output file; - for the standard output (blast6 and sam)")
     parser.add_argument("--outfmt", default="parquet", choices=OUTFMTS,
                         help="parquet (hits table, 0-based half-open), blast6 (BLAST -outfmt 6, "
                         "1-based inclusive) or sam (SAM v1.6: queries as reads, subjects as "
@@ -42,8 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "qlen slen cigar\"; std = the 12 standard columns (the default); keywords: "
                         f"{' '.join(BLAST_KEYWORDS)}")
     add_scoring(parser)
-    parser.add_argument("--max-hits", type=positive, default=50, metavar="N",
-                        help="hits kept per query (default 50)")
+    parser.add_argument("--max-hits", type=positive, default=MAX_HITS, metavar="N",
+                        help=f"hits kept per query, the best scores (default {MAX_HITS}, as "
+                        "BLAST's -max_target_seqs); the summary says how many queries reached it")
     parser.add_argument("--min-score", type=whole, metavar="S",
                         help="report only hits scoring at least S (default 1 for local mode)")
     parser.add_argument("--evalue", type=positive_number, metavar="E",
@@ -54,7 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "default for DNA), plus (as given) or minus (reverse complement); "
                         "protein: plus only")
     parser.add_argument("--device", default="auto", choices=DEVICES,
-                        help="auto (default: a GPU when one is visible, local mode), cpu, or gpu")
+                        help="auto (default: a GPU when one is visible, local mode), cpu, or gpu "
+                        "(local mode)")
     add_job_options(parser)
 
 
@@ -70,7 +77,10 @@ def run(args: argparse.Namespace) -> None:
     from ..jobs.base import check_output
     from ..output import check_format, write_hits
 
-    check_output(args.output, force=args.force)
+    stdout = to_stdout(args.output, args.outfmt,
+                       instead="give --outfmt blast6 or sam, or a file name")
+    if not stdout:
+        check_output(args.output, force=args.force)
     check_format(args.outfmt, args.columns)
     # Names and mode only: probing for a GPU here cost "auto" 0.3 s (the CUDA import and
     # driver) even where its cost rule then picks the CPU without touching CUDA.
@@ -90,23 +100,33 @@ def run(args: argparse.Namespace) -> None:
                "alphabet": args.alphabet, "map_unknown": args.map_unknown,
                "strand": args.strand, "return_stats": True}
     check_strand(args.strand, db_alphabet)  # before a FASTA database is ingested
-    queries = args.queries
-    if args.outfmt == "sam":  # read once: the search's queries are SAM's reads (SEQ)
-        from ..sequences.batch import as_batch
+    dask_workers = None
+    with standard_input(args.queries) as queries:
+        if args.outfmt == "sam":  # read once: the search's queries are SAM's reads (SEQ)
+            from ..sequences.batch import as_batch
 
-        queries = as_batch(queries, alphabet=args.alphabet, map_unknown=args.map_unknown)
-    if in_process(args):
-        hits, stats = search_here(queries, args.database, progress=progress_wanted(args),
-                                  **options)
+            queries = as_batch(queries, alphabet=args.alphabet, map_unknown=args.map_unknown)
+        if in_process(args):
+            hits, stats = search_here(queries, args.database, progress=progress_wanted(args),
+                                      **options)
+        else:
+            from ..cluster import compute, worker_count
+            from ..jobs.search import search
+
+            with job_session(args) as client:
+                hits, stats = compute(*search(queries, args.database, **options),
+                                      client=client, progress=progress_wanted(args))
+                dask_workers = worker_count(client)
+    if stdout:
+        from ..output import blast6_lines, hits_table, sam_lines
+
+        table = hits_table(hits)
+        write_stdout(blast6_lines(table, args.columns) if args.outfmt == "blast6"
+                     else sam_lines(table, command_line=command_line(args), queries=queries))
     else:
-        from ..cluster import compute
-        from ..jobs.search import search
-
-        with job_session(args) as client:
-            hits, stats = compute(*search(queries, args.database, **options),
-                                  client=client, progress=progress_wanted(args))
-    write_hits(hits, args.output, outfmt=args.outfmt, columns=args.columns, force=args.force,
-               command_line=command_line(args), queries=queries)
+        write_hits(hits, args.output, outfmt=args.outfmt, columns=args.columns,
+                   force=args.force, command_line=command_line(args), queries=queries)
     if not args.quiet:
-        print(f"wrote {len(hits):,} hits to {args.output} ({args.outfmt})", file=sys.stderr)
-        print(search_summary(stats), file=sys.stderr)
+        where = "the standard output" if stdout else args.output
+        print(f"wrote {len(hits):,} hits to {where} ({args.outfmt})", file=sys.stderr)
+        print(search_summary(stats, dask_workers=dask_workers), file=sys.stderr)

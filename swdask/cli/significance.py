@@ -15,6 +15,8 @@ from .common import (
     positive,
     progress_wanted,
     scoring_from_args,
+    standard_input,
+    to_stdout,
     whole,
 )
 
@@ -28,7 +30,8 @@ lambda, p_value, n_shuffles, seed)."""
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``swdask significance`` to its ``parser``."""
-    parser.add_argument("queries", metavar="QUERIES", help="FASTA/FASTQ file or sequence store")
+    parser.add_argument("queries", metavar="QUERIES", help="FASTA/FASTQ file (- for the standard "
+                        "input) or sequence store")
     parser.add_argument("subjects", metavar="SUBJECTS", help="FASTA/FASTQ file or sequence store")
     parser.add_argument("-o", "--output", required=True, metavar="OUT", help="output Parquet file")
     parser.add_argument("--shuffles", type=positive, default=1000, metavar="N",
@@ -41,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "search's hits table (.parquet) to re-rank its hits")
     parser.add_argument("--pssm", metavar="FILE", help="PSI-BLAST ASCII PSSM (-out_ascii_pssm) of "
                         "a query: replaces the matrix for the query whose sequence it is")
-    add_scoring(parser)
+    add_scoring(parser, mode=False)  # the shuffles are scored by Smith-Waterman: local only
     parser.add_argument("--device", default="auto", choices=DEVICES,
                         help="auto (default: a GPU when one is visible), cpu, or gpu")
     add_job_options(parser)
@@ -58,24 +61,24 @@ def run(args: argparse.Namespace) -> None:
     from ..parquet_schemas import SIGNIFICANCE
     from ..tables import check_table
 
+    to_stdout(args.output)
     check_output(args.output, force=args.force)
-    if args.mode != "local":
-        raise ValueError(f"--mode {args.mode}: significance uses local (Smith-Waterman) scores")
     check_options(args.shuffles, args.seed, args.device, args.pairs)
-    scoring = scoring_from_args(args, database_alphabet(args.queries, args.alphabet))
-    tick = time.perf_counter()
-    options = {"scoring": scoring, "shuffles": args.shuffles, "seed": args.seed,
-               "pairs": args.pairs, "pssm": args.pssm, "device": args.device,
-               "alphabet": args.alphabet, "map_unknown": args.map_unknown}
-    if in_process(args):
-        # The same frame as the Dask graph's, without importing Dask and building a graph:
-        # a fresh process took 3.5 s for work done in 0.5 s once warm (H100 host).
-        table, _ = significance_in_process(args.queries, args.subjects,
-                                           progress=progress_wanted(args), **options)
-    else:
-        with job_session(args) as client:
-            frame = significance(args.queries, args.subjects, **options)
-            (table,) = compute(frame, client=client, progress=progress_wanted(args))
+    with standard_input(args.queries) as queries:
+        scoring = scoring_from_args(args, database_alphabet(queries, args.alphabet))
+        tick = time.perf_counter()
+        options = {"scoring": scoring, "shuffles": args.shuffles, "seed": args.seed,
+                   "pairs": args.pairs, "pssm": args.pssm, "device": args.device,
+                   "alphabet": args.alphabet, "map_unknown": args.map_unknown}
+        if in_process(args):
+            # The same frame as the Dask graph's, without importing Dask and building a
+            # graph: a fresh process took 3.5 s for work done in 0.5 s once warm (H100 host).
+            table, _ = significance_in_process(queries, args.subjects,
+                                               progress=progress_wanted(args), **options)
+        else:
+            with job_session(args) as client:
+                frame = significance(queries, args.subjects, **options)
+                (table,) = compute(frame, client=client, progress=progress_wanted(args))
     table = check_table(pa.Table.from_pandas(table, preserve_index=False), SIGNIFICANCE,
                         where="significance")
     with atomic_path(args.output, force=args.force) as tmp:

@@ -2,6 +2,7 @@
 exit, the demo, and a start-up that imports no heavy library."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -70,3 +71,70 @@ def test_installed_command_exit_status_and_output(tmp_path):
     assert done.returncode == 0, done.stderr
     assert len(out.read_text().splitlines()) == N_QUERIES
     assert done.stderr.splitlines()[0] == f"wrote {N_QUERIES} hits to {out} (blast6)"
+
+
+def test_python_m_swdask_and_pipes(tmp_path):
+    """``python -m swdask``; queries from the standard input (``-``) and BLAST tabular to
+    the standard output (``-o -``), the same lines as a file gets; a reader that stops after
+    one line ends the command quietly."""
+    command = [sys.executable, "-m", "swdask"]
+    done = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=300,
+                          check=True)
+    assert done.stdout == f"swdask {swdask.__version__}\n"
+    search = ["search", "-", str(SPROT_DB), "--outfmt", "blast6", "--max-hits", "3",
+              "--device", "cpu", "--quiet"]
+    done = subprocess.run([*command, *search, "-o", "-"], input=QUERIES.read_text(),
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    out = tmp_path / "hits.tsv"
+    subprocess.run([*command, *search[:1], str(QUERIES), *search[2:], "-o", str(out)],
+                   timeout=600, check=True)
+    assert done.stdout == out.read_text() and len(done.stdout.splitlines()) == 3 * N_QUERIES
+    with subprocess.Popen([*command, "search", str(QUERIES), str(SPROT_DB), "-o", "-",
+                           "--outfmt", "sam", "--device", "cpu", "--quiet"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        assert process.stdout.readline().startswith("@HD\tVN:1.6")
+        process.stdout.close()  # as `| head -1` does
+        assert process.wait(timeout=600) == 0
+        assert process.stderr.read() == ""
+
+
+def test_threads_sets_numbas_thread_count_for_the_run(capsys, monkeypatch):
+    """``--threads N``: NUMBA_NUM_THREADS for this process (before it imports Numba) and the
+    processes it starts; where Numba is loaded already, this thread's count.  Restored."""
+    import argparse
+    import os
+
+    import numba
+
+    from swdask.cli.common import cores, cpu_threads
+
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+    before = numba.get_num_threads()
+    with cpu_threads(argparse.Namespace(threads=1, scheduler=None)):
+        assert os.environ["NUMBA_NUM_THREADS"] == "1" and numba.get_num_threads() == 1
+    assert "NUMBA_NUM_THREADS" not in os.environ and numba.get_num_threads() == before
+    for argv, message in (
+            (["--threads", "0"], f"argument --threads: must be a whole number from 1 to "
+             f"{cores()} (the cores here), got '0' (see 'swdask search --help')"),
+            (["--threads", str(cores() + 1)], f"argument --threads: must be a whole number from "
+             f"1 to {cores()} (the cores here), got '{cores() + 1}' (see 'swdask search --help')"),
+            (["--threads", "1", "--scheduler", "tcp://127.0.0.1:1"], "--threads: the workers of a "
+             "running scheduler keep their own thread count (set NUMBA_NUM_THREADS where they "
+             "are started)")):
+        assert main(["search", str(QUERIES), str(SPROT_DB), "-o", "x.tsv", *argv]) == 2
+        assert capsys.readouterr().err == f"swdask: error: {message}\n"
+
+
+def test_threads_in_a_fresh_process():
+    """The command in a process of its own with ``--threads 1``: its kernels ran on one
+    thread."""
+    for command in (["search", str(QUERIES), str(SPROT_DB), "-o", "-", "--outfmt", "blast6",
+                     "--max-hits", "1", "--device", "cpu"], ["demo"]):
+        done = subprocess.run([sys.executable, "-m", "swdask", *command, "--threads", "1"],
+                              capture_output=True,
+                              text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr
+        summary = next(line for line in (done.stdout + done.stderr).splitlines()
+                       if " cells: score pass " in line)
+        assert re.search(r"\) on cpu.*, 1 thread(;|$)", summary), summary

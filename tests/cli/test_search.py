@@ -9,7 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import swdask
-from swdask.cli import main
+from swdask.cli import build_parser, main
+from swdask.options import MAX_HITS
+from swdask.output import blast_evalue
 from swdask.parquet_schemas import HITS
 from swdask.scoring import Scoring
 from tests.helpers import N_QUERIES, QUERIES, RRNA, SPROT_DB, read_fasta, run_cli
@@ -37,7 +39,7 @@ def store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def default_hits(store, tmp_path_factory):
-    """The default search (BLOSUM62 11/1, local, 50 hits) of the queries against the store."""
+    """The default search (BLOSUM62 11/1, local, 500 hits) of the queries against the store."""
     out = tmp_path_factory.mktemp("cli") / "hits.parquet"
     assert main(["search", str(QUERIES), str(store), "-o", str(out), "--quiet"]) == 0
     return out
@@ -60,11 +62,79 @@ def test_search_parquet_schema_and_shape(default_hits):
     for q in queries:
         ranks = [r for qq, r in zip(table["query"], table["rank"]) if qq == q]
         assert ranks == list(range(1, len(ranks) + 1))
-        assert 1 <= len(ranks) <= 50
+        assert 1 <= len(ranks) <= MAX_HITS
     assert min(table["score"]) >= 1  # local default: min score 1
     # BLOSUM62 11/1 has published Karlin-Altschul parameters: every hit has both
     assert None not in table["evalue"] and None not in table["bitscore"]
     assert all(e >= 0 for e in table["evalue"]) and all(b > 0 for b in table["bitscore"])
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["search", QUERIES, SPROT_DB, "-o", "-"], "-o -: Parquet does not go to the standard "
+     "output; give --outfmt blast6 or sam, or a file name"),
+    (["significance", QUERIES, SPROT_DB, "-o", "-"], "-o -: Parquet does not go to the "
+     "standard output; give a file name"),
+    (["demo", "-o", "-"], "-o -: Parquet does not go to the standard output; give a file name"),
+    (["allpairs", SPROT_DB, "-o", "-"], "-o -: Parquet does not go to the standard output; "
+     "give a folder name"),
+    (["align-long", QUERIES, QUERIES, "-o", "-"], "-o -: Parquet does not go to the standard "
+     "output; give a file name"),
+])
+def test_parquet_is_refused_on_the_standard_output(capsys, argv, message):
+    status, out, err = run_cli(capsys, *argv)
+    assert (status, out, err) == (2, "", f"swdask: error: {message}\n")
+
+
+def test_queries_from_the_standard_input(store, tmp_path, capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(QUERIES.read_bytes())))
+    status, out, err = run_cli(capsys, "search", "-", store, "-o", "-", "--outfmt", "blast6",
+                               "--max-hits", 2)
+    assert status == 0, err
+    assert err.splitlines()[0] == "wrote 24 hits to the standard output (blast6)"
+    assert [line.split("\t")[0] for line in out.splitlines()] == [
+        name for name in read_fasta(QUERIES) for _ in range(2)]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b">q1\nMKV1L\n")))
+    status, _, err = run_cli(capsys, "search", "-", store, "-o", tmp_path / "x.tsv")
+    assert status == 2 and err.startswith("swdask: error: <stdin>, record 1 'q1', position 4:")
+    assert not (tmp_path / "x.tsv").exists()
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal())
+    status, _, err = run_cli(capsys, "search", "-", store, "-o", tmp_path / "x.tsv")
+    assert (status, err) == (2, "swdask: error: -: the standard input is a terminal; pipe "
+                             "FASTA/FASTQ into it or give a file\n")
+
+
+def test_max_hits_defaults_to_blasts_in_one_place():
+    import inspect
+
+    assert MAX_HITS == 500  # BLAST+'s -max_target_seqs
+    assert build_parser().parse_args(["search", "q", "db", "-o", "x"]).max_hits == MAX_HITS
+    for function in (swdask.search, swdask.search_in_process):
+        assert inspect.signature(function).parameters["max_hits"].default == MAX_HITS
+
+
+@pytest.mark.parametrize("max_hits,note", [
+    (3, "; 3 queries reached --max-hits 3: raise it to see more"),
+    (4, "; 1 query reached --max-hits 4: raise it to see more"),
+    (MAX_HITS, ""),
+])
+def test_summary_says_how_many_queries_reached_max_hits(store, tmp_path, capsys, max_hits,
+                                                        note):
+    out = tmp_path / "hits.parquet"
+    status, _, err = run_cli(capsys, "search", QUERIES, store, "-o", out, "--evalue", 1,
+                             "--max-hits", max_hits)
+    assert status == 0, err
+    summary = err.splitlines()[-1]
+    assert re.search(rf", \d+ threads?{re.escape(note)}$", summary), summary
+    counts = pq.read_table(out).to_pandas().groupby("query_id").size()
+    assert 0 < counts.max() <= max_hits
+    assert (counts == max_hits).sum() == int(note.split()[1] if note else 0)
 
 
 def test_search_evalue_keeps_a_prefix_of_each_query(store, default_hits, tmp_path, capsys):
@@ -129,7 +199,7 @@ def test_blast6_matches_parquet(store, default_hits, tmp_path, capsys):
             str(row["align_length"]), str(row["mismatches"]), str(row["gap_opens"]),
             str(row["query_start"] + 1), str(row["query_end"]),
             str(row["subject_start"] + 1), str(row["subject_end"]),
-            format(row["evalue"], ".2e" if row["evalue"] >= 1e-180 else "g"),
+            blast_evalue(row["evalue"]),  # its digits: tests/test_output.py
             format(row["bitscore"], ".1f"),
         ]
     self_line = next(line for line in lines if line.startswith("sp|Q197D0|030L_IIV3\t"))
@@ -331,8 +401,13 @@ def test_strand_of_a_protein_search_is_refused(store, tmp_path, capsys):
 
 def test_workers_do_not_change_the_result(store, tmp_path, capsys):
     one = search_table(capsys, tmp_path / "w1.parquet", QUERIES, store, "--workers", 1, "--max-hits", 10)
-    two = search_table(capsys, tmp_path / "w2.parquet", QUERIES, store, "--workers", 2, "--max-hits", 10)
-    assert one.equals(two)
+    status, _, err = run_cli(capsys, "search", QUERIES, store, "-o", tmp_path / "w2.parquet",
+                             "--workers", 2, "--max-hits", 10)
+    assert status == 0, err
+    assert one.equals(pq.read_table(tmp_path / "w2.parquet"))
+    # The cluster's size, and how many of its workers had score tasks (one partition here).
+    assert err.splitlines()[-1].endswith(", 2 Dask workers (score tasks on 1); 12 queries "
+                                         "reached --max-hits 10: raise it to see more")
 
 
 def test_force_replaces_output(store, tmp_path, capsys):

@@ -6,12 +6,12 @@ its kernel by whether the worker that took it has the resource ``GPU``.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...kernels.cpu.score import kernel_threads
 from ...kernels.cpu.tile import better, matrix_boundaries, score_tile
 
 __all__ = ["TileResult", "client_workers", "local_cluster", "score_pass"]
@@ -81,10 +81,11 @@ def _tile_summary(result: TileResult):
 
 def local_cluster(device: str, gpus: int):
     """An in-process Dask cluster: ``gpus`` GPU workers (one thread, resource ``GPU=1``)
-    and, unless ``device == "gpu"``, one CPU worker with a thread per remaining core."""
+    and, unless ``device == "gpu"``, one CPU worker with a thread per remaining core
+    (Numba's thread count: the cores, unless ``NUMBA_NUM_THREADS`` or ``--threads``)."""
     from distributed import Client, Scheduler, SpecCluster, Worker
 
-    cores = os.cpu_count() or 1
+    cores = kernel_threads()
     workers = {}
     if device in ("gpu", "both"):
         for g in range(gpus):

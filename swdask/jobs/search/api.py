@@ -41,7 +41,7 @@ import numpy as np
 
 from ... import backend
 from ...kernels.cpu.score import kernel_threads
-from ...options import check_strand
+from ...options import MAX_HITS, check_strand
 from ...scoring import Scoring
 from ...sequences.store import SequenceStore
 from ..align import check_mode
@@ -53,7 +53,7 @@ __all__ = ["search", "search_in_process"]
 
 
 def search(queries, database, *, scoring: Scoring | None = None, mode: str = "local",
-           max_hits: int = 50, min_score: int | None = None, evalue: float | None = None,
+           max_hits: int = MAX_HITS, min_score: int | None = None, evalue: float | None = None,
            device: str = "auto", alphabet="auto", map_unknown: bool = False,
            strand: str | None = None, return_stats: bool = False):
     """Search queries against a database: a lazy Dask DataFrame of the best hits.
@@ -76,9 +76,10 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
     scoring : Scoring, optional
         Default: BLAST's default for the database's alphabet (BLOSUM62 11/1, DNA 2/-3 5/2).
     mode : {"local", "global", "semiglobal"}, default "local"
-    max_hits : int, default 50
+    max_hits : int, default 500
         Hits kept per query: the highest scores, ties broken by database order
-        (``subject_id``).
+        (``subject_id``).  The default is BLAST's (``-max_target_seqs``); the statistics
+        count the queries that reached it (``SearchStats.queries_at_max_hits``).
     min_score : int, optional
         Report only hits scoring at least this.  Default: 1 for local mode (a score of
         0 is no alignment), none otherwise.
@@ -207,8 +208,8 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
     if not return_stats:
         return hits
     stats = dask.delayed(tasks.search_stats, pure=True)(
-        candidates.stats, [traced for _, traced in parts], n_queries=len(job.queries),
-        n_subjects=job.db_sequences, cells=job.cells, strands=job.strands)
+        job_node, candidates.stats, [traced for _, traced in parts], n_queries=len(job.queries),
+        n_subjects=job.db_sequences, cells=job.cells)
     return hits, lazy_value(stats, SearchStats, name=f"swdask-stats-{token[:8]}")
 
 
@@ -218,7 +219,7 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
 
 
 def search_in_process(queries, database, *, scoring: Scoring | None = None,
-                      mode: str = "local", max_hits: int = 50, min_score: int | None = None,
+                      mode: str = "local", max_hits: int = MAX_HITS, min_score: int | None = None,
                       evalue: float | None = None, device: str = "auto",
                       threads: int | None = None, alphabet="auto", map_unknown: bool = False,
                       strand: str | None = None, progress: bool = False,
@@ -238,7 +239,9 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
         As :func:`swdask.backend.check_device`: ``"auto"`` takes a GPU when Numba sees
         one (local mode).
     threads : int, optional
-        Numba threads of the CPU score kernel (default: all cores).
+        Numba threads of the CPU score kernel.  Default: Numba's thread count, every core
+        unless ``NUMBA_NUM_THREADS``, ``numba.set_num_threads`` or ``swdask --threads``
+        says fewer.
     progress : bool, default False
         Show a progress bar (cells) on stderr.
     return_stats : bool, default False
@@ -314,14 +317,15 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
         if job.keep:
             shutil.rmtree(job.store_path, ignore_errors=True)
     stats = SearchStats(**stats, total_seconds=time.perf_counter() - started, workers=threads,
-                        device=chosen, device_reason=reason, strands=job.strands)
+                        device=chosen, device_reason=reason, strands=job.strands,
+                        max_hits=int(max_hits))
     return (frame, stats) if return_stats else frame
 
 
 def _threads(threads) -> int:
     available = numba.config.NUMBA_NUM_THREADS
     if threads is None:
-        return available
+        return kernel_threads()
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
         raise ValueError(f"threads must be a positive whole number, got {threads!r}")
     return min(int(threads), available)
@@ -401,5 +405,5 @@ def _run(job: SearchJob, progress, device="cpu"):
     traceback_seconds = time.perf_counter() - tick
     stats = {"n_queries": n_queries, "n_subjects": store.n_records, "cells": cells,
              "score_seconds": score_seconds, "traceback_seconds": traceback_seconds,
-             "n_hits": len(frame)}
+             "n_hits": len(frame), "queries_at_max_hits": tasks.queries_at(frame, max_hits)}
     return frame, stats

@@ -47,6 +47,9 @@ class SearchStats:
 
     ``cells`` counts what the kernels scored: with both strands of a DNA query searched
     (``strands == 2``), each query's cells twice.
+    ``queries_at_max_hits`` counts the queries that kept ``max_hits`` hits (after
+    ``min_score`` and ``evalue``): their list may be cut short, and a larger ``max_hits``
+    shows the rest, as BLAST's ``-max_target_seqs`` does.
     """
 
     n_queries: int
@@ -62,6 +65,10 @@ class SearchStats:
     device_reason: str = ""
     #: Strands scored per query: 2 for a DNA search of both strands, else 1.
     strands: int = 1
+    #: The search's ``max_hits``.
+    max_hits: int = 0
+    #: Queries that kept ``max_hits`` hits: there may be more.
+    queries_at_max_hits: int = 0
 
     @property
     def kernel_gcups(self) -> float:

@@ -36,6 +36,7 @@ __all__ = [
     "hits_frame",
     "merge_candidates",
     "on_strands",
+    "queries_at",
     "score_partition",
     "score_pass",
     "search_stats",
@@ -86,6 +87,7 @@ class TraceStats(TaskStats):
     started: float = stat("min")
     finished: float = stat("max")
     n_hits: int = 0
+    queries_at_max_hits: int = 0
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,8 @@ class Candidates:
     stats: ScoreStats
 
 
-def search_stats(scored: ScoreStats, traced, *, n_queries: int, n_subjects: int,
-                 cells: int, strands: int = 1) -> SearchStats:
+def search_stats(job: SearchJob, scored: ScoreStats, traced, *, n_queries: int,
+                 n_subjects: int, cells: int) -> SearchStats:
     """The :class:`SearchStats` of a Dask search from its tasks' records."""
     traced = sum(traced, TraceStats())
     if scored.cells != cells:  # every partition was scored exactly once
@@ -107,7 +109,14 @@ def search_stats(scored: ScoreStats, traced, *, n_queries: int, n_subjects: int,
         score_seconds=scored.kernel_seconds, traceback_seconds=traced.traceback_seconds,
         total_seconds=max(scored.finished, traced.finished) - scored.started,
         n_hits=traced.n_hits, workers=len(scored.workers), device=scored.devices,
-        strands=strands)
+        strands=job.strands, max_hits=job.max_hits,
+        queries_at_max_hits=traced.queries_at_max_hits)
+
+
+def queries_at(hits: pd.DataFrame, max_hits: int) -> int:
+    """How many queries of a hits table have ``max_hits`` hits (and may have more)."""
+    counts = hits["query_id"].value_counts(sort=False)
+    return int((counts.to_numpy() >= max_hits).sum())
 
 
 # --------------------------------------------------------------------------------------
@@ -257,7 +266,8 @@ def traceback_batch(job: SearchJob, candidates: pd.DataFrame,
     if job.statistics:
         hits = statistics(hits, job)
     return hits, TraceStats(traceback_seconds=time.perf_counter() - tick, started=started,
-                            finished=time.time(), n_hits=len(hits))
+                            finished=time.time(), n_hits=len(hits),
+                            queries_at_max_hits=queries_at(hits, job.max_hits))
 
 
 def _read_subjects(job: SearchJob, candidates: pd.DataFrame) -> dict:

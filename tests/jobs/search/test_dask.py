@@ -101,6 +101,17 @@ def test_threads_give_the_in_process_hits_and_stats(store, reference, small_batc
     assert stats.kernel_gcups > 0 and stats.gcups > 0
 
 
+def test_both_engines_count_the_queries_that_reached_max_hits(store, small_batches):
+    """Three queries have 3 or more hits of E <= 1 (counted from the table here), spread
+    over the three traceback tasks' batches of 5 queries."""
+    options = {"max_hits": 3, "evalue": 1.0}
+    table, stats = dask.compute(*swdask.search(QUERIES, store, return_stats=True, **options))
+    _, here = swdask.search_in_process(QUERIES, store, return_stats=True, **options)
+    counts = table.groupby("query_id").size()
+    assert stats.queries_at_max_hits == here.queries_at_max_hits == (counts == 3).sum() == 3
+    assert stats.max_hits == here.max_hits == 3
+
+
 @pytest.mark.parametrize("options", [
     {"max_hits": 3, "min_score": 40},
     {"mode": "global", "max_hits": 4},
@@ -341,7 +352,7 @@ def test_multinode_recipe_routes_gpu_tasks(tiny, tmp_path, capsys):
             assert status == 0, capsys.readouterr().err
         err = capsys.readouterr().err
         assert "dask dashboard: http://127.0.0.1:" in err
-        assert "on gpu, 1 worker(s)" in err
+        assert "on gpu, 2 Dask workers (score tasks on 1)" in err
         assert pq.read_table(outputs["cluster"]).equals(pq.read_table(outputs["local"]))
         with Client(address, set_as_default=False) as watcher:
             assert len(watcher.scheduler_info()["workers"]) == 2  # both still there

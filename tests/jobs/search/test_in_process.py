@@ -16,6 +16,7 @@ import swdask
 from swdask.jobs.search import SearchStats
 from swdask.kernels.cpu.reference import OP_DEL, OP_INS, OP_MATCH, align_reference, score_reference
 from swdask.kernels.cpu.traceback import rescore
+from swdask.options import MAX_HITS
 from swdask.output import hits_table
 from swdask.parquet_schemas import HITS
 from swdask.scoring import Scoring
@@ -100,7 +101,7 @@ def test_hits_are_ranked(hits):
     for query_id, group in hits.groupby("query_id", sort=False):
         assert set(group["query"]) == {names[query_id]}
         assert group["rank"].tolist() == list(range(1, len(group) + 1))
-        assert 1 <= len(group) <= 50
+        assert 1 <= len(group) <= MAX_HITS
         rows = list(zip(group["score"], group["subject_id"]))
         for (s1, id1), (s2, id2) in zip(rows, rows[1:]):
             assert s1 > s2 or (s1 == s2 and id1 < id2), (names[query_id], rows)
