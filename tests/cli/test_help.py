@@ -97,7 +97,11 @@ def test_every_choice_offered_runs(command, tmp_path, capsys):
     for option, choices, default in _choices(parser):
         runs += [(option, value) for value in choices if value != default]
     for k, extra in enumerate(runs):
-        alphabet = extra[1] if extra and extra[0] == "--alphabet" else "auto"
+        alphabet = "auto"
+        if extra and extra[0] == "--alphabet":
+            alphabet = extra[1]
+        elif extra and extra[0] == "--strand":  # strands are DNA's
+            alphabet = "dna"
         out = str(tmp_path / f"out{k}")
         argv = [command, *_argv(command, tmp_path, alphabet, out), *extra]
         if command != "align":
