@@ -50,3 +50,8 @@ class OutputExistsError(SwdaskError, FileExistsError):
 
 class DeviceError(SwdaskError, RuntimeError):
     """The requested device (GPU) or backend is not available."""
+
+
+class ClusterError(SwdaskError, RuntimeError):
+    """A Dask scheduler cannot be reached or does not answer, or the cluster cannot go on
+    (its workers keep dying, or they cannot start)."""

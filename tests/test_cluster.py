@@ -4,13 +4,19 @@ so that one worker runs two at once."""
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
+import pandas as pd
 import pytest
+from dask._task_spec import TaskRef
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 import swdask
+from swdask.backend import KernelTask
 from swdask.cluster import shutdown
 from swdask.errors import DeviceError
+from tests.helpers import SPROT_DB
 
 cluster_module = importlib.import_module("swdask.cluster")
 
@@ -32,15 +38,19 @@ def test_a_gpu_worker_runs_two_score_tasks_at_once():
 
     from distributed import Client, LocalCluster
 
-    key = ("swdask-to_string_dtype-swdask_score_gpu-0123abcd", 0)
-    assert 0 < swdask.gpu_resources(key)["GPU"] * cluster_module.GPU_WORKER_THREADS <= 1
+    share = cluster_module.GPU_TASK_SHARE
+    assert 0 < share["GPU"] * cluster_module.GPU_WORKER_THREADS <= 1
     _BARRIER["gpu share"] = threading.Barrier(2)  # the workers are threads of this process
     with LocalCluster(n_workers=1, threads_per_worker=cluster_module.GPU_WORKER_THREADS,
                       processes=False, resources=dict(cluster_module.GPU_RESOURCE),
                       dashboard_address=":0") as local, Client(local) as client:
-        futures = [client.submit(_meet, "gpu share", key=f"{key[0]}-{k}",
-                                 resources=swdask.gpu_resources(key)) for k in range(2)]
+        cluster_module.route_tasks(client)  # the share is read off each task
+        futures = [client.submit(KernelTask(_meet, "gpu"), "gpu share", key=f"score-{k}")
+                   for k in range(2)]
         assert client.gather(futures) == [True, True]
+        assert client.run_on_scheduler(lambda dask_scheduler: [
+            dask_scheduler.tasks[f"score-{k}"].resource_restrictions for k in range(2)]) \
+            == [share, share]
 
 
 def test_cluster_plans():
@@ -109,3 +119,129 @@ def test_a_dashboard_port_taken_after_the_check_falls_back_to_a_free_one(monkeyp
             import gc
 
             gc.collect()  # the leaked socket is reported here, under this test's filters
+
+
+# -- GPU routing: read off the tasks, not their keys -------------------------------------------
+
+
+def _flaky(marker):
+    """Fails the first time (per marker file), then returns the worker's address."""
+    from distributed import get_worker
+
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return get_worker().address
+    raise OSError("a passing fault")
+
+
+def test_gpu_work_is_read_off_the_task_not_its_key():
+    from dask._task_spec import Task
+
+    gpu_task = Task("anything", KernelTask(max, "gpu"), 1, 2)
+    cpu_task = Task("swdask_score_gpu-0123abcd", KernelTask(max, "cpu"), 1, 2)
+    plain = Task("swdask_score_gpu-4567", max, 1, 2)
+    assert swdask.gpu_resources(gpu_task) == cluster_module.GPU_TASK_SHARE
+    assert swdask.gpu_resources(cpu_task) == swdask.gpu_resources(plain) == {}
+    # A task fused with others (its subgraph is an argument) keeps the need.
+    fused = Task.fuse(gpu_task, Task("sum", sum, TaskRef("anything")), key="fused")
+    assert swdask.gpu_resources(fused) == cluster_module.GPU_TASK_SHARE
+    with pytest.raises(TypeError, match="takes a Dask task .* not 'swdask_score_gpu-0123'"):
+        swdask.gpu_resources("swdask_score_gpu-0123")
+
+
+@pytest.fixture(scope="module")
+def mixed_cluster():
+    """A "GPU" worker (the simulator, GPU=1) and a CPU worker whose process cannot run
+    CUDA kernels (no simulator, no GPU): a GPU task that lands there fails."""
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    def worker(gpu):
+        env = {"NUMBA_ENABLE_CUDASIM": "1" if gpu else "0", "NUMBA_NUM_THREADS": "1"}
+        options = {"nthreads": 1, "env": env, "dashboard": False}
+        return {"cls": Nanny, "options": dict(options, resources={"GPU": 1}) if gpu else options}
+
+    spec = SpecCluster(workers={"gpu": worker(True), "cpu": worker(False)},
+                       scheduler={"cls": Scheduler, "options": {"dashboard_address": ":0"}},
+                       silence_logs=40)
+    client = swdask.cluster(scheduler=spec.scheduler_address)
+    client.wait_for_workers(2, timeout=120)
+    client.register_plugin(WhereTasksRan())
+    names = {info["name"]: address for address, info
+             in client.scheduler_info(n_workers=-1)["workers"].items()}
+    yield client, names
+    client.close()
+    spec.close(timeout=60)
+
+
+class WhereTasksRan(SchedulerPlugin):
+    """Records, for every task that finishes, its worker and its resource restrictions."""
+
+    name = "swdask-test-where"
+
+    def __init__(self):
+        self.ran = {}
+
+    async def start(self, scheduler):
+        self.scheduler = scheduler
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if finish == "memory" and kwargs.get("worker"):
+            needs = self.scheduler.tasks[key].resource_restrictions
+            self.ran[key] = (kwargs["worker"], dict(needs or {}))
+
+
+def _where_tasks_ran(client):
+    """``{key: (worker, resource restrictions)}`` of the tasks finished so far."""
+    return client.run_on_scheduler(
+        lambda dask_scheduler: dict(dask_scheduler.plugins[WhereTasksRan.name].ran))
+
+
+def test_score_tasks_run_on_the_gpu_worker_and_the_rest_anywhere(mixed_cluster, tmp_path):
+    """A search and a significance run of device="gpu" on a GPU worker and a CPU worker:
+    every task that runs a kernel asks for the GPU and runs on the GPU worker (on the CPU
+    worker it would fail), merges and tracebacks ask for nothing; the results equal the
+    CPU's."""
+    client, names = mixed_cluster
+    queries = {"q1": "MKVLAAGIVGLLLAWHEEGK", "q2": "WWHEAGAWGHEE"}
+    source = swdask.load_sequences(SPROT_DB)
+    with open(tmp_path / "db.fasta", "w") as handle:
+        for k in range(14):
+            handle.write(f">{source.names[k]}\n{source.alphabet.decode(source.codes(k))[:24]}\n")
+    store = swdask.ingest(tmp_path / "db.fasta", tmp_path / "db.store", partition_residues=80)
+    expected = swdask.search(queries, store, device="cpu", max_hits=4).compute(scheduler="sync")
+    hits = swdask.search(queries, store, device="gpu", max_hits=4)
+    futures = client.compute(hits)  # plain Dask: the scheduler reads the tasks itself
+    got = futures.result()
+    ran = _where_tasks_ran(client)
+    score = {key: value for key, value in ran.items()
+             if isinstance(key, tuple) and key[0].startswith("swdask_score-")}
+    assert len(score) == len(store.partitions)
+    assert {worker for worker, _ in score.values()} == {names["gpu"]}
+    assert all(need == cluster_module.GPU_TASK_SHARE for _, need in score.values())
+    others = [need for key, (_, need) in ran.items() if key not in score]
+    assert others and not any(others)
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), expected.reset_index(drop=True))
+    del futures
+
+    subjects = {source.names[k]: source.alphabet.decode(source.codes(k))[:30] for k in range(3)}
+    lazy = swdask.significance(queries, subjects, shuffles=4, seed=1, device="gpu",
+                               queries_per_task=1)
+    (frame,) = cluster_module.compute(lazy, client=client)
+    here, _ = swdask.significance_in_process(queries, subjects, shuffles=4, seed=1, device="cpu")
+    pd.testing.assert_frame_equal(frame.reset_index(drop=True), here)
+
+
+def test_a_kernel_task_that_fails_once_runs_again(mixed_cluster, tmp_path):
+    """Kernel tasks are pure: the scheduler runs one that raised again
+    (swdask.task-retries); a plain task fails at once."""
+    import dask
+
+    client, names = mixed_cluster
+    marker = str(tmp_path / "failed-once")
+    task = dask.delayed(KernelTask(_flaky, "cpu"), pure=False)(marker)
+    assert dask.compute(task)[0] in names.values()
+    assert os.path.exists(marker)
+    plain = dask.delayed(_flaky, pure=False)(str(tmp_path / "plain"))
+    with pytest.raises(OSError, match="a passing fault"):
+        dask.compute(plain)
