@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import socket
 import sys
@@ -701,8 +702,10 @@ def session(n_workers: int | None = None, *, scheduler: str | None = None,
     if n_workers is None and scheduler is None:
         yield None
         return
+    # A cluster started here logs nothing below CRITICAL: a run's errors are its one line.
+    quiet = {"silence_logs": logging.CRITICAL} if scheduler is None else {}
     client = cluster(n_workers, scheduler=scheduler, device=device, security=security,
-                     timeout=timeout)
+                     timeout=timeout, **quiet)
     try:
         if announce is not None:
             announce(f"dask dashboard: {client.dashboard_link}")

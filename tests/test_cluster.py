@@ -1,22 +1,29 @@
 """Clusters (swdask.cluster): the plans of swdask.cluster() for each device and option, a
-LocalCUDACluster where GPUs are visible, and GPU tasks taking a share of a worker's GPU
-so that one worker runs two at once."""
+LocalCUDACluster where GPUs are visible, GPU tasks taking a share of a worker's GPU so that
+one worker runs two at once, GPU work routed by the tasks themselves on a cluster of GPU and
+CPU workers, kernel tasks run again after a passing fault, and a scheduler given by address:
+a silent one, an unreachable one, TLS."""
 from __future__ import annotations
 
 import importlib
 import os
+import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from dask._task_spec import TaskRef
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 import swdask
 from swdask.backend import KernelTask
+from swdask.cli import main
 from swdask.cluster import shutdown
-from swdask.errors import DeviceError
-from tests.helpers import SPROT_DB
+from swdask.errors import ClusterError, DeviceError
+from tests.helpers import SPROT_DB, dying_workers
 
 cluster_module = importlib.import_module("swdask.cluster")
 
@@ -245,3 +252,162 @@ def test_a_kernel_task_that_fails_once_runs_again(mixed_cluster, tmp_path):
     plain = dask.delayed(_flaky, pure=False)(str(tmp_path / "plain"))
     with pytest.raises(OSError, match="a passing fault"):
         dask.compute(plain)
+
+
+# -- a scheduler given by address: every wait bounded, TLS ----------------------------------------
+
+
+@pytest.fixture
+def silent_socket():
+    """A plain TCP server that takes connections and never answers."""
+    import socket
+    import threading
+
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    taken = []
+
+    def accept():
+        while True:
+            try:
+                taken.append(server.accept()[0])
+            except OSError:  # closed
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+    for connection in taken:
+        connection.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _search_cli(tmp_path, *options):
+    """``swdask search`` of the demo data with ``options``; (status, stderr lines)."""
+    from importlib.resources import files
+
+    data = files("swdask") / "data"
+    return main(["search", str(data / "demo_queries.fasta"), str(data / "demo_db.fasta.gz"),
+                 "-o", str(tmp_path / "hits.parquet"), "--quiet", *options])
+
+
+def test_a_silent_scheduler_ends_in_one_line(silent_socket, tmp_path, capsys):
+    """A server that takes the connection and never answers hung Dask's client for ever;
+    now the wait ends at --scheduler-timeout (or swdask.scheduler-timeout)."""
+    import time
+
+    import dask
+
+    started = time.monotonic()
+    assert _search_cli(tmp_path, "--scheduler", silent_socket, "--scheduler-timeout", "1") == 2
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert err == (f"swdask: error: {silent_socket}: no Dask scheduler answered within 1 s: "
+                   "something took the connection but sent nothing back (check the address, "
+                   "or allow longer with --scheduler-timeout (swdask.scheduler-timeout))\n")
+    assert not (tmp_path / "hits.parquet").exists()
+    with dask.config.set({"swdask.scheduler-timeout": "0.5s"}), \
+            pytest.raises(ClusterError, match="within 0.5 s: something took the connection"):
+        swdask.cluster(scheduler=silent_socket)
+
+
+def test_an_unreachable_scheduler_ends_in_one_line(tmp_path, capsys):
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    assert _search_cli(tmp_path, "--scheduler", address, "--scheduler-timeout", "1") == 2
+    assert capsys.readouterr().err == (
+        f"swdask: error: {address}: no Dask scheduler answered within 1 s: connection refused "
+        "(check the address, or allow longer with --scheduler-timeout "
+        "(swdask.scheduler-timeout))\n")
+    (tmp_path / "scheduler.json").write_text("{}")
+    assert _search_cli(tmp_path, "--scheduler", str(tmp_path / "scheduler.json")) == 2
+    assert capsys.readouterr().err == (f"swdask: error: {tmp_path / 'scheduler.json'}: not a Dask "
+                                       "scheduler file (JSON with an 'address')\n")
+
+
+def test_tls_options_and_their_errors(tmp_path, capsys):
+    address = f"tls://127.0.0.1:{_free_port()}"
+    assert _search_cli(tmp_path, "--scheduler", address) == 2
+    assert capsys.readouterr().err == (
+        f"swdask: error: {address}: a TLS scheduler needs TLS settings: --tls-ca-file, "
+        "--tls-cert and --tls-key, or distributed.comm.tls.* in a Dask config file\n")
+    for options, message in (
+            (["--tls-ca-file", "nowhere.pem"], "nowhere.pem: no such file (--tls-ca-file)"),
+            (["--workers", "1", "--scheduler-timeout", "3"], "--scheduler-timeout: options of "
+             "--scheduler")):
+        extra = [] if "--workers" in options else ["--scheduler", address]
+        assert _search_cli(tmp_path, *extra, *options) == 2
+        assert capsys.readouterr().err == f"swdask: error: {message}\n"
+
+
+def _self_signed(folder: Path, name: str) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (it is its own authority) and its key."""
+    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_search_on_a_tls_scheduler(tmp_path, capsys):
+    """A real TLS cluster (scheduler and worker speak only TLS, with a certificate made
+    here): the search given --tls-* equals the one here; without them, or with another
+    authority, one line."""
+    from distributed import LocalCluster
+    from distributed.security import Security
+
+    cert, key = _self_signed(tmp_path, "cluster")
+    other, _ = _self_signed(tmp_path, "other")
+    security = Security(tls_ca_file=cert, tls_scheduler_cert=cert, tls_scheduler_key=key,
+                        tls_worker_cert=cert, tls_worker_key=key, tls_client_cert=cert,
+                        tls_client_key=key, require_encryption=True)
+    assert _search_cli(tmp_path, "--device", "cpu") == 0
+    here = pq.read_table(tmp_path / "hits.parquet")
+    (tmp_path / "hits.parquet").unlink()
+    with LocalCluster(n_workers=1, processes=False, protocol="tls://", security=security,
+                      dashboard_address=":0", host="127.0.0.1") as cluster:
+        address = cluster.scheduler_address
+        assert address.startswith("tls://")
+        assert _search_cli(tmp_path, "--scheduler", address, "--device", "cpu", "--tls-ca-file",
+                           cert, "--tls-cert", cert, "--tls-key", key) == 0, \
+            capsys.readouterr().err
+        assert pq.read_table(tmp_path / "hits.parquet").equals(here)
+        for options in ([], ["--tls-ca-file", other, "--tls-cert", cert, "--tls-key", key]):
+            assert _search_cli(tmp_path, "--scheduler", address, "--device", "cpu", "--force",
+                               "--scheduler-timeout", "3", *options) == 2
+            err = capsys.readouterr().err
+            assert err.startswith(f"swdask: error: {address}: ") and err.count("\n") == 1, err
+
+
+# -- a cluster that cannot go on: one line ----------------------------------------------------
+
+
+def test_workers_that_keep_dying_end_in_one_line(tmp_path, capsys):
+    """Every worker that starts a score task dies: Dask's KilledWorker, in one line."""
+    with dying_workers("swdask_score-") as address:
+        assert _search_cli(tmp_path, "--scheduler", address, "--device", "cpu") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("swdask: error: the Dask cluster cannot go on: 2 workers died while "
+                          "running task ('swdask_score-"), err
+    assert err.endswith("(distributed.scheduler.allowed-failures is 1)\n") and err.count("\n") == 1
+    assert not (tmp_path / "hits.parquet").exists()
+
+
+def test_workers_that_cannot_start_end_in_one_line(tmp_path, capsys):
+    """Dask's "Nanny failed to start" (here: a worker preload that is not there)."""
+    import dask
+
+    with dask.config.set({"distributed.worker.preload": ["swdask_test_no_such_module"]}):
+        assert _search_cli(tmp_path, "--workers", "1", "--device", "cpu") == 2
+    assert capsys.readouterr().err == (
+        "swdask: error: the local Dask cluster (1 worker(s)) could not start: Nanny failed to "
+        "start.: No module named 'swdask_test_no_such_module'\n")
+    assert not (tmp_path / "hits.parquet").exists()

@@ -227,8 +227,9 @@ def _run_blocks(job: AllPairsJob, todo, out: str, client):
 
         route_tasks(client)  # GPU work to GPU workers, retries: read off each task
         task = backend.KernelTask(write_block_pair, job.device)
-        job_future = client.scatter(job, broadcast=True)
-        futures = {client.submit(task, job_future, a, b, out,
+        # The job goes with each task (it is small), not scattered: data scattered to a
+        # worker that dies is lost, and every task that needed it with it.
+        futures = {client.submit(task, job, a, b, out,
                                  key=f"swdask-allpairs-write-{a}-{b}-{os.getpid()}"
                                  f"-{time.monotonic_ns()}", pure=False): (a, b)
                    for a, b in todo}

@@ -196,8 +196,7 @@ def test_gpu_score_tasks_declare_their_device(tiny):
     """What the scheduler routes by (swdask.gpu_resources): the score tasks of a "gpu"
     search, read off the tasks of the graph that is computed, and nothing else."""
     queries, store = tiny
-    graph = dict(dask.optimize(swdask.search(queries, store, device="gpu"))[0]
-                 .__dask_graph__())
+    graph = dict(swdask.search(queries, store, device="gpu").optimize().__dask_graph__())
     routed = {key for key, task in graph.items() if swdask.gpu_resources(task)}
     assert len(routed) == 5  # the score tasks, one per partition, and nothing else
     assert all(key[1] in range(5) for key in routed)
