@@ -47,8 +47,7 @@ from .errors import ClusterError, DeviceError, InputNotFoundError
 from .options import DEVICES, check_choice, tunable
 
 __all__ = ["TaskRouting", "cluster", "cluster_error", "compute", "connect", "faults",
-           "gpu_resources", "has_gpu_workers", "route_tasks", "session", "shutdown",
-           "tls_security"]
+           "gpu_resources", "route_tasks", "session", "shutdown", "tls_security"]
 
 #: The port of Dask's dashboard when it is free.
 DASHBOARD_PORT = 8787
@@ -584,12 +583,6 @@ def route_tasks(client) -> None:
     """Install :class:`TaskRouting` on ``client``'s scheduler (once; later calls do
     nothing).  :func:`cluster` and :func:`compute` call it."""
     client.register_plugin(TaskRouting(retries=tunable("task-retries")))
-
-
-def has_gpu_workers(client) -> bool:
-    """Whether a worker of ``client`` advertises the resource ``GPU``."""
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
-    return any(w.get("resources", {}).get("GPU", 0) > 0 for w in workers)
 
 
 def compute(*collections, client=None, progress: bool = False):
