@@ -187,7 +187,9 @@ def job_device(device: str, mode: str = "local", *, kernels: GpuKernels = LOCAL_
         The client whose workers run the tasks (:func:`current_client` for a lazy Dask
         job).  None: the tasks run in this process, and the device is decided here, as
         :func:`check_device` does.  With a client ``"gpu"`` needs a worker that sees a
-        GPU, and ``"auto"`` is left to each task's worker (:func:`task_device`).
+        GPU, and ``"auto"`` is left to each task's worker (:func:`task_device`); the
+        client's scheduler routes the job's tasks by what they declare
+        (:func:`swdask.cluster.route_tasks`), however the job is computed.
 
     Returns
     -------
@@ -202,6 +204,9 @@ def job_device(device: str, mode: str = "local", *, kernels: GpuKernels = LOCAL_
     if client is None:
         return check_device(device, mode, kernels=kernels)
     check_device(device, mode, here=False, kernels=kernels)
+    from .cluster import route_tasks
+
+    route_tasks(client)
     if device == "gpu":
         seen = client.run(gpu_available)
         if not any(seen.values()):

@@ -554,7 +554,8 @@ class TaskRouting(SchedulerPlugin):
     - it may run ``retries`` more times where it raises (kernel tasks are pure).
 
     Restrictions and retries given by the caller are kept.  :func:`route_tasks` installs
-    it; ``dask scheduler --preload swdask.cluster`` does too.
+    it (:func:`cluster`, :func:`compute`, and every job planned while a client is current:
+    :func:`swdask.backend.job_device`); ``dask scheduler --preload swdask.cluster`` does too.
     """
 
     name = "swdask-task-routing"
@@ -581,18 +582,18 @@ class TaskRouting(SchedulerPlugin):
 
 def route_tasks(client) -> None:
     """Install :class:`TaskRouting` on ``client``'s scheduler (once; later calls do
-    nothing).  :func:`cluster` and :func:`compute` call it."""
+    nothing)."""
     client.register_plugin(TaskRouting(retries=tunable("task-retries")))
 
 
 def compute(*collections, client=None, progress: bool = False):
     """Compute Dask collections of a search, as the command line does.
 
-    On ``client`` (a ``distributed.Client``) GPU work goes to the workers with a ``GPU``
-    resource, if there are any, read off the tasks (:func:`route_tasks`), and
-    ``progress`` shows Dask's progress bar on stderr (a widget in Jupyter).  Without a
-    client the collections run on Dask's default scheduler (threads in this process, or
-    the default client), ``progress`` showing ``dask.diagnostics.ProgressBar`` on stderr.
+    On ``client`` (a ``distributed.Client``; default: the current one, if any) GPU work
+    goes to the workers with a ``GPU`` resource, if there are any, read off the tasks
+    (:func:`route_tasks`), and ``progress`` shows Dask's progress bar on stderr (a widget
+    in Jupyter).  Without a client the collections run on Dask's threads in this process,
+    ``progress`` showing ``dask.diagnostics.ProgressBar`` on stderr.
 
     Parameters
     ----------
@@ -625,6 +626,7 @@ def compute(*collections, client=None, progress: bool = False):
     """
     import dask
 
+    client = client or backend.current_client()
     if client is None:
         if not progress:
             return dask.compute(*collections)

@@ -75,7 +75,8 @@ TUNABLES = {
     "scheduler-timeout": "10s",
     # How many more times the scheduler runs a kernel task that raised.  Kernel tasks are
     # pure (swdask.backend.KernelTask), so running one again is safe; a task whose worker
-    # died is rerun by Dask itself (distributed.scheduler.allowed-failures, 3).
+    # died is rerun by Dask itself (distributed.scheduler.allowed-failures, 3).  Read once
+    # per scheduler, when swdask's routing is installed on it.
     "task-retries": 1,
 }
 
