@@ -16,6 +16,11 @@ Every job asks the same questions of the machine, and asks them here:
 - :func:`auto_device` and :func:`choose_device`: ``"auto"`` for a search in this
   process, by expected time; :func:`tile_device` for long alignment's ``"both"``.
 
+:func:`start_gpu` is CUDA's first use in a process, done where a job decides to run its
+kernels here, before any task does (see its Notes).  :class:`KernelTask` is how a task
+says that it runs a job's kernels, and on which device: the cluster routes GPU work by
+it (:mod:`swdask.cluster`).
+
 :data:`KERNEL_LOCK` lets one kernel run at a time in a process.  Numba's CUDA target is
 imported only here and only when asked for, so the CPU backend starts without it.  With
 ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run in Numba's CUDA simulator on the CPU
@@ -26,6 +31,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,9 +39,10 @@ import numpy as np
 from .errors import DeviceError
 from .options import DEVICES, LONG_DEVICES, check_choice
 
-__all__ = ["ALLPAIRS_GPU", "KERNEL_LOCK", "LOCAL_GPU", "GpuKernels", "auto_device",
-           "check_device", "check_long_device", "choose_device", "cluster_gpus", "cuda_driver_loadable", "current_client", "gpu_available",
-           "gpu_here", "job_device", "require_gpu", "score_all_gpu", "simulator_enabled", "start_early",
+__all__ = ["ALLPAIRS_GPU", "KERNEL_LOCK", "LOCAL_GPU", "GpuKernels", "KernelTask", "auto_device",
+           "check_device", "check_long_device", "choose_device", "cluster_gpus",
+           "cuda_driver_loadable", "current_client", "gpu_available", "gpu_here", "job_device",
+           "require_gpu", "score_all_gpu", "simulator_enabled", "start_early", "start_gpu",
            "task_device", "tile_device", "top_hits_gpu", "trace_device", "visible_gpus",
            "worker_name"]
 
@@ -49,6 +56,11 @@ KERNEL_LOCK = threading.Lock()
 
 #: The thread of :func:`start_early`, once started.
 _early_start: threading.Thread | None = None
+#: Held by every first use of CUDA in this process (:func:`gpu_available`, :func:`start_gpu`):
+#: Numba's driver start is not safe to enter from two threads at once.
+_CUDA_START = threading.Lock()
+#: Whether :func:`start_gpu` has made this process's CUDA context.
+_gpu_started = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +86,37 @@ class GpuKernels:
 LOCAL_GPU = GpuKernels(("local",), "the GPU kernels compute local alignments")
 #: All-against-all: the warp-per-pair kernel computes Needleman-Wunsch.
 ALLPAIRS_GPU = GpuKernels(("global",), "the all-pairs GPU kernel computes global alignments")
+
+
+@dataclass(frozen=True)
+class KernelTask:
+    """A Dask task's function that runs a job's kernels: how a task declares its needs.
+
+    Calling it calls ``function``.  A job builds its score tasks with it (``dask.delayed(
+    KernelTask(score_partition, job.device))``), and the scheduler reads it off each task
+    (:func:`swdask.cluster.gpu_resources`): a task of ``device="gpu"`` runs CUDA kernels and
+    goes to a worker with the resource ``GPU``; every kernel task is pure (the same inputs
+    give the same result, and what it writes it writes atomically), so a task that failed
+    may run again (``swdask.task-retries``).  Keys and names play no part.
+
+    Parameters
+    ----------
+    function : callable
+        The task's function (a module-level function: it is pickled by reference).
+    device : {"auto", "cpu", "gpu"}, default "cpu"
+        The job's device (:func:`job_device`).
+
+    Examples
+    --------
+    >>> KernelTask(max, "gpu")(3, 4)
+    4
+    """
+
+    function: Callable
+    device: str = "cpu"
+
+    def __call__(self, *args, **kwargs):
+        return self.function(*args, **kwargs)
 
 
 # --------------------------------------------------------------------------------------
@@ -126,8 +169,10 @@ def check_device(device: str, mode: str = "local", *, here: bool = True,
         return device
     if device == "gpu":
         require_gpu()
-        return "gpu"
-    return "gpu" if device == "auto" and mode in kernels.modes and gpu_here() else "cpu"
+    elif not (device == "auto" and mode in kernels.modes and gpu_here()):
+        return "cpu"
+    start_gpu()  # here, before any task of the job: see start_gpu's Notes
+    return "gpu"
 
 
 def job_device(device: str, mode: str = "local", *, kernels: GpuKernels = LOCAL_GPU,
@@ -142,7 +187,9 @@ def job_device(device: str, mode: str = "local", *, kernels: GpuKernels = LOCAL_
         The client whose workers run the tasks (:func:`current_client` for a lazy Dask
         job).  None: the tasks run in this process, and the device is decided here, as
         :func:`check_device` does.  With a client ``"gpu"`` needs a worker that sees a
-        GPU, and ``"auto"`` is left to each task's worker (:func:`task_device`).
+        GPU, and ``"auto"`` is left to each task's worker (:func:`task_device`); the
+        client's scheduler routes the job's tasks by what they declare
+        (:func:`swdask.cluster.route_tasks`), however the job is computed.
 
     Returns
     -------
@@ -157,6 +204,9 @@ def job_device(device: str, mode: str = "local", *, kernels: GpuKernels = LOCAL_
     if client is None:
         return check_device(device, mode, kernels=kernels)
     check_device(device, mode, here=False, kernels=kernels)
+    from .cluster import route_tasks
+
+    route_tasks(client)
     if device == "gpu":
         seen = client.run(gpu_available)
         if not any(seen.values()):
@@ -244,10 +294,16 @@ def tile_device(device: str, gpus: int, *, missing: str) -> str:
 
 def cluster_gpus(device: str) -> int:
     """The GPU workers of a cluster started here for ``device``: one per visible GPU;
-    under the simulator one stands in for a GPU where ``device`` asks for one."""
+    under the simulator one stands in for a GPU where ``device`` asks for one.  Where
+    there are any (their threads are this process's), CUDA is started here first
+    (:func:`start_gpu`)."""
     if simulator_enabled():
-        return 1 if device in ("gpu", "both") else 0
-    return visible_gpus()
+        gpus = 1 if device in ("gpu", "both") else 0
+    else:
+        gpus = visible_gpus() if device != "cpu" else 0
+    if gpus:
+        start_gpu()
+    return gpus
 
 
 # --------------------------------------------------------------------------------------
@@ -283,22 +339,70 @@ def _first_use() -> None:
     try:
         from numba import cuda
 
-        if cuda.is_available():
-            cuda.current_context()
+        with _CUDA_START:
+            if cuda.is_available():
+                cuda.current_context()
     except Exception:  # noqa: BLE001, S110 - no GPU: gpu_available() says so, in the caller's thread
         pass
 
 
 def gpu_available() -> bool:
-    """Whether a CUDA GPU (or the simulator) is usable by Numba."""
+    """Whether a CUDA GPU (or the simulator) is usable by Numba.
+
+    The first call in a process starts Numba's CUDA driver (``cuInit``); calls from
+    several threads take turns (see :func:`start_gpu`).
+    """
     if _early_start is not None:
         _early_start.join()
     try:
         from numba import cuda
 
-        return bool(cuda.is_available())
+        with _CUDA_START:
+            return bool(cuda.is_available())
     except Exception:  # noqa: BLE001 - a broken driver or toolkit install means: no GPU
         return False
+
+
+def start_gpu() -> None:
+    """CUDA's first use in this process, done in the calling thread: the driver started,
+    the devices listed and the current device's primary context made.  Once per process
+    (later calls return at once); calls from several threads take turns.
+
+    Raises
+    ------
+    DeviceError
+        The context cannot be made (the message gives the driver's reason).
+
+    Notes
+    -----
+    Numba's CUDA driver object marks itself started *before* it calls ``cuInit``
+    (``Driver.ensure_initialized`` in numba-cuda 0.30; numba issue #7387).  When a job's
+    first CUDA call came from Dask's threads (the lazy APIs on Dask's default scheduler
+    left the device to the tasks), two score tasks entered the driver at once: one called
+    ``cuInit`` while the other, finding the driver "started", called ``cuCtxGetCurrent``
+    before ``cuInit`` had returned and failed with ``CUDA_ERROR_NOT_INITIALIZED``
+    (issue 20, class 8, on an H100).  Every job decides its device where it is called
+    (:func:`job_device`, :func:`cluster_gpus`), and where the kernels will run in this
+    process that decision calls this function, so the driver and the context exist
+    before any task runs; later threads only make the context current, which Numba does
+    under its own lock.  Under Numba's CUDA simulator this makes the simulator's context.
+    """
+    global _gpu_started
+    if _gpu_started:
+        return
+    if _early_start is not None:
+        _early_start.join()
+    from numba import cuda
+
+    with _CUDA_START:
+        if _gpu_started:
+            return
+        try:
+            cuda.current_context()
+        except Exception as exc:  # numba's CudaSupportError / CudaAPIError: one line
+            raise DeviceError(f"--device gpu: CUDA could not start in process {os.getpid()}: "
+                              f"{' '.join(str(exc).split())}") from None
+        _gpu_started = True
 
 
 def require_gpu() -> None:
@@ -322,7 +426,8 @@ def visible_gpus() -> int:
     try:
         from numba import cuda
 
-        return len(cuda.gpus) if cuda.is_available() else 0
+        with _CUDA_START:
+            return len(cuda.gpus) if cuda.is_available() else 0
     except Exception:  # noqa: BLE001 - a broken driver or toolkit install means: no GPU
         return 0
 

@@ -9,31 +9,47 @@
   cores for the Numba kernels;
 - given ``scheduler=ADDRESS``, a client of that scheduler: a multi-node cluster of stock
   ``dask scheduler``, ``dask cuda worker`` and ``dask worker`` processes
-  (``workflows/multinode.md``).
+  (``workflows/multinode.md``), reached over TCP or TLS, every wait bounded
+  (``swdask.scheduler-timeout``).
 
-Workers that have a GPU advertise it as the resource ``GPU=1`` (``dask cuda worker
---resources GPU=1`` on a multi-node cluster).  Where GPU and CPU workers are mixed, the
-score tasks of a ``device="gpu"`` search must go to GPU workers: Dask ignores
-``dask.annotate`` while a DataFrame graph is built, so they are routed when the graph is
-submitted, with ``client.compute(hits, resources=gpu_resources)`` (what :func:`compute`
-and the command line do).
+**GPU routing.**  Workers that have a GPU advertise it as the resource ``GPU=1`` (``dask
+cuda worker --resources GPU=1`` on a multi-node cluster).  A task says itself that it runs
+GPU kernels: its function is a :class:`swdask.backend.KernelTask` of ``device="gpu"``.
+The scheduler reads that off each task it is given (:class:`TaskRouting`, a scheduler
+plugin that :func:`cluster` and :func:`compute` install) and sends such a task to a worker
+with ``GPU``, asking for a share of it (:func:`gpu_resources`); the merge and traceback
+tasks go anywhere.  Dask drops ``dask.annotate`` once a graph goes through a DataFrame,
+and task keys are names, not contracts: neither plays a part.
+
+**Faults.**  A worker that dies takes its running tasks with it; Dask runs them again on
+another worker (``distributed.scheduler.allowed-failures`` times), and a kernel task that
+raises runs again (``swdask.task-retries``: kernel tasks are pure).  When the cluster
+cannot go on, :func:`session` and :func:`compute` say why in one line
+(:class:`swdask.errors.ClusterError`).
 
 dask-cuda is imported only when a GPU cluster is started (it comes with ``swdask[gpu]``).
 """
 from __future__ import annotations
 
 import ast
+import asyncio
 import contextlib
+import json
+import logging
 import os
 import socket
 import sys
+import threading
+
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 from . import backend
-from .errors import ClusterStartError, DeviceError
-from .options import DEVICES, check_choice
+from .errors import ClusterError, ClusterStartError, DeviceError, InputNotFoundError
+from .options import DEVICES, check_choice, tunable
 
-__all__ = ["check_main_guard", "cluster", "compute", "gpu_resources", "has_gpu_workers",
-           "session", "shutdown", "worker_count"]
+__all__ = ["TaskRouting", "check_main_guard", "cluster", "cluster_error", "compute", "connect",
+           "faults", "gpu_resources", "route_tasks", "session", "shutdown", "tls_security",
+           "worker_count"]
 
 #: The port of Dask's dashboard when it is free.
 DASHBOARD_PORT = 8787
@@ -52,7 +68,7 @@ GPU_TASK_SHARE = {"GPU": 1 / GPU_WORKER_THREADS}
 
 def cluster(n_workers: int | None = None, *, scheduler: str | None = None, device: str = "auto",
             threads_per_worker: int | None = None, dashboard_address: str | None = None,
-            **kwargs):
+            security=None, timeout=None, **kwargs):
     """A Dask client for searches: a new GPU or CPU cluster here, or a running scheduler.
 
     Parameters
@@ -62,8 +78,9 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
         for a CPU cluster, Dask's split of the cores into processes
         (``distributed.deploy.utils.nprocesses_nthreads``: 2 workers on 2 cores, 4 on 16).
     scheduler : str, optional
-        The address of a running scheduler (``tcp://host:8786``) or its scheduler file:
-        connect to it instead of starting a cluster.  ``n_workers``,
+        The address of a running scheduler (``tcp://host:8786``, ``tls://host:8786``) or
+        its scheduler file: connect to it instead of starting a cluster (:func:`connect`:
+        every wait bounded by ``swdask.scheduler-timeout``).  ``n_workers``,
         ``threads_per_worker``, ``dashboard_address`` and ``kwargs`` do not apply then.
     device : {"auto", "cpu", "gpu"}, default "auto"
         ``"auto"``: a ``LocalCUDACluster`` when Numba sees a GPU, else a ``LocalCluster``.
@@ -78,6 +95,12 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
     dashboard_address : str, optional
         Where the dashboard listens; default ``":8787"``, or any free port when 8787 is
         taken.  ``client.dashboard_link`` gives its address.
+    security : distributed.security.Security, optional
+        TLS settings (:func:`tls_security`).  Default: Dask's configuration
+        (``distributed.comm.tls.*``); for a new cluster, none.
+    timeout : str or float, optional
+        How long a scheduler given by address has to answer (default
+        ``swdask.scheduler-timeout``, 10 s).
     **kwargs
         Passed to ``LocalCUDACluster`` or ``LocalCluster`` (``memory_limit``, ...).
 
@@ -100,12 +123,16 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
     ClusterStartError
         A new cluster started from the top level of a script, outside
         ``if __name__ == "__main__":`` (see :func:`check_main_guard`).
+    ClusterError
+        The scheduler cannot be reached or does not answer in time, or the workers of a
+        new cluster cannot start.
 
     Notes
     -----
     The Numba kernels of a CPU worker use ``NUMBA_NUM_THREADS`` threads: the cores
     divided by the workers, unless the environment sets it.  GPU workers get
-    ``GPU=1`` (see :func:`gpu_resources`).
+    ``GPU=1``.  The client's scheduler routes GPU work by the tasks themselves
+    (:func:`route_tasks`).
 
     Examples
     --------
@@ -125,10 +152,11 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
         if kwargs:
             raise ValueError(f"{', '.join(sorted(kwargs))}: options of a new cluster, not of a "
                              f"scheduler given by address")
-        target = options["address"]
-        if os.path.isfile(target):
-            return Client(scheduler_file=target)
-        return Client(target)
+        client = connect(options["address"], security=security, timeout=timeout)
+        route_tasks(client)
+        return client
+    if security is not None:
+        kwargs = dict(kwargs, security=security)
     check_main_guard()
     if kind == "cuda":
         try:
@@ -138,23 +166,225 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
                               "device='cpu')") from None
         client = Client(_started(LocalCUDACluster, options, kwargs, dashboard_address))
         client.run(warm_gpu_worker)  # now, not in each worker's first task
-        return client
-    from distributed import LocalCluster
+    else:
+        from distributed import LocalCluster
 
-    return Client(_started(LocalCluster, options, kwargs, dashboard_address))
+        client = Client(_started(LocalCluster, options, kwargs, dashboard_address))
+    route_tasks(client)
+    return client
 
 
 def _started(cluster_class, options: dict, kwargs: dict, dashboard_address):
     """``cluster_class(**options, **kwargs)``.  When the dashboard port was swdask's choice
     (``dashboard_address=None``) and another process took it between the check and the
     start (two test processes, two notebooks), the cluster starts on a free port instead of
-    failing with "Port 8787 is already in use"."""
+    failing with "Port 8787 is already in use".  Workers that cannot start (Dask's "Nanny
+    failed to start", or a timeout) are a :class:`ClusterError` naming the cause."""
     try:
-        return cluster_class(**options, **kwargs)
-    except RuntimeError as exc:
-        if dashboard_address is not None or "already in use" not in str(exc):
-            raise
-        return cluster_class(**dict(options, dashboard_address=":0"), **kwargs)
+        try:
+            return cluster_class(**options, **kwargs)
+        except RuntimeError as exc:
+            if dashboard_address is not None or "already in use" not in str(exc):
+                raise
+            return cluster_class(**dict(options, dashboard_address=":0"), **kwargs)
+    except (RuntimeError, TimeoutError, OSError) as exc:
+        raise ClusterError(f"the local Dask cluster ({options.get('n_workers')} worker(s)) could "
+                           f"not start: {_reason(exc)}") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception and its causes as one line: ``"Nanny failed to start: MemoryError: ..."``."""
+    parts = []
+    while exc is not None and len(parts) < 4:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        if text not in parts:
+            parts.append(text)
+        exc = exc.__cause__ or exc.__context__
+    return ": ".join(parts)
+
+
+# --------------------------------------------------------------------------------------
+# a scheduler given by address: bounded waits, TLS
+# --------------------------------------------------------------------------------------
+
+
+def tls_security(ca_file=None, cert=None, key=None):
+    """Dask's ``Security`` for a TLS scheduler, from the CLI's ``--tls-ca-file``,
+    ``--tls-cert`` and ``--tls-key``; with none of them, Dask's configuration
+    (``distributed.comm.tls.ca-file``, ``.client.cert``, ``.client.key`` in a Dask config
+    file or ``DASK_DISTRIBUTED__COMM__TLS__...`` variables).
+
+    Parameters
+    ----------
+    ca_file : path, optional
+        The certificate authority that signed the scheduler's certificate.
+    cert : path, optional
+        This client's certificate (it may hold the key too).
+    key : path, optional
+        This client's private key, when not in ``cert``.
+
+    Returns
+    -------
+    distributed.security.Security
+
+    Raises
+    ------
+    InputNotFoundError
+        A file that does not exist.
+    ValueError
+        ``key`` without ``cert``, or ``cert`` without ``ca_file``.
+    """
+    from distributed.security import Security
+
+    given = {"--tls-ca-file": ca_file, "--tls-cert": cert, "--tls-key": key}
+    if not any(given.values()):
+        return Security()
+    for flag, path in given.items():
+        if path is not None and not os.path.isfile(path):
+            raise InputNotFoundError(f"{path}: no such file ({flag})")
+    if key is not None and cert is None:
+        raise ValueError("--tls-key needs --tls-cert (the certificate it belongs to)")
+    if ca_file is None:
+        raise ValueError("--tls-cert and --tls-key need --tls-ca-file (the authority that "
+                         "signed the scheduler's certificate)")
+    return Security(tls_ca_file=str(ca_file), tls_client_cert=cert and str(cert),
+                    tls_client_key=key and str(key), require_encryption=True)
+
+
+def _scheduler_address(target: str) -> str:
+    """``target``, or the address in the scheduler file ``target``."""
+    if not os.path.isfile(target):
+        return target
+    try:
+        with open(target, encoding="utf-8") as handle:
+            return str(json.load(handle)["address"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ClusterError(f"{target}: not a Dask scheduler file (JSON with an 'address')") \
+            from None
+
+
+async def _identity(address: str, timeout: float, connection_args: dict):
+    from distributed.comm import connect as dask_connect
+
+    comm = await dask_connect(address, timeout=timeout, **connection_args)
+    try:
+        await comm.write({"op": "identity", "reply": True})
+        return await comm.read()
+    finally:
+        comm.abort()
+
+
+#: What every "no scheduler answered" message ends with.
+_LONGER = "check the address, or allow longer with --scheduler-timeout (swdask.scheduler-timeout)"
+
+
+def _reach(address: str, deadline: float, timeout: float) -> None:
+    """Wait until something takes a TCP connection at ``address`` (a scheduler may still be
+    starting), or raise a :class:`ClusterError` saying why not by ``deadline``."""
+    import time
+
+    from distributed.comm import parse_address, parse_host_port
+
+    scheme, location = parse_address(address)
+    if scheme not in ("tcp", "tls"):
+        return  # other transports: Dask's own connect, under the same deadline
+    host, port = parse_host_port(location)
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            with socket.create_connection((host, port), timeout=max(left, 0.01)):
+                return
+        except socket.gaierror as exc:
+            raise ClusterError(f"{address}: unknown host {host!r} ({exc.strerror})") from None
+        except OSError as exc:
+            reason = exc.strerror or str(exc) or type(exc).__name__
+        if time.monotonic() + 0.1 >= deadline:
+            raise ClusterError(f"{address}: no Dask scheduler answered within {timeout:g} s: "
+                               f"{reason.lower()} ({_LONGER})")
+        time.sleep(0.1)
+
+
+def _ask_identity(address: str, timeout: float, security) -> dict:
+    """The scheduler's answer to ``identity``, or a :class:`ClusterError` within
+    ``timeout`` seconds.  Dask's own connect retries for its timeout but then waits for the
+    handshake without a limit (a server that takes the connection and never answers hangs
+    it), so the exchange runs under one deadline, on a thread of its own (the caller may
+    be inside an event loop: Jupyter)."""
+    import time
+
+    connection_args = security.get_connection_args("client")
+    if address.startswith("tls://") and connection_args.get("ssl_context") is None:
+        raise ClusterError(f"{address}: a TLS scheduler needs TLS settings: --tls-ca-file, "
+                           "--tls-cert and --tls-key, or distributed.comm.tls.* in a Dask "
+                           "config file")
+    deadline = time.monotonic() + timeout
+    _reach(address, deadline, timeout)
+    outcome = {}
+
+    def ask():
+        left = max(deadline - time.monotonic(), 0.01)
+        try:
+            outcome["reply"] = asyncio.run(asyncio.wait_for(
+                _identity(address, left, connection_args), left))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=ask, name="swdask-scheduler-probe", daemon=True)
+    thread.start()
+    thread.join()
+    error = outcome.get("error")
+    if error is None:
+        return outcome["reply"]
+    if isinstance(error, TimeoutError):  # asyncio's too, since Python 3.11
+        raise ClusterError(f"{address}: no Dask scheduler answered within {timeout:g} s: "
+                           f"something took the connection but sent nothing back ({_LONGER})") \
+            from None
+    if isinstance(error, (OSError, ValueError, TypeError)):
+        raise ClusterError(f"{address}: cannot talk to the Dask scheduler: {_reason(error)}") \
+            from None
+    raise error
+
+
+def connect(scheduler: str, *, security=None, timeout=None):
+    """A client of a running scheduler, found and checked within a bounded time.
+
+    Parameters
+    ----------
+    scheduler : str
+        Its address (``tcp://host:8786``, ``tls://host:8786``) or scheduler file.
+    security : distributed.security.Security, optional
+        TLS settings (:func:`tls_security`); default Dask's configuration.
+    timeout : str or float, optional
+        How long it has to answer; default ``swdask.scheduler-timeout`` (10 s).
+
+    Returns
+    -------
+    distributed.Client
+        Dask's default client from now on.
+
+    Raises
+    ------
+    ClusterError
+        Nothing answers (an address nobody listens on, or a server that takes the
+        connection and never answers), the TLS settings are missing or refused, or the
+        address is a Dask worker's; the message is one line and names the address.
+    """
+    from dask.utils import parse_timedelta
+    from distributed import Client
+    from distributed.security import Security
+
+    address = _scheduler_address(str(scheduler))
+    seconds = parse_timedelta(tunable("scheduler-timeout") if timeout is None else timeout, "s")
+    security = Security() if security is None else security
+    reply = _ask_identity(address, seconds, security)
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    if kind != "Scheduler":
+        raise ClusterError(f"{address}: that is a Dask {kind or 'server'}, not a scheduler")
+    try:
+        return Client(address, timeout=seconds, security=security)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ClusterError(f"{address}: cannot connect to the Dask scheduler: {_reason(exc)}") \
+            from None
 
 
 def check_main_guard() -> None:
@@ -245,10 +475,15 @@ def warm_gpu_worker() -> int:
     return preload()
 
 
-def dask_setup(worker) -> None:
-    """Dask's preload hook (``dask cuda worker ... --preload swdask.cluster``): a worker
-    that sees a GPU is warmed as :func:`cluster` warms its own (:func:`warm_gpu_worker`)."""
-    if backend.gpu_available() and not backend.simulator_enabled():
+def dask_setup(server) -> None:
+    """Dask's preload hook (``--preload swdask.cluster``).  On ``dask scheduler``: GPU work
+    is routed by the tasks (:class:`TaskRouting`).  On ``dask cuda worker``: a worker that
+    sees a GPU is warmed as :func:`cluster` warms its own (:func:`warm_gpu_worker`)."""
+    from distributed import Scheduler
+
+    if isinstance(server, Scheduler):
+        server.add_plugin(TaskRouting(retries=tunable("task-retries")), idempotent=True)
+    elif backend.gpu_available() and not backend.simulator_enabled():
         warm_gpu_worker()
 
 
@@ -312,34 +547,79 @@ def _free_dashboard() -> str:
     return f":{DASHBOARD_PORT}"
 
 
-def gpu_resources(key) -> dict:
-    """The resources a task of a search graph needs: :data:`GPU_TASK_SHARE` (half a GPU)
-    for the score tasks of a ``device="gpu"`` search, none for the others.
+# --------------------------------------------------------------------------------------
+# GPU routing, read off the tasks
+# --------------------------------------------------------------------------------------
 
-    Give it to ``client.compute(..., resources=gpu_resources)`` on a cluster of GPU and
-    CPU workers: the scheduler calls it for every task, so the score tasks (which read
-    their partition and run the CUDA kernel) go to workers with the resource ``GPU``
-    and the merge and traceback tasks go anywhere.  A worker advertising ``GPU=1`` runs
-    two score tasks at once: one reads its partition while the other's kernels run.
+
+def _kernel_tasks(node):
+    """The :class:`~swdask.backend.KernelTask` functions a Dask task runs: its own, those
+    of the tasks fused into it (their subgraph is an argument) and of tasks nested in its
+    arguments."""
+    from dask._task_spec import GraphNode, Task
+
+    if isinstance(node, Task):
+        if isinstance(node.func, backend.KernelTask):
+            yield node.func
+        parts = list(node.args) + list(node.kwargs.values())
+        while parts:
+            part = parts.pop()
+            if isinstance(part, GraphNode):
+                yield from _kernel_tasks(part)
+            elif isinstance(part, dict):  # a fused subgraph: {key: task}
+                parts.extend(part.values())
+            elif isinstance(part, (list, tuple)):
+                parts.extend(part)
+
+
+def gpu_resources(task) -> dict:
+    """The resources a task needs: :data:`GPU_TASK_SHARE` (half a GPU) where it runs GPU
+    kernels, none otherwise.
+
+    A task runs GPU kernels when its function, or the function of a task fused into it,
+    is a :class:`swdask.backend.KernelTask` of ``device="gpu"``: the score tasks of a
+    search, the block pairs of all-pairs and the batches of significance, for a job of
+    ``device="gpu"``.  The scheduler asks this of every task it is given
+    (:class:`TaskRouting`), so that they go to workers with the resource ``GPU`` and
+    merge and traceback tasks go anywhere.  A GPU worker (``GPU=1``) runs two such tasks
+    at once: one reads its partition while the other's kernels run.
 
     Parameters
     ----------
-    key : str or tuple
-        A task key.
+    task : dask task
+        A node of a Dask graph (``dask._task_spec.GraphNode``, what the scheduler holds as
+        ``TaskState.run_spec``), not a key: keys are names, and route nothing.
 
     Returns
     -------
     dict
 
+    Raises
+    ------
+    TypeError
+        ``task`` is not a Dask task (a key, say: ``resources=swdask.gpu_resources`` given
+        to ``client.compute`` routes nothing now; use :func:`compute`, or a client from
+        :func:`swdask.cluster`).
+
     Examples
     --------
-    >>> gpu_resources(("swdask-to_string_dtype-swdask_score_gpu-0123abcd", 3))
+    >>> import dask
+    >>> from swdask.backend import KernelTask
+    >>> score = dask.delayed(KernelTask(max, "gpu"))(1, 2, dask_key_name="any-name")
+    >>> gpu_resources(score.__dask_graph__()["any-name"])
     {'GPU': 0.5}
-    >>> gpu_resources("_traceback_batch-0123abcd")
+    >>> total = dask.delayed(sum)([1, 2], dask_key_name="swdask_score_gpu-looks-like-one")
+    >>> gpu_resources(total.__dask_graph__()["swdask_score_gpu-looks-like-one"])
     {}
     """
-    name = key[0] if isinstance(key, tuple) else key
-    return dict(GPU_TASK_SHARE) if "swdask_score_gpu" in str(name) else {}
+    from dask._task_spec import GraphNode
+
+    if not isinstance(task, GraphNode):
+        raise TypeError(f"gpu_resources takes a Dask task (a graph node), not {task!r}: GPU "
+                        "work is routed by the task's function; compute with "
+                        "swdask.cluster.compute or on a client from swdask.cluster()")
+    gpu = any(kernel.device == "gpu" for kernel in _kernel_tasks(task))
+    return dict(GPU_TASK_SHARE) if gpu else {}
 
 
 def worker_count(client) -> int:
@@ -347,20 +627,59 @@ def worker_count(client) -> int:
     return len(client.scheduler_info(n_workers=-1)["workers"])
 
 
-def has_gpu_workers(client) -> bool:
-    """Whether a worker of ``client`` advertises the resource ``GPU``."""
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
-    return any(w.get("resources", {}).get("GPU", 0) > 0 for w in workers)
+class TaskRouting(SchedulerPlugin):
+    """A scheduler plugin: what each new task needs, read off the task itself.
+
+    For every task the scheduler is given (any client, ``dask.compute``,
+    ``client.compute``, ``persist``, ``submit``) whose function is a
+    :class:`swdask.backend.KernelTask`:
+
+    - its resources are :func:`gpu_resources` (GPU work to GPU workers), where a worker
+      of the cluster advertises ``GPU`` (else there is nothing to route to, and a
+      resource no worker has would leave the task waiting for ever);
+    - it may run ``retries`` more times where it raises (kernel tasks are pure).
+
+    Restrictions and retries given by the caller are kept.  :func:`route_tasks` installs
+    it (:func:`cluster`, :func:`compute`, and every job planned while a client is current:
+    :func:`swdask.backend.job_device`); ``dask scheduler --preload swdask.cluster`` does too.
+    """
+
+    name = "swdask-task-routing"
+    idempotent = True
+
+    def __init__(self, retries: int = 0):
+        self.retries = int(retries)
+
+    def update_graph(self, scheduler, *, tasks=(), **kwargs) -> None:
+        gpu_workers = any(ws.resources.get("GPU", 0) > 0 for ws in scheduler.workers.values())
+        for key in tasks:
+            ts = scheduler.tasks.get(key)
+            if ts is None or ts.state != "released" or ts.run_spec is None:
+                continue  # computed, or running already: an earlier graph's task
+            if not any(True for _ in _kernel_tasks(ts.run_spec)):
+                continue
+            if gpu_workers and not ts.resource_restrictions:
+                resources = gpu_resources(ts.run_spec)
+                if resources:
+                    ts.resource_restrictions = resources
+            if not ts.retries:
+                ts.retries = self.retries
+
+
+def route_tasks(client) -> None:
+    """Install :class:`TaskRouting` on ``client``'s scheduler (once; later calls do
+    nothing)."""
+    client.register_plugin(TaskRouting(retries=tunable("task-retries")))
 
 
 def compute(*collections, client=None, progress: bool = False):
     """Compute Dask collections of a search, as the command line does.
 
-    On ``client`` (a ``distributed.Client``) GPU score tasks are routed to the workers
-    with a ``GPU`` resource, if there are any (:func:`gpu_resources`), and ``progress``
-    shows Dask's progress bar on stderr (a widget in Jupyter).  Without a client the
-    collections run on Dask's default scheduler (threads in this process, or the
-    default client), ``progress`` showing ``dask.diagnostics.ProgressBar`` on stderr.
+    On ``client`` (a ``distributed.Client``; default: the current one, if any) GPU work
+    goes to the workers with a ``GPU`` resource, if there are any, read off the tasks
+    (:func:`route_tasks`), and ``progress`` shows Dask's progress bar on stderr (a widget
+    in Jupyter).  Without a client the collections run on Dask's threads in this process,
+    ``progress`` showing ``dask.diagnostics.ProgressBar`` on stderr.
 
     Parameters
     ----------
@@ -373,6 +692,12 @@ def compute(*collections, client=None, progress: bool = False):
     -------
     tuple
         The computed collections, in order.
+
+    Raises
+    ------
+    ClusterError
+        The cluster cannot go on: the workers running a task kept dying (Dask's
+        ``KilledWorker``).
 
     Examples
     --------
@@ -387,6 +712,7 @@ def compute(*collections, client=None, progress: bool = False):
     """
     import dask
 
+    client = client or backend.current_client()
     if client is None:
         if not progress:
             return dask.compute(*collections)
@@ -394,34 +720,78 @@ def compute(*collections, client=None, progress: bool = False):
 
         with ProgressBar(out=sys.stderr):
             return dask.compute(*collections)
-    resources = gpu_resources if has_gpu_workers(client) else None
-    futures = client.compute(list(collections), resources=resources)
-    if progress:
-        from distributed import progress as show_progress
+    route_tasks(client)
+    with faults():
+        futures = client.compute(list(collections))
+        if progress:
+            from distributed import progress as show_progress
 
-        with contextlib.redirect_stdout(sys.stderr):
-            show_progress(futures)
-    return tuple(client.gather(futures))
+            with contextlib.redirect_stdout(sys.stderr):
+                show_progress(futures)
+        return tuple(client.gather(futures))
+
+
+def cluster_error(exc: BaseException, then: str = "") -> ClusterError | None:
+    """The one-line :class:`ClusterError` of an exception that means the cluster cannot go
+    on, else None.  ``then`` is added to the message (what is kept, how to go on)."""
+    from distributed import KilledWorker
+
+    if isinstance(exc, ClusterError):
+        return ClusterError(f"{exc}{then}") if then else exc
+    if isinstance(exc, KilledWorker):
+        return ClusterError(
+            f"the Dask cluster cannot go on: {exc.allowed_failures + 1} workers died while "
+            f"running task {exc.task!r} (the last one {exc.last_worker.address}); a worker dies "
+            "when it runs out of memory or is killed: see the workers' logs "
+            f"(distributed.scheduler.allowed-failures is {exc.allowed_failures}){then}")
+    return None
+
+
+@contextlib.contextmanager
+def faults(then=None):
+    """Turn the errors of a cluster that cannot go on into one line (:func:`cluster_error`).
+
+    Parameters
+    ----------
+    then : callable, optional
+        Called at the failure; returns what to add to the message (a resumable job says
+        what it kept).
+    """
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - re-raised unless it is a cluster's failure
+        error = cluster_error(exc)
+        if error is None:
+            raise
+        if then is not None:
+            error = cluster_error(error, then())
+        raise error from exc
 
 
 @contextlib.contextmanager
 def session(n_workers: int | None = None, *, scheduler: str | None = None,
-            device: str = "auto", announce=None):
+            device: str = "auto", announce=None, security=None, timeout=None):
     """The Dask client of one command-line run, closed at the end.
 
     No ``n_workers`` and no ``scheduler``: None (Dask's threads in this process).
-    Otherwise a client from :func:`cluster`; its dashboard link is passed to
-    ``announce`` (e.g. ``print``) at the start, and at the end a cluster started here is
-    shut down and a scheduler given by address is left running.
+    Otherwise a client from :func:`cluster` (``security`` and ``timeout`` for a scheduler
+    given by address); its
+    dashboard link is passed to ``announce`` (e.g. ``print``) at the start, and at the end
+    a cluster started here is shut down and a scheduler given by address is left running.
+    A cluster that cannot go on ends the run in one line (:func:`faults`).
     """
     if n_workers is None and scheduler is None:
         yield None
         return
-    client = cluster(n_workers, scheduler=scheduler, device=device)
+    # A cluster started here logs nothing below CRITICAL: a run's errors are its one line.
+    quiet = {"silence_logs": logging.CRITICAL} if scheduler is None else {}
+    client = cluster(n_workers, scheduler=scheduler, device=device, security=security,
+                     timeout=timeout, **quiet)
     try:
         if announce is not None:
             announce(f"dask dashboard: {client.dashboard_link}")
-        yield client
+        with faults():
+            yield client
     finally:
         shutdown(client, cluster_too=scheduler is None)
 

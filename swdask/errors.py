@@ -55,3 +55,6 @@ class DeviceError(SwdaskError, RuntimeError):
 class ClusterStartError(SwdaskError, RuntimeError):
     """A local Dask cluster cannot start here (e.g. from the top level of a script that
     its worker processes would run again)."""
+class ClusterError(SwdaskError, RuntimeError):
+    """A Dask scheduler cannot be reached or does not answer, or the cluster cannot go on
+    (its workers keep dying, or they cannot start)."""

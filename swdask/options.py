@@ -20,8 +20,8 @@ from __future__ import annotations
 from .kernels.cpu.reference import MODES
 
 __all__ = ["ALLPAIRS_MODES", "ALPHABETS", "BLAST6_COLUMNS", "BLAST_KEYWORDS", "DEVICES",
-           "LONG_DEVICES", "MAX_HITS", "MODES", "OUTFMTS", "STRANDS", "check_choice",
-           "check_strand"]
+           "LONG_DEVICES", "MAX_HITS", "MODES", "OUTFMTS", "STRANDS", "TUNABLES",
+           "check_choice", "check_strand", "tunable"]
 
 #: Where a job's kernels run: ``"auto"`` decides by availability and expected time.
 DEVICES = ("auto", "cpu", "gpu")
@@ -114,3 +114,31 @@ def check_strand(strand: str | None, alphabet: str | None = None) -> str | None:
                              "strand (plus)")
         return "plus"
     return strand or "both"
+#: Tunables read through Dask's configuration as ``swdask.NAME`` (a Dask YAML file such as
+#: ``~/.config/dask/swdask.yaml``, the environment: ``DASK_SWDASK__SCHEDULER_TIMEOUT=30s``,
+#: or ``dask.config.set``), and their defaults.
+TUNABLES = {
+    # How long a scheduler given by address (--scheduler) has to answer: connecting, the
+    # handshake, the first reply.  Dask's own connect waits 30 s and its handshake forever.
+    "scheduler-timeout": "10s",
+    # How many more times the scheduler runs a kernel task that raised.  Kernel tasks are
+    # pure (swdask.backend.KernelTask), so running one again is safe; a task whose worker
+    # died is rerun by Dask itself (distributed.scheduler.allowed-failures, 3).  Read once
+    # per scheduler, when swdask's routing is installed on it.
+    "task-retries": 1,
+}
+
+
+def tunable(name: str):
+    """The value of the tunable ``swdask.NAME`` (see :data:`TUNABLES`).
+
+    Examples
+    --------
+    >>> import dask
+    >>> with dask.config.set({"swdask.task-retries": 3}):
+    ...     tunable("task-retries")
+    3
+    """
+    import dask.config
+
+    return dask.config.get(f"swdask.{name}", default=TUNABLES[name])

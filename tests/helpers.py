@@ -4,13 +4,16 @@ writers and generators written the obvious way, independent of the code they che
 oracles of swdask's own results are public: :mod:`swdask.testing`."""
 from __future__ import annotations
 
+import contextlib
 import gzip
 import itertools
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from distributed.diagnostics.plugin import WorkerPlugin
 
 from swdask.cli import main
 from swdask.kernels.cpu.tile import matrix_boundaries, score_tile
@@ -206,3 +209,48 @@ def tile_inputs(scoring, h, w, r0, c0, *, seed):
     o, e = scoring.gap_open, scoring.gap_extend
     bounds = upstream_boundaries(a, b, matrix, o, e, r0, c0)
     return a[r0:], b[c0:], matrix, o, e, bounds
+
+
+# -- Dask faults -------------------------------------------------------------------------
+
+
+class KillOn(WorkerPlugin):
+    """Kills its worker process when a task whose key holds ``part`` starts: every time,
+    or with ``once`` (a file that the first kill creates) only the first time."""
+
+    name = "swdask-test-kill-on"
+
+    def __init__(self, part, once=None):
+        self.part = part
+        self.once = None if once is None else str(once)
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish != "executing" or self.part not in str(key):
+            return
+        if self.once is not None:
+            try:
+                os.close(os.open(self.once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return
+        os._exit(1)
+
+
+@contextlib.contextmanager
+def dying_workers(part, allowed_failures=1, once=None):
+    """A cluster of one worker process that dies when it starts a task whose key holds
+    ``part`` (:class:`KillOn`; its nanny starts a new one); the scheduler gives up on a task
+    after ``allowed_failures + 1`` deaths.  Yields the scheduler's address."""
+    import cloudpickle
+    import dask
+    from distributed import Client, LocalCluster
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        with dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures}), \
+                LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                             dashboard_address=":0", silence_logs=50) as local, \
+                Client(local, set_as_default=False) as watcher:
+            watcher.register_plugin(KillOn(part, once))
+            yield local.scheduler_address
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])

@@ -1,5 +1,19 @@
 """Where kernels run (swdask.backend): the CUDA driver probe, which finds no GPU without
-importing numba.cuda where it can tell."""
+importing numba.cuda where it can tell; CUDA's first use in each job's calling thread."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from numba import config
+
+import swdask
+from swdask import load_sequences
+from tests.helpers import QUERIES, RRNA, SPROT_DB, WINDOW
 
 
 def test_cuda_driver_probe(monkeypatch):
@@ -23,3 +37,128 @@ def test_cuda_driver_probe(monkeypatch):
     monkeypatch.delenv("NUMBA_CUDA_DRIVER")
     monkeypatch.setattr(sys, "platform", "win32")
     assert backend.cuda_driver_loadable() is True
+
+
+# -- CUDA's first use: in the job's calling thread, before any task (issue 20, class 8) -----
+
+#: A fresh process whose first CUDA use is a job's API with device="gpu", computed on Dask's
+#: threads: records the threads that start CUDA (swdask.backend.start_gpu), then compares
+#: the result with the CPU's.  argv: job, size ("tiny" for the simulator), data paths.
+FIRST_USE = r"""
+import json, sys, threading
+
+import dask
+import pandas as pd
+from numba import config, cuda
+
+import swdask
+
+started = []
+real = cuda.current_context
+
+
+def watched(*args, **kwargs):
+    started.append(threading.current_thread().name)
+    return real(*args, **kwargs)
+
+
+cuda.current_context = watched
+job, size, *data = sys.argv[1:]
+tiny = size == "tiny"
+if job == "align_long":
+    window = swdask.load_sequences(data[0], alphabet="dna")
+    text = window.alphabet.decode(window.codes(0))
+    a, b = (text[1000:1040], text[3000:3008] + text[1010:1034]) if tiny else \
+        (text[:20000], text[5000:25000])
+    tile = 24 if tiny else "auto"
+    gpu = swdask.align_long(a, b, device="gpu", tile=tile, traceback=True)
+    before = list(started)
+    cpu = swdask.align_long(a, b, device="cpu", tile=tile, traceback=True)
+    same = (gpu.score, gpu.query_end, gpu.subject_end, gpu.cigar) == \
+        (cpu.score, cpu.query_end, cpu.subject_end, cpu.cigar)
+else:
+    def lazy(device):
+        if job == "search":
+            return swdask.search(data[0], data[1], device=device, max_hits=5)
+        if job == "all_pairs":
+            return swdask.all_pairs(data[0], min_identity=0.9 if tiny else 0.97, device=device)
+        return swdask.significance(data[0], data[1], shuffles=8 if tiny else 100, seed=1,
+                                   device=device)
+    frame = lazy("gpu")
+    before = list(started)
+    # The simulator runs a Python thread per lane: its all-pairs kernel stays off Dask's
+    # threads (as in tests/jobs/allpairs); a real GPU runs every job on them.
+    scheduler = "sync" if config.ENABLE_CUDASIM and job == "all_pairs" else "threads"
+    (gpu,) = dask.compute(frame, scheduler=scheduler)
+    (cpu,) = dask.compute(lazy("cpu"))
+    # Scores and alignments to the bit; the Gumbel fits of significance to 1e-9.
+    pd.testing.assert_frame_equal(gpu.reset_index(drop=True), cpu.reset_index(drop=True),
+                                  check_exact=job != "significance", rtol=1e-9)
+    same = len(cpu) > 0
+print(json.dumps({"before": before, "same": bool(same)}))
+"""
+
+
+def _first_use_data(job: str, tiny: bool, folder: Path) -> list:
+    """The inputs of ``job`` for :data:`FIRST_USE` (small ones for the simulator)."""
+    if job == "align_long":
+        return [str(WINDOW)]
+    if job == "all_pairs":
+        store = folder / "genes.store"
+        if tiny:
+            genes = load_sequences(RRNA, alphabet="dna")
+            with open(folder / "genes.fasta", "w") as handle:
+                for k in range(3):
+                    text = genes.alphabet.decode(genes.codes(k))[100:160]
+                    handle.write(f">g{k}\n{text}\n>g{k}b\n{text[:-1]}\n")
+            swdask.ingest(folder / "genes.fasta", store, alphabet="dna")
+        else:
+            swdask.ingest(RRNA, store, alphabet="dna")
+        return [str(store)]
+    if job == "search" and not tiny:
+        return [str(QUERIES), str(SPROT_DB)]
+    # 2 queries and 5 subjects of 24 residues for the simulator; 4 and 40 whole proteins.
+    source = load_sequences(SPROT_DB)
+    queries, length = (2, 24) if tiny else (4, None)
+    subjects = 4 if tiny else 39
+    with open(folder / "q.fasta", "w") as q, open(folder / "db.fasta", "w") as db:
+        for k in range(queries + subjects):
+            text = source.alphabet.decode(source.codes(k))[:length]
+            (q if k < queries else db).write(f">{source.names[k]}\n{text}\n")
+        db.write(f">copy\n{source.alphabet.decode(source.codes(0))[:length]}\n")
+    return [str(folder / "q.fasta"), str(folder / "db.fasta")]
+
+
+def _first_use(job: str, tiny: bool, folder: Path) -> dict:
+    env = dict(os.environ)
+    if not tiny:
+        env.pop("NUMBA_ENABLE_CUDASIM", None)
+    done = subprocess.run([sys.executable, "-c", FIRST_USE, job, "tiny" if tiny else "full",
+                           *_first_use_data(job, tiny, folder)], env=env, capture_output=True,
+                          text=True, timeout=900, cwd=folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+JOBS = ("search", "all_pairs", "significance", "align_long")
+
+
+@pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
+@pytest.mark.parametrize("job", JOBS)
+def test_a_job_starts_cuda_in_its_calling_thread(job, tmp_path):
+    """The CPU-checkable part of the fix: with device="gpu" each job's API makes CUDA's
+    context in the thread that calls it, before any task runs on Dask's threads (here the
+    simulator's context), and the job then gives the CPU's result."""
+    found = _first_use(job, True, tmp_path)
+    assert found == {"before": ["MainThread"], "same": True}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("job", JOBS)
+def test_each_job_api_is_the_first_cuda_use_of_a_fresh_process(job, tmp_path):
+    """Issue 20, class 8 (H100): ``dask.compute(swdask.all_pairs(..., device="gpu"))`` as a
+    process's first CUDA use failed in a Dask thread with CUDA_ERROR_NOT_INITIALIZED.  Each
+    job's API, in a fresh process, on a real GPU: CUDA starts in the calling thread, and the
+    result equals the CPU's."""
+    found = _first_use(job, False, tmp_path)
+    assert found == {"before": ["MainThread"], "same": True}

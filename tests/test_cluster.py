@@ -1,16 +1,29 @@
 """Clusters (swdask.cluster): the plans of swdask.cluster() for each device and option, a
-LocalCUDACluster where GPUs are visible, and GPU tasks taking a share of a worker's GPU
-so that one worker runs two at once."""
+LocalCUDACluster where GPUs are visible, GPU tasks taking a share of a worker's GPU so that
+one worker runs two at once, GPU work routed by the tasks themselves on a cluster of GPU and
+CPU workers, kernel tasks run again after a passing fault, and a scheduler given by address:
+a silent one, an unreachable one, TLS."""
 from __future__ import annotations
 
 import importlib
+import os
+import shutil
+import subprocess
 import sys
+from pathlib import Path
 
+import pandas as pd
+import pyarrow.parquet as pq
 import pytest
+from dask._task_spec import TaskRef
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 import swdask
+from swdask.backend import KernelTask
+from swdask.cli import main
 from swdask.cluster import shutdown
-from swdask.errors import DeviceError
+from swdask.errors import ClusterError, DeviceError
+from tests.helpers import SPROT_DB, dying_workers
 
 cluster_module = importlib.import_module("swdask.cluster")
 
@@ -32,15 +45,19 @@ def test_a_gpu_worker_runs_two_score_tasks_at_once():
 
     from distributed import Client, LocalCluster
 
-    key = ("swdask-to_string_dtype-swdask_score_gpu-0123abcd", 0)
-    assert 0 < swdask.gpu_resources(key)["GPU"] * cluster_module.GPU_WORKER_THREADS <= 1
+    share = cluster_module.GPU_TASK_SHARE
+    assert 0 < share["GPU"] * cluster_module.GPU_WORKER_THREADS <= 1
     _BARRIER["gpu share"] = threading.Barrier(2)  # the workers are threads of this process
     with LocalCluster(n_workers=1, threads_per_worker=cluster_module.GPU_WORKER_THREADS,
                       processes=False, resources=dict(cluster_module.GPU_RESOURCE),
                       dashboard_address=":0") as local, Client(local) as client:
-        futures = [client.submit(_meet, "gpu share", key=f"{key[0]}-{k}",
-                                 resources=swdask.gpu_resources(key)) for k in range(2)]
+        cluster_module.route_tasks(client)  # the share is read off each task
+        futures = [client.submit(KernelTask(_meet, "gpu"), "gpu share", key=f"score-{k}")
+                   for k in range(2)]
         assert client.gather(futures) == [True, True]
+        assert client.run_on_scheduler(lambda dask_scheduler: [
+            dask_scheduler.tasks[f"score-{k}"].resource_restrictions for k in range(2)]) \
+            == [share, share]
 
 
 def test_cluster_plans():
@@ -190,3 +207,286 @@ def test_a_worker_running_the_script_again_refuses_at_once():
         exec(code, {"__name__": "__mp_main__",  # noqa: S102 - a module frame, as spawn runs it
                     "check_main_guard": cluster_module.check_main_guard})
     exec(code, {"__name__": "not_main", "check_main_guard": cluster_module.check_main_guard})
+# -- GPU routing: read off the tasks, not their keys -------------------------------------------
+
+
+def _flaky(marker):
+    """Fails the first time (per marker file), then returns the worker's address."""
+    from distributed import get_worker
+
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return get_worker().address
+    raise OSError("a passing fault")
+
+
+def test_gpu_work_is_read_off_the_task_not_its_key():
+    from dask._task_spec import Task
+
+    gpu_task = Task("anything", KernelTask(max, "gpu"), 1, 2)
+    cpu_task = Task("swdask_score_gpu-0123abcd", KernelTask(max, "cpu"), 1, 2)
+    plain = Task("swdask_score_gpu-4567", max, 1, 2)
+    assert swdask.gpu_resources(gpu_task) == cluster_module.GPU_TASK_SHARE
+    assert swdask.gpu_resources(cpu_task) == swdask.gpu_resources(plain) == {}
+    # A task fused with others (its subgraph is an argument) keeps the need.
+    fused = Task.fuse(gpu_task, Task("sum", sum, TaskRef("anything")), key="fused")
+    assert swdask.gpu_resources(fused) == cluster_module.GPU_TASK_SHARE
+    with pytest.raises(TypeError, match="takes a Dask task .* not 'swdask_score_gpu-0123'"):
+        swdask.gpu_resources("swdask_score_gpu-0123")
+
+
+@pytest.fixture(scope="module")
+def mixed_cluster():
+    """A "GPU" worker (the simulator, GPU=1) and a CPU worker whose process cannot run
+    CUDA kernels (no simulator, no GPU): a GPU task that lands there fails."""
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    def worker(gpu):
+        env = {"NUMBA_ENABLE_CUDASIM": "1" if gpu else "0", "NUMBA_NUM_THREADS": "1"}
+        options = {"nthreads": 1, "env": env, "dashboard": False}
+        return {"cls": Nanny, "options": dict(options, resources={"GPU": 1}) if gpu else options}
+
+    spec = SpecCluster(workers={"gpu": worker(True), "cpu": worker(False)},
+                       scheduler={"cls": Scheduler, "options": {"dashboard_address": ":0"}},
+                       silence_logs=40)
+    client = swdask.cluster(scheduler=spec.scheduler_address)
+    client.wait_for_workers(2, timeout=120)
+    client.register_plugin(WhereTasksRan())
+    names = {info["name"]: address for address, info
+             in client.scheduler_info(n_workers=-1)["workers"].items()}
+    yield client, names
+    client.close()
+    spec.close(timeout=60)
+
+
+class WhereTasksRan(SchedulerPlugin):
+    """Records, for every task that finishes, its worker and its resource restrictions."""
+
+    name = "swdask-test-where"
+
+    def __init__(self):
+        self.ran = {}
+
+    async def start(self, scheduler):
+        self.scheduler = scheduler
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if finish == "memory" and kwargs.get("worker"):
+            needs = self.scheduler.tasks[key].resource_restrictions
+            self.ran[key] = (kwargs["worker"], dict(needs or {}))
+
+
+def _where_tasks_ran(client):
+    """``{key: (worker, resource restrictions)}`` of the tasks finished so far."""
+    return client.run_on_scheduler(
+        lambda dask_scheduler: dict(dask_scheduler.plugins[WhereTasksRan.name].ran))
+
+
+def test_score_tasks_run_on_the_gpu_worker_and_the_rest_anywhere(mixed_cluster, tmp_path):
+    """A search and a significance run of device="gpu" on a GPU worker and a CPU worker:
+    every task that runs a kernel asks for the GPU and runs on the GPU worker (on the CPU
+    worker it would fail), merges and tracebacks ask for nothing; the results equal the
+    CPU's."""
+    client, names = mixed_cluster
+    queries = {"q1": "MKVLAAGIVGLLLAWHEEGK", "q2": "WWHEAGAWGHEE"}
+    source = swdask.load_sequences(SPROT_DB)
+    with open(tmp_path / "db.fasta", "w") as handle:
+        for k in range(14):
+            handle.write(f">{source.names[k]}\n{source.alphabet.decode(source.codes(k))[:24]}\n")
+    store = swdask.ingest(tmp_path / "db.fasta", tmp_path / "db.store", partition_residues=80)
+    expected = swdask.search(queries, store, device="cpu", max_hits=4).compute(scheduler="sync")
+    hits = swdask.search(queries, store, device="gpu", max_hits=4)
+    futures = client.compute(hits)  # plain Dask: the scheduler reads the tasks itself
+    got = futures.result()
+    ran = _where_tasks_ran(client)
+    score = {key: value for key, value in ran.items()
+             if isinstance(key, tuple) and key[0].startswith("swdask_score-")}
+    assert len(score) == len(store.partitions)
+    assert {worker for worker, _ in score.values()} == {names["gpu"]}
+    assert all(need == cluster_module.GPU_TASK_SHARE for _, need in score.values())
+    others = [need for key, (_, need) in ran.items() if key not in score]
+    assert others and not any(others)
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), expected.reset_index(drop=True))
+    del futures
+
+    subjects = {source.names[k]: source.alphabet.decode(source.codes(k))[:30] for k in range(3)}
+    lazy = swdask.significance(queries, subjects, shuffles=4, seed=1, device="gpu",
+                               queries_per_task=1)
+    (frame,) = cluster_module.compute(lazy, client=client)
+    here, _ = swdask.significance_in_process(queries, subjects, shuffles=4, seed=1, device="cpu")
+    pd.testing.assert_frame_equal(frame.reset_index(drop=True), here)
+
+
+def test_a_kernel_task_that_fails_once_runs_again(mixed_cluster, tmp_path):
+    """Kernel tasks are pure: the scheduler runs one that raised again
+    (swdask.task-retries); a plain task fails at once."""
+    import dask
+
+    client, names = mixed_cluster
+    marker = str(tmp_path / "failed-once")
+    task = dask.delayed(KernelTask(_flaky, "cpu"), pure=False)(marker)
+    assert dask.compute(task)[0] in names.values()
+    assert os.path.exists(marker)
+    plain = dask.delayed(_flaky, pure=False)(str(tmp_path / "plain"))
+    with pytest.raises(OSError, match="a passing fault"):
+        dask.compute(plain)
+
+
+# -- a scheduler given by address: every wait bounded, TLS ----------------------------------------
+
+
+@pytest.fixture
+def silent_socket():
+    """A plain TCP server that takes connections and never answers."""
+    import socket
+    import threading
+
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    taken = []
+
+    def accept():
+        while True:
+            try:
+                taken.append(server.accept()[0])
+            except OSError:  # closed
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+    for connection in taken:
+        connection.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _search_cli(tmp_path, *options):
+    """``swdask search`` of the demo data with ``options``; (status, stderr lines)."""
+    from importlib.resources import files
+
+    data = files("swdask") / "data"
+    return main(["search", str(data / "demo_queries.fasta"), str(data / "demo_db.fasta.gz"),
+                 "-o", str(tmp_path / "hits.parquet"), "--quiet", *options])
+
+
+def test_a_silent_scheduler_ends_in_one_line(silent_socket, tmp_path, capsys):
+    """A server that takes the connection and never answers hung Dask's client for ever;
+    now the wait ends at --scheduler-timeout (or swdask.scheduler-timeout)."""
+    import time
+
+    import dask
+
+    started = time.monotonic()
+    assert _search_cli(tmp_path, "--scheduler", silent_socket, "--scheduler-timeout", "1") == 2
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert err == (f"swdask: error: {silent_socket}: no Dask scheduler answered within 1 s: "
+                   "something took the connection but sent nothing back (check the address, "
+                   "or allow longer with --scheduler-timeout (swdask.scheduler-timeout))\n")
+    assert not (tmp_path / "hits.parquet").exists()
+    with dask.config.set({"swdask.scheduler-timeout": "0.5s"}), \
+            pytest.raises(ClusterError, match="within 0.5 s: something took the connection"):
+        swdask.cluster(scheduler=silent_socket)
+
+
+def test_an_unreachable_scheduler_ends_in_one_line(tmp_path, capsys):
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    assert _search_cli(tmp_path, "--scheduler", address, "--scheduler-timeout", "1") == 2
+    assert capsys.readouterr().err == (
+        f"swdask: error: {address}: no Dask scheduler answered within 1 s: connection refused "
+        "(check the address, or allow longer with --scheduler-timeout "
+        "(swdask.scheduler-timeout))\n")
+    (tmp_path / "scheduler.json").write_text("{}")
+    assert _search_cli(tmp_path, "--scheduler", str(tmp_path / "scheduler.json")) == 2
+    assert capsys.readouterr().err == (f"swdask: error: {tmp_path / 'scheduler.json'}: not a Dask "
+                                       "scheduler file (JSON with an 'address')\n")
+
+
+def test_tls_options_and_their_errors(tmp_path, capsys):
+    address = f"tls://127.0.0.1:{_free_port()}"
+    assert _search_cli(tmp_path, "--scheduler", address) == 2
+    assert capsys.readouterr().err == (
+        f"swdask: error: {address}: a TLS scheduler needs TLS settings: --tls-ca-file, "
+        "--tls-cert and --tls-key, or distributed.comm.tls.* in a Dask config file\n")
+    for options, message in (
+            (["--tls-ca-file", "nowhere.pem"], "nowhere.pem: no such file (--tls-ca-file)"),
+            (["--workers", "1", "--scheduler-timeout", "3"], "--scheduler-timeout: options of "
+             "--scheduler")):
+        extra = [] if "--workers" in options else ["--scheduler", address]
+        assert _search_cli(tmp_path, *extra, *options) == 2
+        assert capsys.readouterr().err == f"swdask: error: {message}\n"
+
+
+def _self_signed(folder: Path, name: str) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (it is its own authority) and its key."""
+    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_search_on_a_tls_scheduler(tmp_path, capsys):
+    """A real TLS cluster (scheduler and worker speak only TLS, with a certificate made
+    here): the search given --tls-* equals the one here; without them, or with another
+    authority, one line."""
+    from distributed import LocalCluster
+    from distributed.security import Security
+
+    cert, key = _self_signed(tmp_path, "cluster")
+    other, _ = _self_signed(tmp_path, "other")
+    security = Security(tls_ca_file=cert, tls_scheduler_cert=cert, tls_scheduler_key=key,
+                        tls_worker_cert=cert, tls_worker_key=key, tls_client_cert=cert,
+                        tls_client_key=key, require_encryption=True)
+    assert _search_cli(tmp_path, "--device", "cpu") == 0
+    here = pq.read_table(tmp_path / "hits.parquet")
+    (tmp_path / "hits.parquet").unlink()
+    with LocalCluster(n_workers=1, processes=False, protocol="tls://", security=security,
+                      dashboard_address=":0", host="127.0.0.1") as cluster:
+        address = cluster.scheduler_address
+        assert address.startswith("tls://")
+        assert _search_cli(tmp_path, "--scheduler", address, "--device", "cpu", "--tls-ca-file",
+                           cert, "--tls-cert", cert, "--tls-key", key) == 0, \
+            capsys.readouterr().err
+        assert pq.read_table(tmp_path / "hits.parquet").equals(here)
+        for options in ([], ["--tls-ca-file", other, "--tls-cert", cert, "--tls-key", key]):
+            assert _search_cli(tmp_path, "--scheduler", address, "--device", "cpu", "--force",
+                               "--scheduler-timeout", "3", *options) == 2
+            err = capsys.readouterr().err
+            assert err.startswith(f"swdask: error: {address}: ") and err.count("\n") == 1, err
+
+
+# -- a cluster that cannot go on: one line ----------------------------------------------------
+
+
+def test_workers_that_keep_dying_end_in_one_line(tmp_path, capsys):
+    """Every worker that starts a score task dies: Dask's KilledWorker, in one line."""
+    with dying_workers("swdask_score-") as address:
+        assert _search_cli(tmp_path, "--scheduler", address, "--device", "cpu") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("swdask: error: the Dask cluster cannot go on: 2 workers died while "
+                          "running task ('swdask_score-"), err
+    assert err.endswith("(distributed.scheduler.allowed-failures is 1)\n") and err.count("\n") == 1
+    assert not (tmp_path / "hits.parquet").exists()
+
+
+def test_workers_that_cannot_start_end_in_one_line(tmp_path, capsys):
+    """Dask's "Nanny failed to start" (here: a worker preload that is not there)."""
+    import dask
+
+    with dask.config.set({"distributed.worker.preload": ["swdask_test_no_such_module"]}):
+        assert _search_cli(tmp_path, "--workers", "1", "--device", "cpu") == 2
+    assert capsys.readouterr().err == (
+        "swdask: error: the local Dask cluster (1 worker(s)) could not start: Nanny failed to "
+        "start.: No module named 'swdask_test_no_such_module'\n")
+    assert not (tmp_path / "hits.parquet").exists()

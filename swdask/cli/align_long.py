@@ -7,12 +7,14 @@ import sys
 from ..options import LONG_DEVICES
 from .common import (
     add_input_options,
+    add_scheduler_options,
     add_scoring,
     add_threads,
     command_line,
     file_alphabet,
     positive,
     progress_wanted,
+    scheduler_access,
     scoring_from_args,
     to_stdout,
     write_stdout,
@@ -56,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "scheduler (GPU workers with --resources GPU=1); default: workers in this "
                         "process")
     add_threads(parser)
+    add_scheduler_options(parser)
     parser.add_argument("--force", action="store_true", help="replace existing output files")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
 
@@ -76,18 +79,13 @@ def run(args: argparse.Namespace) -> None:
         check_output(args.sam, force=args.force)
     alphabet = args.alphabet if args.alphabet != "auto" else file_alphabet(args)
     scoring = scoring_from_args(args, alphabet or "dna")
-    client = None
-    if args.scheduler:
-        from ..cluster import cluster
+    access = scheduler_access(args)
+    from ..cluster import session
 
-        client = cluster(scheduler=args.scheduler)
-    try:
+    with session(scheduler=args.scheduler, **access) as client:
         result = align_long(args.a, args.b, scoring=scoring, tile=args.tile, device=args.device,
                             traceback=args.traceback, reverse_complement=args.reverse_complement,
                             client=client, progress=progress_wanted(args))
-    finally:
-        if client is not None:
-            client.close()
     with atomic_path(args.output, force=args.force) as tmp:
         pq.write_table(result.to_table(), tmp)
         if args.sam and not sam_stdout:

@@ -153,8 +153,9 @@ def add_cluster_options(parser: argparse.ArgumentParser) -> None:
                        help="start a local Dask cluster of N workers (one per GPU on a GPU "
                        "machine) and print its dashboard link")
     group.add_argument("--scheduler", metavar="ADDRESS",
-                       help="run on a running Dask scheduler (tcp://host:8786 or a scheduler "
-                       "file); the database must be a store its workers can read")
+                       help="run on a running Dask scheduler (tcp://host:8786, tls://host:8786 "
+                       "or a scheduler file); the database must be a store its workers can read")
+    add_scheduler_options(group)
     add_threads(parser)
 
 
@@ -164,6 +165,19 @@ def add_threads(parser: argparse.ArgumentParser) -> None:
                         help="threads of the CPU kernels in this process, or in each local Dask "
                         "worker (default: every core, shared among the local workers); "
                         "Numba's NUMBA_NUM_THREADS for the run")
+
+
+def add_scheduler_options(group: argparse._ActionsContainer) -> None:
+    """Add how ``--scheduler`` is reached: ``--scheduler-timeout`` and the TLS files."""
+    group.add_argument("--scheduler-timeout", type=positive_number, metavar="SECONDS",
+                       help="how long the scheduler has to answer (default 10, or "
+                       "swdask.scheduler-timeout in Dask's configuration)")
+    group.add_argument("--tls-ca-file", metavar="FILE", help="TLS: the authority that signed the "
+                       "scheduler's certificate (default: distributed.comm.tls.* in Dask's "
+                       "configuration)")
+    group.add_argument("--tls-cert", metavar="FILE", help="TLS: this client's certificate")
+    group.add_argument("--tls-key", metavar="FILE",
+                       help="TLS: this client's private key (if not in --tls-cert)")
 
 
 def add_job_options(parser: argparse.ArgumentParser, *,
@@ -355,7 +369,23 @@ def job_session(args: argparse.Namespace) -> AbstractContextManager:
     from ..cluster import session
 
     return session(args.workers, scheduler=args.scheduler, device=args.device,
-                   announce=None if args.quiet else to_stderr)
+                   announce=None if args.quiet else to_stderr, **scheduler_access(args))
+
+
+def scheduler_access(args: argparse.Namespace) -> dict:
+    """``security`` and ``timeout`` of :func:`swdask.cluster.session` from the flags of
+    :func:`add_scheduler_options` (which apply to ``--scheduler`` only)."""
+    from ..cluster import tls_security
+
+    flags = {"--scheduler-timeout": args.scheduler_timeout, "--tls-ca-file": args.tls_ca_file,
+             "--tls-cert": args.tls_cert, "--tls-key": args.tls_key}
+    if args.scheduler is None:
+        given = [flag for flag, value in flags.items() if value is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)}: options of --scheduler")
+        return {}
+    return {"security": tls_security(args.tls_ca_file, args.tls_cert, args.tls_key),
+            "timeout": args.scheduler_timeout}
 
 
 def search_here(queries, database, **options) -> tuple:

@@ -603,8 +603,9 @@ def significance(queries, subjects, *, scoring: Scoring | None = None, shuffles:
     dask.dataframe.DataFrame
         Lazy; columns ``query, subject, score, mu, lambda, p_value, n_shuffles, seed``
         (``swdask.parquet_schemas.SIGNIFICANCE``), pairs in query order, then in pair
-        order.  GPU tasks are named ``swdask_score_gpu...``, which
-        :func:`swdask.gpu_resources` routes to GPU workers.
+        order.  Its tasks declare their device (:class:`swdask.backend.KernelTask`):
+        on a cluster of GPU and CPU workers those of ``device="gpu"`` go to the GPU
+        workers (:func:`swdask.gpu_resources`).
 
     Raises
     ------
@@ -652,8 +653,8 @@ def significance(queries, subjects, *, scoring: Scoring | None = None, shuffles:
                      job.seed, job.device)
     if not batches:
         return dd.from_pandas(_empty_frame(), npartitions=1)
-    return dd.from_map(_frame_task, batches, job=job, meta=_empty_frame(),
-                       label=f"swdask_score_{job.device}-significance-{token[:8]}",
+    return dd.from_map(backend.KernelTask(_frame_task, job.device), batches, job=job,
+                       meta=_empty_frame(), label=f"swdask-significance-{token[:8]}",
                        enforce_metadata=False)
 
 

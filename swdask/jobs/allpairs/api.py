@@ -9,7 +9,6 @@ from ...scoring import Scoring
 from ...tables import to_pandas
 from ..base import lazy_value
 from . import tasks
-from .output import key_prefix
 from .plan import BLOCK_SIZE, prepare
 
 __all__ = ["all_pairs"]
@@ -87,12 +86,12 @@ def all_pairs(source, *, scoring: Scoring | None = None, mode: str = "global",
                   min_score=min_score, device=device, cigar=cigar, block_size=block_size,
                   alphabet=alphabet, map_unknown=map_unknown, rows=None,
                   client=backend.current_client())
-    prefix = key_prefix(job)
     meta = to_pandas(ALLPAIRS.empty_table())
     token = uuid.uuid4().hex[:8]
     job_node = dask.delayed(job, name=f"swdask-allpairs-job-{token}")
-    block = dask.delayed(tasks.block_frame, nout=2, pure=True)
-    parts = [block(job_node, a, b, dask_key_name=f"{prefix}-{token}-{a}-{b}")
+    # The task declares its kernels' device: the cluster routes GPU work by it.
+    block = dask.delayed(backend.KernelTask(tasks.block_frame, job.device), nout=2, pure=True)
+    parts = [block(job_node, a, b, dask_key_name=f"swdask-allpairs-{token}-{a}-{b}")
              for a, b in job.block_pairs]
     frames = [frame for frame, _ in parts]
     if not frames:

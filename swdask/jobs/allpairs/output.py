@@ -2,6 +2,7 @@
 resumable (:func:`write_all_pairs`), read back by :func:`read_all_pairs`."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ... import backend
 from ...errors import InputNotFoundError, OutputExistsError, StoreError
 from ...parquet_schemas import ALLPAIRS
 from ...scoring import Scoring
@@ -22,17 +24,11 @@ from ..base import atomic_path, progress_bar
 from .plan import BLOCK_SIZE, AllPairsJob, block_lengths, pair_ranges, prepare
 from .tasks import AllPairsStats, BlockStats, allpairs_stats, block_pair
 
-__all__ = ["MANIFEST", "MANIFEST_VERSION", "block_file", "key_prefix", "read_all_pairs",
-           "write_all_pairs", "write_block_pair"]
+__all__ = ["MANIFEST", "MANIFEST_VERSION", "block_file", "read_all_pairs", "write_all_pairs",
+           "write_block_pair"]
 
 MANIFEST = "_manifest.json"
 MANIFEST_VERSION = 1
-
-
-def key_prefix(job: AllPairsJob) -> str:
-    """The name of the job's block-pair tasks: ``"swdask_score_gpu"`` routes GPU tasks to
-    GPU workers (:func:`swdask.cluster.gpu_resources`)."""
-    return "swdask_score_gpu-allpairs" if job.device == "gpu" else "swdask-allpairs"
 
 
 def block_file(a: int, b: int) -> str:
@@ -180,9 +176,13 @@ def write_all_pairs(source, output, *, scoring: Scoring | None = None, mode: str
         todo.append((a, b))
     weights = _pair_counts(job, todo)
     done = sum(v.pairs_scored for v in infos.values())
+    def kept() -> str:  # what a cluster that cannot go on leaves: the run is resumable
+        return (f"; the {len(infos)} of {len(job.block_pairs)} block pairs finished are kept "
+                f"in {output}: run again with --resume to finish")
+
     with progress_bar(progress, desc="all pairs", unit="pair", unit_scale=True,
                       total=sum(weights.values()) + done, initial=done, leave=True,
-                      smoothing=0.1) as bar:
+                      smoothing=0.1) as bar, _faults(client, kept):
         for (a, b), info in _run_blocks(job, todo, str(output), client):
             infos[(a, b)] = info
             manifest["done"][f"{a}-{b}"] = info.to_json()
@@ -193,6 +193,15 @@ def write_all_pairs(source, output, *, scoring: Scoring | None = None, mode: str
     manifest["stats"] = {k: getattr(stats, k) for k in AllPairsStats.__dataclass_fields__}
     _write_json(output / MANIFEST, manifest)
     return stats
+
+
+def _faults(client, then):
+    """On a cluster, its failures in one line saying what was kept (swdask.cluster.faults)."""
+    if client is None:
+        return contextlib.nullcontext()
+    from ...cluster import faults
+
+    return faults(then)
 
 
 def _pair_counts(job: AllPairsJob, todo) -> dict:
@@ -214,12 +223,14 @@ def _run_blocks(job: AllPairsJob, todo, out: str, client):
     if client is not None:
         from distributed import as_completed
 
-        from ...cluster import GPU_TASK_SHARE, has_gpu_workers
+        from ...cluster import route_tasks
 
-        resources = dict(GPU_TASK_SHARE) if job.device == "gpu" and has_gpu_workers(client) else None
-        job_future = client.scatter(job, broadcast=True)
-        futures = {client.submit(write_block_pair, job_future, a, b, out, resources=resources,
-                                 key=f"{key_prefix(job)}-write-{a}-{b}-{os.getpid()}"
+        route_tasks(client)  # GPU work to GPU workers, retries: read off each task
+        task = backend.KernelTask(write_block_pair, job.device)
+        # The job goes with each task (it is small), not scattered: data scattered to a
+        # worker that dies is lost, and every task that needed it with it.
+        futures = {client.submit(task, job, a, b, out,
+                                 key=f"swdask-allpairs-write-{a}-{b}-{os.getpid()}"
                                  f"-{time.monotonic_ns()}", pure=False): (a, b)
                    for a, b in todo}
         for future in as_completed(futures):

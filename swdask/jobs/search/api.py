@@ -90,8 +90,9 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
     device : {"auto", "cpu", "gpu"}, default "auto"
         Where score tasks run their kernel.  ``"auto"``: each task takes a GPU when its
         worker has one (local mode), else the CPU; ``"gpu"``: the CUDA kernel, which needs
-        a GPU on every worker that gets a score task (see :func:`swdask.gpu_resources`
-        for clusters of GPU and CPU workers) or, with no ``distributed`` client, in this
+        a GPU on every worker that gets a score task (on a cluster of GPU and CPU
+        workers they go to the GPU workers: :func:`swdask.gpu_resources`) or, with no
+        ``distributed`` client, in this
         process (``NUMBA_ENABLE_CUDASIM=1`` counts); ``"cpu"``: the CPU kernel.  Scores,
         ends and alignments are identical on every device.
     alphabet : {"auto", "protein", "dna"}, default "auto"
@@ -188,9 +189,9 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
                   map_unknown=map_unknown, owner="dask", strand=strand)
     token = uuid.uuid4().hex
     job_node = dask.delayed(job, name=f"swdask-search-{token}")
-    score = dask.delayed(tasks.score_partition, pure=True)
-    # The key names the device: swdask.cluster.gpu_resources routes "swdask_score_gpu" tasks.
-    level = [score(job_node, number, dask_key_name=(f"swdask_score_{device}-{token}", number))
+    # The task declares its kernels' device: the cluster routes GPU work by it.
+    score = dask.delayed(backend.KernelTask(tasks.score_partition, device), pure=True)
+    level = [score(job_node, number, dask_key_name=(f"swdask_score-{token}", number))
              for number in range(len(job.files))]
     merge = dask.delayed(tasks.merge_candidates, pure=True)
     while True:

@@ -32,7 +32,7 @@ from swdask.jobs.allpairs import plan as ap_plan
 from swdask.kernels.cpu.traceback import align_codes
 from swdask.kernels.cuda import all_pairs as gpu_kernel
 from swdask.sequences.store import load_sequences
-from tests.helpers import RRNA, write_fasta
+from tests.helpers import RRNA, dying_workers, write_fasta
 
 DNA = swdask.Scoring(match=2, mismatch=-3, gap_open=5, gap_extend=2)
 #: Genes of 16S_200.fna.gz in four pairs of at least 97 % identity (found by tracing back
@@ -419,3 +419,42 @@ def test_run_on_a_dask_cluster_equals_the_run_here(short16s, tmp_path):
         there = write_all_pairs(short16s, tmp_path / "there", client=client, **options)
     pd.testing.assert_frame_equal(read_all_pairs(tmp_path / "here"), read_all_pairs(tmp_path / "there"))
     assert here.hits == there.hits > 0 and here.cells == there.cells
+
+
+def test_a_cluster_that_cannot_go_on_keeps_what_finished(short16s, tmp_path, capsys):
+    """The workers die on every try of the last block pair (Dask's KilledWorker): the run
+    ends in one line that says what it kept; --resume (here, without the cluster) finishes
+    it, equal to an uninterrupted run."""
+    out = tmp_path / "out"
+    command = ["allpairs", str(short16s), "-o", str(out), "--min-identity", "0.8",
+               "--block-size", "8", "--device", "cpu", "--quiet"]
+    with dying_workers("-write-3-3-") as address:
+        assert main([*command, "--scheduler", address]) == 2
+    err = capsys.readouterr().err
+    manifest = json.loads((out / ap_output.MANIFEST).read_text())
+    assert [3, 3] in manifest["block_pairs"] and not manifest["finished"]
+    done = len(manifest["done"])
+    assert err.startswith("swdask: error: the Dask cluster cannot go on: 2 workers died while "
+                          "running task 'swdask-allpairs-write-3-3-"), err
+    assert err.endswith(f"; the {done} of {len(manifest['block_pairs'])} block pairs finished "
+                        f"are kept in {out}: run again with --resume to finish\n"), err
+    assert err.count("\n") == 1 and done > 0
+    assert main([*command, "--resume"]) == 0, capsys.readouterr().err
+    expected = all_pairs(short16s, scoring=DNA, min_identity=0.8, device="cpu",
+                         block_size=8).compute().reset_index(drop=True)
+    pd.testing.assert_frame_equal(read_all_pairs(out), expected)
+
+
+def test_a_worker_killed_mid_run_changes_nothing(short16s, tmp_path):
+    """A worker process dies in a block pair (once): Dask runs the block pair again on the
+    worker its nanny starts, and the output equals the run here."""
+    from distributed import Client
+
+    options = dict(scoring=DNA, min_identity=0.8, block_size=8, device="cpu")
+    write_all_pairs(short16s, tmp_path / "here", **options)
+    killed = tmp_path / "killed"
+    with dying_workers("-write-1-2-", once=killed) as address, Client(address) as client:
+        write_all_pairs(short16s, tmp_path / "there", client=client, **options)
+    assert killed.exists()
+    pd.testing.assert_frame_equal(read_all_pairs(tmp_path / "there"),
+                                  read_all_pairs(tmp_path / "here"))
