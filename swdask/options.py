@@ -20,7 +20,7 @@ from __future__ import annotations
 from .kernels.cpu.reference import MODES
 
 __all__ = ["ALLPAIRS_MODES", "ALPHABETS", "BLAST6_COLUMNS", "BLAST_KEYWORDS", "DEVICES",
-           "LONG_DEVICES", "MODES", "OUTFMTS", "check_choice"]
+           "LONG_DEVICES", "MODES", "OUTFMTS", "OUTFMT_EXTENSIONS", "check_choice"]
 
 #: Where a job's kernels run: ``"auto"`` decides by availability and expected time.
 DEVICES = ("auto", "cpu", "gpu")
@@ -32,6 +32,9 @@ ALLPAIRS_MODES = ("global", "local")
 ALPHABETS = ("auto", "protein", "dna")
 #: Formats of a search's hits file.
 OUTFMTS = ("parquet", "blast6", "sam")
+#: The format an output's extension stands for (lower case); any other extension is Parquet's.
+OUTFMT_EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".tsv": "blast6", ".tab": "blast6",
+                     ".m8": "blast6", ".blast6": "blast6", ".outfmt6": "blast6", ".sam": "sam"}
 #: BLAST's 12 standard tabular columns (outfmt 6), in order: what ``std`` stands for.
 BLAST6_COLUMNS = ("qseqid", "sseqid", "pident", "length", "mismatch", "gapopen", "qstart",
                   "qend", "sstart", "send", "evalue", "bitscore")

@@ -3,7 +3,9 @@ align-long.
 
 Every error on bad input prints one line (``swdask: error: ...``) naming the file,
 record and position where there is one, exits with status 2, and leaves no partial
-output behind.
+output behind.  SIGINT (Ctrl-C) and SIGTERM stop a command the same way, with one line
+and the status 130 or 143: temporaries removed, existing outputs as they were (or, where
+the signal came while they were put in place, complete).
 
 One module per subcommand, each with ``NAME``, ``HELP`` (its line in ``swdask --help``),
 ``DESCRIPTION`` (prose that argparse reflows), ``add_arguments(parser)`` and ``run(args)``;
@@ -16,12 +18,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from .. import __version__
 from ..errors import SwdaskError
 from . import align, align_long, allpairs, demo, ingest, search, significance, warmup
-from .common import EXIT_BAD_INPUT, Parser
+from .common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED, Parser, Terminated
 
 __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "build_parser", "main"]
 
@@ -58,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     Returns
     -------
     int
-        0 on success, 2 on a usage error or bad input, 130 when interrupted.
+        0 on success, 2 on a usage error or bad input, 130 when interrupted (SIGINT,
+        Ctrl-C), 143 when terminated (SIGTERM).
 
     Notes
     -----
@@ -67,10 +71,30 @@ def main(argv: list[str] | None = None) -> int:
     modules of pandas, pyarrow and Numba one by one, which took 0.4 to 0.7 s of every
     run on a 2-core machine.
     """
-    status = _main(argv)
+    previous = _on_sigterm(_terminate)
+    try:
+        status = _main(argv)
+    finally:
+        if argv is not None:  # called from Python: leave SIGTERM as it was
+            _on_sigterm(previous)
     if argv is None:
         _exit(status)
     return status
+
+
+def _terminate(signum, frame):
+    raise Terminated
+
+
+def _on_sigterm(handler):
+    """Set the SIGTERM handler; returns the one before (None where it cannot be set: not
+    the main thread)."""
+    if handler is None:
+        return None
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:
+        return None
 
 
 def _exit(status: int) -> None:
@@ -79,6 +103,8 @@ def _exit(status: int) -> None:
     clean-up of its modules, which has nothing left to write."""
     import atexit
 
+    for number in (signal.SIGINT, signal.SIGTERM):  # the status is decided: let it out
+        signal.signal(number, signal.SIG_IGN)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -89,18 +115,22 @@ def _exit(status: int) -> None:
 
 
 def _main(argv) -> int:
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:  # usage errors, --help, --version
-        return exit_.code if isinstance(exit_.code, int) else EXIT_BAD_INPUT
-    args.argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]  # for SAM's @PG CL
-    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exit_:  # usage errors, --help, --version
+            return exit_.code if isinstance(exit_.code, int) else EXIT_BAD_INPUT
+        args.argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]  # SAM's @PG CL
         COMMANDS[args.command](args)
     except (SwdaskError, ValueError, FileNotFoundError, FileExistsError) as exc:
         print(f"swdask: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("swdask: interrupted; no output written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        # Notes say what was written in full before the signal, or what was kept.
+        what = "; ".join(getattr(exc, "__notes__", ())) or "no output written"
+        terminated = isinstance(exc, Terminated)
+        print(f"swdask: {'terminated' if terminated else 'interrupted'}; {what}",
+              file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     return 0

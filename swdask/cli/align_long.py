@@ -59,14 +59,18 @@ def run(args: argparse.Namespace) -> None:
     """Align, write the one-row table (and SAM), and (unless ``--quiet``) two summary lines."""
     import pyarrow.parquet as pq
 
-    from ..jobs.base import atomic_path, check_output
+    from ..jobs.base import atomic_paths, check_output
     from ..jobs.long_align import align_long
+    from ..output import output_format
 
-    check_output(args.output, force=args.force)
     if args.sam and not args.traceback:
         raise ValueError("--sam needs --traceback")
+    output_format(args.output, "parquet")  # refuses a .tsv or .sam name
+    inputs = [args.a, args.b, args.matrix]
+    check_output(args.output, force=args.force, inputs=inputs, outputs=[args.sam])
     if args.sam:
-        check_output(args.sam, force=args.force)
+        output_format(args.sam, "sam")
+        check_output(args.sam, force=args.force, inputs=inputs, outputs=[args.output])
     alphabet = args.alphabet if args.alphabet != "auto" else file_alphabet(args)
     scoring = scoring_from_args(args, alphabet or "dna")
     client = None
@@ -81,10 +85,11 @@ def run(args: argparse.Namespace) -> None:
     finally:
         if client is not None:
             client.close()
-    with atomic_path(args.output, force=args.force) as tmp:
-        pq.write_table(result.to_table(), tmp)
+    outputs = [args.output] + ([args.sam] if args.sam else [])
+    with atomic_paths(outputs, force=args.force) as temporaries:  # both in place, or neither
+        pq.write_table(result.to_table(), temporaries[0])
         if args.sam:
-            with atomic_path(args.sam, force=args.force) as sam_tmp, open(sam_tmp, "w") as handle:
+            with open(temporaries[1], "w", encoding="utf-8", newline="\n") as handle:
                 handle.writelines(result.sam_lines(command_line(args)))
     if not args.quiet:
         where = (f"query {result.query_start}..{result.query_end}, subject "

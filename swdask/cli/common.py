@@ -21,6 +21,13 @@ if TYPE_CHECKING:  # for the annotations only: the modules load pandas and Numba
 
 #: The exit status of a usage error and of every error on bad input.
 EXIT_BAD_INPUT = 2
+#: The exit statuses after SIGINT (Ctrl-C) and SIGTERM: 128 + the signal's number.
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as Ctrl-C's KeyboardInterrupt is, so that the same clean-up runs
+    (temporaries removed, outputs left as they were); the command exits with 143."""
 
 
 class Parser(argparse.ArgumentParser):

@@ -33,10 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("database", metavar="DB", help="sequence store, or FASTA/FASTQ file "
                         "(ingested to a temporary store)")
     parser.add_argument("-o", "--output", required=True, metavar="OUT", help="output file")
-    parser.add_argument("--outfmt", default="parquet", choices=OUTFMTS,
+    parser.add_argument("--outfmt", choices=OUTFMTS,
                         help="parquet (hits table, 0-based half-open), blast6 (BLAST -outfmt 6, "
                         "1-based inclusive) or sam (SAM v1.6: queries as reads, subjects as "
-                        "references, 1-based); default parquet")
+                        "references, 1-based); default: OUT's extension says (.tsv, .tab, .m8: "
+                        "blast6; .sam: sam), else parquet")
     parser.add_argument("--columns", metavar='"KEYWORD ..."',
                         help="blast6 columns, BLAST's -outfmt \"6 ...\" keywords, e.g. \"std "
                         "qlen slen cigar\"; std = the 12 standard columns (the default); keywords: "
@@ -64,10 +65,12 @@ def run(args: argparse.Namespace) -> None:
         start_early()
     from ..backend import check_device
     from ..jobs.base import check_output
-    from ..output import check_format, write_hits
+    from ..output import check_format, output_format, write_hits
 
-    check_output(args.output, force=args.force)
-    check_format(args.outfmt, args.columns)
+    outfmt = output_format(args.output, args.outfmt)
+    check_format(outfmt, args.columns)
+    check_output(args.output, force=args.force,
+                 inputs=[args.queries, args.database, args.matrix])
     # Names and mode only: probing for a GPU here cost "auto" 0.3 s (the CUDA import and
     # driver) even where its cost rule then picks the CPU without touching CUDA.
     check_device(args.device, args.mode, here=False)
@@ -94,8 +97,8 @@ def run(args: argparse.Namespace) -> None:
         with job_session(args) as client:
             hits, stats = compute(*search(args.queries, args.database, **options),
                                   client=client, progress=progress_wanted(args))
-    write_hits(hits, args.output, outfmt=args.outfmt, columns=args.columns, force=args.force,
+    write_hits(hits, args.output, outfmt=outfmt, columns=args.columns, force=args.force,
                command_line=command_line(args))
     if not args.quiet:
-        print(f"wrote {len(hits):,} hits to {args.output} ({args.outfmt})", file=sys.stderr)
+        print(f"wrote {len(hits):,} hits to {args.output} ({outfmt})", file=sys.stderr)
         print(search_summary(stats), file=sys.stderr)

@@ -55,10 +55,13 @@ def run(args: argparse.Namespace) -> None:
     from ..cluster import compute
     from ..jobs.base import atomic_path, check_output
     from ..jobs.significance import check_options, significance, significance_in_process
+    from ..output import output_format
     from ..parquet_schemas import SIGNIFICANCE
     from ..tables import check_table
 
-    check_output(args.output, force=args.force)
+    output_format(args.output, "parquet")  # refuses a .tsv or .sam name
+    check_output(args.output, force=args.force,
+                 inputs=[args.queries, args.subjects, args.pairs, args.pssm, args.matrix])
     if args.mode != "local":
         raise ValueError(f"--mode {args.mode}: significance uses local (Smith-Waterman) scores")
     check_options(args.shuffles, args.seed, args.device, args.pairs)
