@@ -65,12 +65,13 @@ def run(args: argparse.Namespace) -> None:
 
     if args.sam and not args.traceback:
         raise ValueError("--sam needs --traceback")
-    output_format(args.output, "parquet")  # refuses a .tsv or .sam name
     inputs = [args.a, args.b, args.matrix]
     check_output(args.output, force=args.force, inputs=inputs, outputs=[args.sam])
     if args.sam:
-        output_format(args.sam, "sam")
         check_output(args.sam, force=args.force, inputs=inputs, outputs=[args.output])
+    output_format(args.output, "parquet")  # refuses a .tsv or .sam name
+    if args.sam:
+        output_format(args.sam, "sam")
     alphabet = args.alphabet if args.alphabet != "auto" else file_alphabet(args)
     scoring = scoring_from_args(args, alphabet or "dna")
     client = None

@@ -67,10 +67,10 @@ def run(args: argparse.Namespace) -> None:
     from ..jobs.base import check_output
     from ..output import check_format, output_format, write_hits
 
-    outfmt = output_format(args.output, args.outfmt)
-    check_format(outfmt, args.columns)
     check_output(args.output, force=args.force,
                  inputs=[args.queries, args.database, args.matrix])
+    outfmt = output_format(args.output, args.outfmt)
+    check_format(outfmt, args.columns)
     # Names and mode only: probing for a GPU here cost "auto" 0.3 s (the CUDA import and
     # driver) even where its cost rule then picks the CPU without touching CUDA.
     check_device(args.device, args.mode, here=False)

@@ -59,9 +59,9 @@ def run(args: argparse.Namespace) -> None:
     from ..parquet_schemas import SIGNIFICANCE
     from ..tables import check_table
 
-    output_format(args.output, "parquet")  # refuses a .tsv or .sam name
     check_output(args.output, force=args.force,
                  inputs=[args.queries, args.subjects, args.pairs, args.pssm, args.matrix])
+    output_format(args.output, "parquet")  # refuses a .tsv or .sam name
     if args.mode != "local":
         raise ValueError(f"--mode {args.mode}: significance uses local (Smith-Waterman) scores")
     check_options(args.shuffles, args.seed, args.device, args.pairs)

@@ -335,7 +335,8 @@ def _check_existing(path: Path, force: bool, kind: OutputKind | None, *,
         if path.exists() and not path.is_file():
             raise OutputExistsError(f"{path}: is not a regular file; give a file name")
     elif path.is_symlink() or not path.is_dir() or not (_empty(path) or kind.recognise(path)):
-        raise OutputExistsError(f"{path}: exists and is not a {kind.name}; refusing to "
+        article = "an" if kind.name[:1] in "aeiou" else "a"
+        raise OutputExistsError(f"{path}: exists and is not {article} {kind.name}; refusing to "
                                 "overwrite it even with --force")
 
 
