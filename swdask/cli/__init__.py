@@ -17,6 +17,7 @@ neither pandas, Dask nor Numba.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -71,30 +72,73 @@ def main(argv: list[str] | None = None) -> int:
     modules of pandas, pyarrow and Numba one by one, which took 0.4 to 0.7 s of every
     run on a 2-core machine.
     """
-    previous = _on_sigterm(_terminate)
+    stops = _Stops()
+    stops.install()
     try:
-        status = _main(argv)
+        status = _main(argv, stops)
     finally:
-        if argv is not None:  # called from Python: leave SIGTERM as it was
-            _on_sigterm(previous)
+        stops.done = True
+        if argv is not None:  # called from Python: signals and logging as they were
+            stops.restore()
     if argv is None:
         _exit(status)
     return status
 
 
-def _terminate(signum, frame):
-    raise Terminated
+class _Stops:
+    """SIGINT (Ctrl-C) and SIGTERM while a command runs.
+
+    Each raises KeyboardInterrupt (:class:`Terminated` for SIGTERM), so that every clean-up
+    runs, and silences logging: what Dask says while its cluster shuts down after a stop (a
+    gather's "Task exception was never retrieved", workers "losing" data) is noise beside
+    the command's one line.  Once the command is over (``done``) a signal changes nothing:
+    its outputs are complete.  A stop raised where Python cannot let it out (a weakref
+    callback, a ``__del__``: Python prints "Exception ignored" and goes on) is signalled
+    again, to be raised in the code that runs next.
+    """
+
+    def __init__(self):
+        self.done = False
+        self.number = None  # the signal of the last stop
+        self.previous = {}
+        self.hook = sys.unraisablehook
+
+    def install(self) -> None:
+        try:
+            self.previous = {number: signal.signal(number, self.stop)
+                             for number in (signal.SIGINT, signal.SIGTERM)}
+        except ValueError:  # not the main thread: Python's own handling
+            return
+        self.hook, sys.unraisablehook = sys.unraisablehook, self.unraisable
+
+    def restore(self) -> None:
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+        sys.unraisablehook = self.hook
+        logging.disable(logging.NOTSET)
+
+    def stop(self, signum, frame) -> None:
+        if self.done:
+            return
+        self.number = signum
+        logging.disable(logging.CRITICAL)
+        raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+    def unraisable(self, unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and self.number is not None:
+            if not self.done:
+                signal.raise_signal(self.number)
+            return
+        self.hook(unraisable)
 
 
-def _on_sigterm(handler):
-    """Set the SIGTERM handler; returns the one before (None where it cannot be set: not
-    the main thread)."""
-    if handler is None:
-        return None
+def _state(path) -> tuple | None:
+    """What is at ``path`` now (a new output is a new file or folder: another inode)."""
     try:
-        return signal.signal(signal.SIGTERM, handler)
-    except ValueError:
+        info = os.lstat(path)
+    except (OSError, TypeError, ValueError):
         return None
+    return info.st_dev, info.st_ino, info.st_mtime_ns
 
 
 def _exit(status: int) -> None:
@@ -114,7 +158,8 @@ def _exit(status: int) -> None:
     os._exit(status)
 
 
-def _main(argv) -> int:
+def _main(argv, stops: _Stops) -> int:
+    outputs = {}
     try:
         parser = build_parser()
         try:
@@ -122,13 +167,21 @@ def _main(argv) -> int:
         except SystemExit as exit_:  # usage errors, --help, --version
             return exit_.code if isinstance(exit_.code, int) else EXIT_BAD_INPUT
         args.argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]  # SAM's @PG CL
+        outputs = {path: _state(path) for path in (getattr(args, "output", None),
+                                                   getattr(args, "sam", None)) if path}
         COMMANDS[args.command](args)
+        stops.done = True
     except (SwdaskError, ValueError, FileNotFoundError, FileExistsError) as exc:
+        stops.done = True
         print(f"swdask: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
-        # Notes say what was written in full before the signal, or what was kept.
-        what = "; ".join(getattr(exc, "__notes__", ())) or "no output written"
+        stops.done = True
+        # What was written in full before the stop, or kept: the notes of the writers,
+        # else the outputs that changed (each is renamed into place whole).
+        written = [path for path, state in outputs.items() if _state(path) != state]
+        what = ("; ".join(getattr(exc, "__notes__", ()))
+                or (f"wrote {', '.join(written)} in full" if written else "no output written"))
         terminated = isinstance(exc, Terminated)
         print(f"swdask: {'terminated' if terminated else 'interrupted'}; {what}",
               file=sys.stderr)

@@ -226,12 +226,13 @@ def write_all_pairs(source, output, *, scoring: Scoring | None = None, mode: str
 
 @contextlib.contextmanager
 def _noting(note: str):
-    """Add ``note`` to a KeyboardInterrupt (Ctrl-C, SIGTERM) that passes: the command line
-    prints it."""
+    """Make ``note`` what a KeyboardInterrupt (Ctrl-C, SIGTERM) that passes says (the
+    command line prints it): the notes of the run's own files (a manifest written in full)
+    say nothing to a user."""
     try:
         yield
     except KeyboardInterrupt as exc:
-        exc.add_note(note)
+        exc.__notes__ = [note]
         raise
 
 
