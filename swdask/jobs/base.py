@@ -199,7 +199,7 @@ FILE = OutputKind("file")
 
 #: A temporary of ours: ``.NAME.HOST-PID.RANDOM.tmp``, HOST naming the host and PID namespace.
 _TEMPORARY = re.compile(r"\.(?P<name>.+)\.(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]+)\.[0-9a-f]{8}\.tmp")
-#: Folders already swept for stale temporaries: (device, inode) -> when.
+#: Folders already swept for stale temporaries: (device, inode, pid) -> when.
 _SWEPT: dict = {}
 _SWEEP_EVERY = 60.0  # seconds: an all-pairs run writes thousands of files into one folder
 _AT_FDCWD, _RENAME_NOREPLACE, _RENAME_EXCHANGE = -100, 1, 2

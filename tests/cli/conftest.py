@@ -2,15 +2,13 @@
 guarantees are checked on runs of a few seconds."""
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from swdask.sequences.alphabet import DNA
-from swdask.sequences.store import load_sequences
-from tests.helpers import QUERIES, RRNA, SPROT_DB, fasta_records, window_codes, write_fasta
+from tests.helpers import QUERIES, SPROT_DB, fasta_records, gene_windows, window_codes, write_fasta
 
 
 def make_inputs(folder: Path) -> SimpleNamespace:
@@ -24,13 +22,7 @@ def make_inputs(folder: Path) -> SimpleNamespace:
     database = folder / "db.fasta.gz"
     database.write_bytes(SPROT_DB.read_bytes())
     store = ingest(database, folder / "db.store").path
-    batch = load_sequences(RRNA, alphabet="dna")
-    records = []
-    for i in random.Random(5).sample(range(len(batch)), 8):
-        gene = batch.alphabet.decode(batch.codes(i))
-        for k, (start, stop) in enumerate(((300, 400), (303, 404), (296, 398))):
-            records.append((f"{batch.names[i]}_{k}", gene[start:stop]))
-    genes = write_fasta(folder / "genes.fasta", records)
+    genes = write_fasta(folder / "genes.fasta", gene_windows(8, 5))
     genes_store = ingest(genes, folder / "genes.store").path
     codes = window_codes()
     a = write_fasta(folder / "a.fasta", [("a", DNA.decode(codes[:2000]))])

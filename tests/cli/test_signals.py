@@ -31,8 +31,9 @@ from swdask.jobs.allpairs.output import MANIFEST, block_file
 from swdask.sequences.store import SequenceStore
 
 #: Stops per subcommand, at stratified random points of its run: SIGINT, SIGTERM, then
-#: either.  CI runs 3; SWDASK_SIGNAL_TRIALS=N runs more (docs/reliability.md).
-TRIALS = int(os.environ.get("SWDASK_SIGNAL_TRIALS", "3"))
+#: either.  CI runs 2 (the battery stays under a minute or so on 2 cores);
+#: SWDASK_SIGNAL_TRIALS=N runs more (docs/reliability.md gives the figures of 8).
+TRIALS = int(os.environ.get("SWDASK_SIGNAL_TRIALS", "2"))
 SEED = 20
 
 
@@ -154,13 +155,14 @@ def test_signals_at_random_points(command, inputs, tmp_path):
         process.send_signal(number)
         status, err = finish(process)
         where = f"{command}, {number.name} after {delay:.2f} s of {seconds:.2f} s: {err!r}"
-        report.append((number.name, round(delay, 2), status))
+        report.append([number.name, round(delay, 2), status])
         assert status in (0, 128 + number), where
         if status:
             word = "interrupted" if number == signal.SIGINT else "terminated"
             assert err.startswith(f"swdask: {word}; ") and err.count("\n") == 1, where
         now = fingerprint(command, folder)
         assert now == new if status == 0 else now in (old, new), where
+        report[-1].append("new" if now == new else "old")
         assert leftovers(folder, tmpdir) == [], where
     print(command, f"{seconds:.2f} s", report)
 
@@ -168,8 +170,9 @@ def test_signals_at_random_points(command, inputs, tmp_path):
 # -- concurrent writers ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["search", "allpairs", "ingest"])
+@pytest.mark.parametrize("command", ["allpairs", "ingest"])
 def test_two_writers_one_wins(command, inputs, tmp_path):
+    """Folders, the new all-pairs folder and a store (files: tests/jobs/test_base.py)."""
     folder, tmpdir = tmp_path / "out", tmp_path / "tmp"
     folder.mkdir()
     tmpdir.mkdir()
