@@ -404,7 +404,8 @@ def check_output(path, *, force: bool = False, kind: OutputKind | None = FILE, i
     _check_existing(path, force, kind)
     folder = _check_folder(path)
     reclaim(folder)
-    os.unlink(_temporary(path, _new_file))  # can we write there? (read-only, full, ...)
+    with _uninterrupted():  # can we write there? (read-only, full, ...)
+        os.unlink(_temporary(path, _new_file))
     return path
 
 
