@@ -48,6 +48,11 @@ class OutputExistsError(SwdaskError, FileExistsError):
     """The output path exists and overwriting was not requested (``--force``)."""
 
 
+class OutputError(SwdaskError, OSError):
+    """An output cannot go where it was asked: it names an input or another output, or
+    its folder is missing, not a folder, or not writable."""
+
+
 class DeviceError(SwdaskError, RuntimeError):
     """The requested device (GPU) or backend is not available."""
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from .kernels.cpu.reference import MODES
 
 __all__ = ["ALLPAIRS_MODES", "ALPHABETS", "BLAST6_COLUMNS", "BLAST_KEYWORDS", "DEVICES",
-           "LONG_DEVICES", "MAX_HITS", "MODES", "OUTFMTS", "STRANDS", "TUNABLES",
-           "check_choice", "check_strand", "tunable"]
+           "LONG_DEVICES", "MAX_HITS", "MODES", "OUTFMTS", "OUTFMT_EXTENSIONS", "STRANDS",
+           "TUNABLES", "check_choice", "check_strand", "tunable"]
 
 #: Where a job's kernels run: ``"auto"`` decides by availability and expected time.
 DEVICES = ("auto", "cpu", "gpu")
@@ -39,6 +39,9 @@ STRANDS = ("both", "plus", "minus")
 MAX_HITS = 500
 #: Formats of a search's hits file.
 OUTFMTS = ("parquet", "blast6", "sam")
+#: The format an output's extension stands for (lower case); any other extension is Parquet's.
+OUTFMT_EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".tsv": "blast6", ".tab": "blast6",
+                     ".m8": "blast6", ".blast6": "blast6", ".outfmt6": "blast6", ".sam": "sam"}
 #: BLAST's 12 standard tabular columns (outfmt 6), in order: what ``std`` stands for.
 BLAST6_COLUMNS = ("qseqid", "sseqid", "pident", "length", "mismatch", "gapopen", "qstart",
                   "qend", "sstart", "send", "evalue", "bitscore")

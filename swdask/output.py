@@ -4,6 +4,12 @@ Every writer builds its file under a temporary name in the destination folder an
 renames it into place at the end, so an interrupted or failed run leaves no partial
 output and never clobbers an existing file unless asked to.
 
+The format of a file is the one its extension stands for (``.tsv``/``.tab``/``.m8``: BLAST
+tabular, ``.sam``: SAM, ``.parquet``/``.pq``: Parquet; any other: Parquet) unless given,
+and a format that its extension contradicts is refused (:func:`output_format`).  Names
+are written into text outputs with their unprintable characters escaped
+(:func:`text_name`); Parquet keeps them as they are.
+
 Coordinates are 0-based half-open in the hits table (Parquet) and 1-based inclusive in
 BLAST tabular and SAM output, as those formats define.  The hits table's ``cigar`` uses
 ``=`` (identity), ``X`` (substitution), ``I`` (a query residue against a gap: consumes
@@ -26,8 +32,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import __version__
-from .jobs.base import atomic_path
-from .options import BLAST6_COLUMNS, BLAST_KEYWORDS, OUTFMTS, check_choice
+from .jobs.base import atomic_path, check_output
+from .options import BLAST6_COLUMNS, BLAST_KEYWORDS, OUTFMT_EXTENSIONS, OUTFMTS, check_choice
 from .parquet_schemas import HITS
 from .tables import check_table
 
@@ -38,6 +44,81 @@ SAM_VERSION = "1.6"
 def check_outfmt(outfmt: str) -> str:
     """Return ``outfmt`` if known; raise ValueError naming the known formats otherwise."""
     return check_choice("output format", outfmt, OUTFMTS)
+
+
+def output_format(path, outfmt: str | None = None) -> str:
+    """The format of the output file ``path``: ``outfmt``, or where it is None the one the
+    extension stands for.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The output file.
+    outfmt : {"parquet", "blast6", "sam"}, optional
+        The format asked for.  Default (None): the one of ``path``'s extension, case
+        aside (:data:`swdask.options.OUTFMT_EXTENSIONS`: ``.tsv``, ``.tab``, ``.m8``,
+        ``.blast6``, ``.outfmt6`` BLAST tabular; ``.sam`` SAM; ``.parquet``, ``.pq``
+        Parquet), Parquet for any other extension.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        Unknown ``outfmt``, or one that the extension of ``path`` contradicts.
+
+    Examples
+    --------
+    >>> output_format("hits.tsv"), output_format("hits.SAM"), output_format("hits.out")
+    ('blast6', 'sam', 'parquet')
+    >>> output_format("hits.tsv", "blast6")
+    'blast6'
+    >>> output_format("hits.tsv", "parquet")
+    Traceback (most recent call last):
+    ...
+    ValueError: hits.tsv: the extension .tsv stands for blast6, but this output is parquet
+    """
+    suffix = Path(path).suffix.lower()
+    meant = OUTFMT_EXTENSIONS.get(suffix)
+    if outfmt is None:
+        return meant or "parquet"
+    check_outfmt(outfmt)
+    if meant is not None and meant != outfmt:
+        raise ValueError(f"{path}: the extension {suffix} stands for {meant}, but this output "
+                         f"is {outfmt}")
+    return outfmt
+
+
+def text_name(name: str) -> str:
+    r"""A sequence name as text outputs write it: unprintable characters escaped, visibly.
+
+    A character that :meth:`str.isprintable` rejects (the C0 and C1 control characters
+    such as tab, escape or DEL; format characters such as U+202E; line and paragraph
+    separators; spaces other than the ASCII space) is written as a Python string literal
+    writes it (``\xHH``, ``\uHHHH``, ``\UHHHHHHHH``), and a backslash as two, so that
+    no name can pass for another.  Other names are written as they are.
+
+    Examples
+    --------
+    >>> text_name("sp|P69905|HBA_HUMAN")
+    'sp|P69905|HBA_HUMAN'
+    >>> print(text_name("q\x1b[31mred\x07"), text_name("a\\x07"), text_name("\u202eabc"))
+    q\x1b[31mred\x07 a\\x07 \u202eabc
+    """
+    if name.isprintable() and "\\" not in name:
+        return name
+    return "".join(_ESCAPES.get(c) or (c if c.isprintable() else _escape(c)) for c in name)
+
+
+_ESCAPES = {"\\": "\\\\"}
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+        else f"\\U{code:08x}"
 
 
 def blast_columns(columns=None) -> tuple[str, ...]:
@@ -147,7 +228,7 @@ def hits_table(hits) -> pa.Table:
     return check_table(hits, HITS, where="hits")
 
 
-def write_hits(hits, path, *, outfmt: str = "parquet", columns=None,
+def write_hits(hits, path, *, outfmt: str | None = None, columns=None,
                command_line: str | None = None, queries=None, force: bool = False) -> Path:
     """Write a hits table.
 
@@ -158,11 +239,13 @@ def write_hits(hits, path, *, outfmt: str = "parquet", columns=None,
         result of :func:`swdask.search`) is computed here.
     path : str or os.PathLike
         Output file.
-    outfmt : {"parquet", "blast6", "sam"}, default "parquet"
+    outfmt : {"parquet", "blast6", "sam"}, optional
         ``parquet``: the hits table, 0-based half-open coordinates.  ``blast6``: BLAST
         tabular (``-outfmt 6``), 1-based inclusive coordinates, no header, one line per
         hit (see :func:`blast6_lines`).  ``sam``: SAM v1.6 with the queries as reads and
-        the subjects as references, 1-based (see :func:`sam_lines`).
+        the subjects as references, 1-based (see :func:`sam_lines`).  Default: the
+        format of ``path``'s extension, Parquet for an extension of none of them (see
+        :func:`output_format`).
     columns : str or sequence of str, optional
         ``blast6`` only: BLAST keywords of the columns, ``std`` for the 12 standard ones
         (see :func:`blast_columns`).  Default: the 12 standard columns.
@@ -173,7 +256,8 @@ def write_hits(hits, path, *, outfmt: str = "parquet", columns=None,
         ``sam`` only (ignored otherwise): the queries searched, as :func:`swdask.search`
         takes them, for the SEQ of DNA reads (see :func:`sam_lines`).  Default: SEQ ``*``.
     force : bool, default False
-        Replace an existing file.
+        Replace an existing file (a file only, never a folder), once the new one is
+        complete.
 
     Returns
     -------
@@ -182,11 +266,15 @@ def write_hits(hits, path, *, outfmt: str = "parquet", columns=None,
     Raises
     ------
     ValueError
-        Unknown ``outfmt`` or column, ``columns`` with a format other than ``blast6``,
-        or (``sam``) a name that SAM cannot hold or a CIGAR that disagrees with the
-        coordinates.  Nothing is written.
+        Unknown ``outfmt`` or column, ``outfmt`` not the format of ``path``'s extension,
+        ``columns`` with a format other than ``blast6``, or (``sam``) a name that SAM
+        cannot hold or a CIGAR that disagrees with the coordinates.  Nothing is written.
     OutputExistsError
-        ``path`` exists and ``force`` is False.
+        ``path`` exists and ``force`` is False, or it is not a file; raised before a lazy
+        ``hits`` is computed.
+    OutputError, InputNotFoundError
+        The folder of ``path`` is not writable, or does not exist (also before the
+        hits are computed).
     SchemaError
         ``hits`` lacks a column of the schema or has one of the wrong type.
 
@@ -198,17 +286,16 @@ def write_hits(hits, path, *, outfmt: str = "parquet", columns=None,
     >>> data = files("swdask") / "data"
     >>> hits = search(data / "demo_queries.fasta", data / "demo_db.fasta.gz", max_hits=2)
     >>> tmp = tempfile.mkdtemp()
-    >>> out = write_hits(hits, os.path.join(tmp, "hits.tsv"), outfmt="blast6",
-    ...                  columns="std qlen slen cigar")
+    >>> out = write_hits(hits, os.path.join(tmp, "hits.tsv"), columns="std qlen slen cigar")
     >>> out.read_text().splitlines()[1].split("\\t")[8:]
     ['323', '348', '2.4', '23.5', '100', '1442', '1=1X1=1X1=1X1=2X1=1X2=1X2=4D1X1=1X1=1X1=']
-    >>> out = write_hits(hits, os.path.join(tmp, "hits.sam"), outfmt="sam")
+    >>> out = write_hits(hits, os.path.join(tmp, "hits.sam"))
     >>> record = out.read_text().splitlines()[-1].split("\\t")
     >>> record[:6]
     ['sp|Q6GZN8|087L_FRG3G', '256', 'sp|P25100|ADA1D_HUMAN', '26', '255', '12S4=2X...1=1X2=538S']
     >>> record[6:]
     ['*', '0', '0', '*', '*', 'AS:i:70', 'NM:i:35', 'ZE:f:1.02e-01', 'ZB:f:31.6']
-    >>> write_hits(hits, os.path.join(tmp, "more.tsv"), outfmt="blast6", columns="std ppos")
+    >>> write_hits(hits, os.path.join(tmp, "more.tsv"), columns="std ppos")
     Traceback (most recent call last):
     ...
     ValueError: unknown BLAST column 'ppos'; choose from: std, qseqid, ...
@@ -216,7 +303,9 @@ def write_hits(hits, path, *, outfmt: str = "parquet", columns=None,
     ['hits.sam', 'hits.tsv']
     >>> shutil.rmtree(tmp)
     """
+    outfmt = output_format(path, outfmt)
     fields = check_format(outfmt, columns)
+    check_output(path, force=force)  # before a lazy table is computed
     table = hits_table(hits)
     with atomic_path(path, force=force) as tmp:
         if outfmt == "parquet":
@@ -278,8 +367,8 @@ def _cigar_count(cigar: str, ops: str) -> int:
 
 #: How each BLAST keyword is written from one row of the hits table.
 _BLAST_FIELDS = {
-    "qseqid": lambda r: r["query"],
-    "sseqid": lambda r: r["subject"],
+    "qseqid": lambda r: text_name(r["query"]),
+    "sseqid": lambda r: text_name(r["subject"]),
     "pident": lambda r: f"{100 * r['identity']:.3f}",
     "length": lambda r: str(r["align_length"]),
     "mismatch": lambda r: str(r["mismatches"]),
@@ -324,7 +413,8 @@ def blast6_lines(table: pa.Table, columns=None):
     ``qstart < qend`` on the query as given, ``sstart > send`` (``sstart`` is
     ``subject_end``, ``send`` is ``subject_start + 1``).  ``pident`` is written with three
     decimals, ``evalue`` as BLAST+ writes it (:func:`blast_evalue`), ``bitscore`` as
-    ``%.1f``; a null E-value or bit score is written ``NA``.
+    ``%.1f``; a null E-value or bit score is written ``NA``.  ``qseqid`` and ``sseqid`` are
+    the names with unprintable characters escaped (:func:`text_name`).
     ``cigar`` is the hits table's CIGAR (``=``/``X``/``I``/``D``, ``I`` consuming the
     query and ``D`` the subject, no clips: it covers ``qstart..qend`` and
     ``sstart..send``); an alignment of no columns (possible with a minimum score of 0)
@@ -441,6 +531,10 @@ def sam_lines(table: pa.Table, *, command_line: str | None = None, queries=None)
 
     Notes
     -----
+    Names are escaped as in BLAST tabular (:func:`text_name`), and must then be valid
+    SAM names: a control character in a query name is written as ``\\xHH``; a subject
+    name with one cannot be a SAM reference name (no backslash allowed) and is refused.
+
     Header: ``@HD VN:1.6 SO:unsorted``; one ``@SQ SN:subject LN:subject_length`` per
     subject that has a hit, in database order (``subject_id``); ``@PG ID:swdask
     PN:swdask VN:version`` (and ``CL``).
@@ -489,6 +583,8 @@ def sam_lines(table: pa.Table, *, command_line: str | None = None, queries=None)
     """
     rows = table.to_pylist()
     reads = _sam_reads(queries, rows)
+    for row in rows:  # escaped as in every text output; the rules below then apply
+        row["query"], row["subject"] = text_name(row["query"]), text_name(row["subject"])
     primary = {}  # query name -> index of its primary record
     references = {}  # subject name -> (subject_id, subject_length)
     for k, row in enumerate(rows):
@@ -515,7 +611,7 @@ def sam_lines(table: pa.Table, *, command_line: str | None = None, queries=None)
         yield f"@SQ\tSN:{name}\tLN:{length}\n"
     program = f"@PG\tID:swdask\tPN:swdask\tVN:{__version__}"
     if command_line:
-        program += "\tCL:" + re.sub(r"[\t\r\n]", " ", command_line)
+        program += "\tCL:" + text_name(re.sub(r"[\t\r\n]", " ", command_line))
     yield program + "\n"
 
     unmapped = set()

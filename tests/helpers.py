@@ -72,6 +72,23 @@ def read_fasta(path) -> dict[str, str]:
     return {name: sequence for name, _, sequence in fasta_records(path)}
 
 
+def gene_windows(genes: int, seed: int) -> list[tuple[str, str]]:
+    """Windows of ``genes`` real 16S genes of :data:`RRNA` chosen by ``seed``: for each,
+    bases 300-400 and two windows shifted by a few bases (close pairs), ``NAME_k``: short
+    records, many cheap block pairs for all-pairs runs."""
+    import random
+
+    from swdask.sequences.store import load_sequences
+
+    batch = load_sequences(RRNA, alphabet="dna")
+    records = []
+    for i in random.Random(seed).sample(range(len(batch)), genes):
+        gene = batch.alphabet.decode(batch.codes(i))
+        for k, (start, stop) in enumerate(((300, 400), (303, 404), (296, 398))):
+            records.append((f"{batch.names[i]}_{k}", gene[start:stop]))
+    return records
+
+
 def write_fasta(path: Path, records) -> Path:
     """``records`` (``(name, sequence)`` pairs) as FASTA at ``path``."""
     path.write_text("".join(f">{name}\n{seq}\n" for name, seq in records))

@@ -3,7 +3,9 @@ align-long.
 
 Every error on bad input prints one line (``swdask: error: ...``) naming the file,
 record and position where there is one, exits with status 2, and leaves no partial
-output behind.
+output behind.  SIGINT (Ctrl-C) and SIGTERM stop a command the same way, with one line
+and the status 130 or 143: temporaries removed, existing outputs as they were (or, where
+the signal came while they were put in place, complete).
 
 One module per subcommand, each with ``NAME``, ``HELP`` (its line in ``swdask --help``),
 ``DESCRIPTION`` (prose that argparse reflows), ``add_arguments(parser)`` and ``run(args)``;
@@ -15,13 +17,22 @@ neither pandas, Dask nor Numba.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import signal
 import sys
 
 from .. import __version__
 from ..errors import SwdaskError
 from . import align, align_long, allpairs, demo, ingest, search, significance, warmup
-from .common import EXIT_BAD_INPUT, Parser, cpu_threads
+from .common import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    Parser,
+    Terminated,
+    cpu_threads,
+)
 
 __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "build_parser", "main"]
 
@@ -58,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     Returns
     -------
     int
-        0 on success, 2 on a usage error or bad input, 130 when interrupted.
+        0 on success, 2 on a usage error or bad input, 130 when interrupted (SIGINT,
+        Ctrl-C), 143 when terminated (SIGTERM).
 
     Notes
     -----
@@ -67,10 +79,73 @@ def main(argv: list[str] | None = None) -> int:
     modules of pandas, pyarrow and Numba one by one, which took 0.4 to 0.7 s of every
     run on a 2-core machine.
     """
-    status = _main(argv)
+    stops = _Stops()
+    stops.install()
+    try:
+        status = _main(argv, stops)
+    finally:
+        stops.done = True
+        if argv is not None:  # called from Python: signals and logging as they were
+            stops.restore()
     if argv is None:
         _exit(status)
     return status
+
+
+class _Stops:
+    """SIGINT (Ctrl-C) and SIGTERM while a command runs.
+
+    Each raises KeyboardInterrupt (:class:`Terminated` for SIGTERM), so that every clean-up
+    runs, and silences logging: what Dask says while its cluster shuts down after a stop (a
+    gather's "Task exception was never retrieved", workers "losing" data) is noise beside
+    the command's one line.  Once the command is over (``done``) a signal changes nothing:
+    its outputs are complete.  A stop raised where Python cannot let it out (a weakref
+    callback, a ``__del__``: Python prints "Exception ignored" and goes on) is signalled
+    again, to be raised in the code that runs next.
+    """
+
+    def __init__(self):
+        self.done = False
+        self.number = None  # the signal of the last stop
+        self.previous = {}
+        self.hook = sys.unraisablehook
+
+    def install(self) -> None:
+        try:
+            self.previous = {number: signal.signal(number, self.stop)
+                             for number in (signal.SIGINT, signal.SIGTERM)}
+        except ValueError:  # not the main thread: Python's own handling
+            return
+        self.hook, sys.unraisablehook = sys.unraisablehook, self.unraisable
+
+    def restore(self) -> None:
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+        sys.unraisablehook = self.hook
+        logging.disable(logging.NOTSET)
+
+    def stop(self, signum, frame) -> None:
+        if self.done:
+            return
+        self.number = signum
+        logging.disable(logging.CRITICAL)
+        raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+    def unraisable(self, unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and self.number is not None:
+            if not self.done:
+                signal.raise_signal(self.number)
+            return
+        self.hook(unraisable)
+
+
+def _state(path) -> tuple | None:
+    """What is at ``path`` now (a new output is a new file or folder: another inode)."""
+    try:
+        info = os.lstat(path)
+    except (OSError, TypeError, ValueError):
+        return None
+    return info.st_dev, info.st_ino, info.st_mtime_ns
 
 
 def _exit(status: int) -> None:
@@ -79,6 +154,8 @@ def _exit(status: int) -> None:
     clean-up of its modules, which has nothing left to write."""
     import atexit
 
+    for number in (signal.SIGINT, signal.SIGTERM):  # the status is decided: let it out
+        signal.signal(number, signal.SIG_IGN)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -88,20 +165,33 @@ def _exit(status: int) -> None:
     os._exit(status)
 
 
-def _main(argv) -> int:
-    parser = build_parser()
+def _main(argv, stops: _Stops) -> int:
+    outputs = {}
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:  # usage errors, --help, --version
-        return exit_.code if isinstance(exit_.code, int) else EXIT_BAD_INPUT
-    args.argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]  # for SAM's @PG CL
-    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exit_:  # usage errors, --help, --version
+            return exit_.code if isinstance(exit_.code, int) else EXIT_BAD_INPUT
+        args.argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]  # SAM's @PG CL
+        outputs = {path: _state(path) for path in (getattr(args, "output", None),
+                                                   getattr(args, "sam", None)) if path}
         with cpu_threads(args):
             COMMANDS[args.command](args)
+        stops.done = True
     except (SwdaskError, ValueError, FileNotFoundError, FileExistsError) as exc:
+        stops.done = True
         print(f"swdask: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("swdask: interrupted; no output written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        stops.done = True
+        # What was written in full before the stop, or kept: the notes of the writers,
+        # else the outputs that changed (each is renamed into place whole).
+        written = [path for path, state in outputs.items() if _state(path) != state]
+        what = ("; ".join(getattr(exc, "__notes__", ()))
+                or (f"wrote {', '.join(written)} in full" if written else "no output written"))
+        terminated = isinstance(exc, Terminated)
+        print(f"swdask: {'terminated' if terminated else 'interrupted'}; {what}",
+              file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     return 0

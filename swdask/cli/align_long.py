@@ -67,16 +67,21 @@ def run(args: argparse.Namespace) -> None:
     """Align, write the one-row table (and SAM), and (unless ``--quiet``) two summary lines."""
     import pyarrow.parquet as pq
 
-    from ..jobs.base import atomic_path, check_output
+    from ..jobs.base import atomic_paths, check_output
     from ..jobs.long_align import align_long
+    from ..output import output_format
 
     to_stdout(args.output)
-    check_output(args.output, force=args.force)
     if args.sam and not args.traceback:
         raise ValueError("--sam needs --traceback")
     sam_stdout = bool(args.sam) and to_stdout(args.sam, "sam")
-    if args.sam and not sam_stdout:
-        check_output(args.sam, force=args.force)
+    inputs = [args.a, args.b, args.matrix]
+    sam_file = args.sam if args.sam and not sam_stdout else None
+    check_output(args.output, force=args.force, inputs=inputs, outputs=[sam_file])
+    output_format(args.output, "parquet")  # refuses a .tsv or .sam name
+    if sam_file:
+        check_output(sam_file, force=args.force, inputs=inputs, outputs=[args.output])
+        output_format(sam_file, "sam")
     alphabet = args.alphabet if args.alphabet != "auto" else file_alphabet(args)
     scoring = scoring_from_args(args, alphabet or "dna")
     access = scheduler_access(args)
@@ -86,10 +91,11 @@ def run(args: argparse.Namespace) -> None:
         result = align_long(args.a, args.b, scoring=scoring, tile=args.tile, device=args.device,
                             traceback=args.traceback, reverse_complement=args.reverse_complement,
                             client=client, progress=progress_wanted(args))
-    with atomic_path(args.output, force=args.force) as tmp:
-        pq.write_table(result.to_table(), tmp)
-        if args.sam and not sam_stdout:
-            with atomic_path(args.sam, force=args.force) as sam_tmp, open(sam_tmp, "w") as handle:
+    outputs = [args.output] + ([sam_file] if sam_file else [])
+    with atomic_paths(outputs, force=args.force) as temporaries:  # both in place, or neither
+        pq.write_table(result.to_table(), temporaries[0])
+        if sam_file:
+            with open(temporaries[1], "w", encoding="utf-8", newline="\n") as handle:
                 handle.writelines(result.sam_lines(command_line(args)))
     if sam_stdout:
         write_stdout(result.sam_lines(command_line(args)))

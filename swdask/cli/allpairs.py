@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
@@ -55,19 +54,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "cpu, or gpu (global mode)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in OUT, skipping block pairs already written")
-    add_job_options(parser, force_help="replace an existing OUT")
+    add_job_options(parser, force_help="replace an existing all-pairs OUT (only that) once the "
+                    "new run is complete")
 
 
 def run(args: argparse.Namespace) -> None:
     """Write the pairs to the folder ``args.output`` and (unless ``--quiet``) the summary."""
-    from ..jobs.allpairs import check_device, write_all_pairs
+    from ..jobs.allpairs import check_all_pairs_output, check_device, write_all_pairs
 
     to_stdout(args.output, instead="give a folder name")
-    if os.path.exists(args.output) and not (args.resume or args.force):
-        from ..errors import OutputExistsError
-
-        raise OutputExistsError(f"{args.output}: already exists (use --resume to continue it, "
-                                "or --force)")
+    check_all_pairs_output(args.output, resume=args.resume, force=args.force,
+                           inputs=[args.source, args.matrix])
     check_device(args.device, args.mode, here=in_process(args))
     alphabet = database_alphabet(args.source, args.alphabet)
     scoring = scoring_from_args(args, alphabet)

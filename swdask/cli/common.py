@@ -25,6 +25,14 @@ EXIT_BAD_INPUT = 2
 #: The path that stands for the standard input (queries) or output (text formats).
 STANDARD_STREAM = "-"
 
+#: The exit statuses after SIGINT (Ctrl-C) and SIGTERM: 128 + the signal's number.
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as Ctrl-C's KeyboardInterrupt is, so that the same clean-up runs
+    (temporaries removed, outputs left as they were); the command exits with 143."""
+
 
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line with exit status 2, like every other error."""

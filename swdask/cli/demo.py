@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``swdask demo`` to its ``parser``."""
     parser.add_argument("--hits", type=positive, default=3, help="hits shown per query (default 3)")
     add_cluster_options(parser)
-    parser.add_argument("-o", "--output", metavar="OUT", help="also write the hits table (Parquet)")
+    parser.add_argument("-o", "--output", metavar="OUT", help="also write the hits: Parquet, or "
+                        "the format OUT's extension says (.tsv: BLAST tabular, .sam: SAM)")
     parser.add_argument("--force", action="store_true", help="replace an existing output file")
 
 

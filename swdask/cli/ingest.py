@@ -20,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_input_options(parser)
     parser.add_argument("--partition-residues", type=positive, default=16_777_216, metavar="N",
                         help="residues per Parquet file (default 16777216)")
-    parser.add_argument("--force", action="store_true", help="replace an existing store")
+    parser.add_argument("--force", action="store_true", help="replace an existing store (only "
+                        "a store) once the new one is complete")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

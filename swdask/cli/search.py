@@ -38,10 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(ingested to a temporary store)")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="output file; - for the standard output (blast6 and sam)")
-    parser.add_argument("--outfmt", default="parquet", choices=OUTFMTS,
+    parser.add_argument("--outfmt", choices=OUTFMTS,
                         help="parquet (hits table, 0-based half-open), blast6 (BLAST -outfmt 6, "
                         "1-based inclusive) or sam (SAM v1.6: queries as reads, subjects as "
-                        "references, 1-based); default parquet")
+                        "references, 1-based); default: OUT's extension says (.tsv, .tab, .m8: "
+                        "blast6; .sam: sam), else parquet")
     parser.add_argument("--columns", metavar='"KEYWORD ..."',
                         help="blast6 columns, BLAST's -outfmt \"6 ...\" keywords, e.g. \"std "
                         "qlen slen cigar\"; std = the 12 standard columns (the default); keywords: "
@@ -75,13 +76,15 @@ def run(args: argparse.Namespace) -> None:
         start_early()
     from ..backend import check_device
     from ..jobs.base import check_output
-    from ..output import check_format, write_hits
+    from ..output import check_format, output_format, write_hits
 
-    stdout = to_stdout(args.output, args.outfmt,
+    outfmt = output_format(args.output, args.outfmt)  # "-" has no extension: Parquet
+    stdout = to_stdout(args.output, outfmt,
                        instead="give --outfmt blast6 or sam, or a file name")
     if not stdout:
-        check_output(args.output, force=args.force)
-    check_format(args.outfmt, args.columns)
+        check_output(args.output, force=args.force,
+                     inputs=[args.queries, args.database, args.matrix])
+    check_format(outfmt, args.columns)
     # Names and mode only: probing for a GPU here cost "auto" 0.3 s (the CUDA import and
     # driver) even where its cost rule then picks the CPU without touching CUDA.
     check_device(args.device, args.mode, here=False)
@@ -102,7 +105,7 @@ def run(args: argparse.Namespace) -> None:
     check_strand(args.strand, db_alphabet)  # before a FASTA database is ingested
     dask_workers = None
     with standard_input(args.queries) as queries:
-        if args.outfmt == "sam":  # read once: the search's queries are SAM's reads (SEQ)
+        if outfmt == "sam":  # read once: the search's queries are SAM's reads (SEQ)
             from ..sequences.batch import as_batch
 
             queries = as_batch(queries, alphabet=args.alphabet, map_unknown=args.map_unknown)
@@ -121,12 +124,12 @@ def run(args: argparse.Namespace) -> None:
         from ..output import blast6_lines, hits_table, sam_lines
 
         table = hits_table(hits)
-        write_stdout(blast6_lines(table, args.columns) if args.outfmt == "blast6"
+        write_stdout(blast6_lines(table, args.columns) if outfmt == "blast6"
                      else sam_lines(table, command_line=command_line(args), queries=queries))
     else:
-        write_hits(hits, args.output, outfmt=args.outfmt, columns=args.columns,
+        write_hits(hits, args.output, outfmt=outfmt, columns=args.columns,
                    force=args.force, command_line=command_line(args), queries=queries)
     if not args.quiet:
         where = "the standard output" if stdout else args.output
-        print(f"wrote {len(hits):,} hits to {where} ({args.outfmt})", file=sys.stderr)
+        print(f"wrote {len(hits):,} hits to {where} ({outfmt})", file=sys.stderr)
         print(search_summary(stats, dask_workers=dask_workers), file=sys.stderr)

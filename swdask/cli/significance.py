@@ -58,11 +58,14 @@ def run(args: argparse.Namespace) -> None:
     from ..cluster import compute
     from ..jobs.base import atomic_path, check_output
     from ..jobs.significance import check_options, significance, significance_in_process
+    from ..output import output_format
     from ..parquet_schemas import SIGNIFICANCE
     from ..tables import check_table
 
     to_stdout(args.output)
-    check_output(args.output, force=args.force)
+    check_output(args.output, force=args.force,
+                 inputs=[args.queries, args.subjects, args.pairs, args.pssm, args.matrix])
+    output_format(args.output, "parquet")  # refuses a .tsv or .sam name
     check_options(args.shuffles, args.seed, args.device, args.pairs)
     with standard_input(args.queries) as queries:
         scoring = scoring_from_args(args, database_alphabet(queries, args.alphabet))

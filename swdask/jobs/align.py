@@ -58,14 +58,18 @@ class Alignment:
         """The alignment as blocks of three lines (query, markup, subject).
 
         Markup: ``|`` identity, ``+`` positive substitution score, space otherwise.
-        Positions are 1-based inclusive, as in BLAST and EMBOSS output.
+        Positions are 1-based inclusive, as in BLAST and EMBOSS output.  Names are
+        written with unprintable characters escaped (:func:`swdask.output.text_name`).
         """
-        header = (f"{self.mode} alignment of {self.query_name} ({self.query_length}) and "
-                  f"{self.subject_name} ({self.subject_length})\n"
+        from ..output import text_name
+
+        query_name, subject_name = text_name(self.query_name), text_name(self.subject_name)
+        header = (f"{self.mode} alignment of {query_name} ({self.query_length}) and "
+                  f"{subject_name} ({self.subject_length})\n"
                   f"score {self.score}, identity {self.matches}/{self.align_length} "
                   f"({100 * self.identity:.1f}%), mismatches {self.mismatches}, "
                   f"gap opens {self.gap_opens}, cigar {self.cigar or '-'}\n")
-        label = max(len(self.query_name), len(self.subject_name), 5)
+        label = max(len(query_name), len(subject_name), 5)
         label = min(label, 20)
         digits = len(str(max(self.query_end, self.subject_end, 1)))
         lines = []
@@ -75,10 +79,10 @@ class Alignment:
             s = self.aligned_subject[start:start + width]
             qn = sum(c != "-" for c in q)
             sn = sum(c != "-" for c in s)
-            lines.append(f"{self.query_name[:label]:<{label}} {qpos + 1 if qn else qpos:>{digits}} "
+            lines.append(f"{query_name[:label]:<{label}} {qpos + 1 if qn else qpos:>{digits}} "
                          f"{q} {qpos + qn}")
             lines.append(f"{'':<{label}} {'':>{digits}} {self.markup[start:start + width]}")
-            lines.append(f"{self.subject_name[:label]:<{label}} {spos + 1 if sn else spos:>{digits}} "
+            lines.append(f"{subject_name[:label]:<{label}} {spos + 1 if sn else spos:>{digits}} "
                          f"{s} {spos + sn}")
             lines.append("")
             qpos += qn

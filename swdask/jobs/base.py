@@ -9,30 +9,41 @@ picklable, shipped once to every worker.  Each task returns its data and, beside
 by field) into the statistics it reports.  Nothing travels in ``DataFrame.attrs``, which
 pandas does not promise to keep through its operations.
 
-Outputs are written under a temporary name beside the destination and renamed into
-place when complete (:func:`atomic_path`, :func:`atomic_dir`), so a failed or
-interrupted run leaves no partial output; they are created with the user's umask.
+Outputs are checked before any work (:func:`check_output`), written under a temporary
+name beside the destination and renamed into place when complete (:func:`atomic_path`,
+:func:`atomic_paths`, :func:`atomic_dir`), so a failed or interrupted run leaves no
+partial output; they are created with the user's umask.  The guarantees and how they
+are made: ``docs/reliability.md``.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
+import hashlib
 import math
 import operator
 import os
+import re
 import secrets
 import shutil
+import signal
+import socket
 import sys
-import tempfile
+import threading
+import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar
 
 from .. import backend
-from ..errors import InputNotFoundError, OutputExistsError
+from ..errors import InputNotFoundError, OutputError, OutputExistsError
 
-__all__ = ["Job", "TaskStats", "TemporaryStore", "atomic_dir", "atomic_path", "check_output",
-           "lazy_value", "progress_bar", "stat"]
+__all__ = ["FILE", "Job", "OutputKind", "TaskStats", "TemporaryStore", "atomic_dir",
+           "atomic_path", "atomic_paths", "check_output", "lazy_value", "progress_bar",
+           "reclaim", "stat", "temporary_folder"]
 
 
 # --------------------------------------------------------------------------------------
@@ -160,37 +171,64 @@ def progress_bar(enabled: bool, *, desc: str, unit: str, total=None, initial: in
 
 
 # --------------------------------------------------------------------------------------
-# atomic writes
+# outputs: checked before the work, built under a temporary name, put in place at the end
 # --------------------------------------------------------------------------------------
+#
+# The guarantees (docs/reliability.md): an output is replaced only by a complete new one of
+# the same kind, and only with force; it never replaces an input; of two runs writing the
+# same new path one wins and the other fails; SIGINT and SIGTERM never stop a rename
+# halfway; the temporaries of a killed run are removed by the next run in that folder.
 
 
-def check_output(path, *, force: bool = False) -> Path:
-    """Fail early if ``path`` cannot be written: it exists (without ``force``), or its
-    folder does not exist.
+@dataclass(frozen=True)
+class OutputKind:
+    """What an output is, so that ``force`` replaces only an output of the same kind.
 
-    Raises
-    ------
-    OutputExistsError, InputNotFoundError
+    A file kind (``folder=False``) is a regular file.  A folder kind is a folder that
+    ``recognise`` tells from any other (an empty folder is accepted as well): a sequence
+    store is replaced only by a store, never a folder of someone's files.
     """
-    path = Path(path)
-    if path.exists() and not force:
-        raise OutputExistsError(f"{path}: already exists (use --force to overwrite)")
-    if path.is_dir():
-        raise OutputExistsError(f"{path}: is a directory; give a file name")
-    if not path.parent.resolve().is_dir():
-        raise InputNotFoundError(f"{path}: folder {path.parent} does not exist")
-    return path
+
+    name: str
+    folder: bool = False
+    recognise: Callable[[Path], bool] | None = None
 
 
-def _beside(path: Path, make) -> Path:
-    """A new hidden name ``.NAME.RANDOM.tmp`` beside ``path``, created by ``make`` (which
-    raises FileExistsError when the name is taken)."""
+#: A regular file: hits, P-values, a long alignment, SAM.
+FILE = OutputKind("file")
+
+#: A temporary of ours: ``.NAME.HOST-PID.RANDOM.tmp``, HOST naming the host and PID namespace.
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]+)\.[0-9a-f]{8}\.tmp")
+#: Folders already swept for stale temporaries: (device, inode, pid) -> when.
+_SWEPT: dict = {}
+_SWEEP_EVERY = 60.0  # seconds: an all-pairs run writes thousands of files into one folder
+_AT_FDCWD, _RENAME_NOREPLACE, _RENAME_EXCHANGE = -100, 1, 2
+
+
+@functools.cache
+def _host() -> str:
+    """8 hex digits naming this host and PID namespace: where a temporary's PID means
+    the process that made it (another container's PID 7 is another process)."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return hashlib.sha1(f"{socket.gethostname()}/{namespace}".encode()).hexdigest()[:8]
+
+
+def _temporary(path: Path, make) -> Path:
+    """A new hidden name ``.NAME.HOST-PID.RANDOM.tmp`` beside ``path``, created by ``make``
+    (which raises FileExistsError when the name is taken)."""
+    stem = path.name[:180]  # room for the marks within the 255 bytes of a name
     while True:
-        candidate = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        candidate = path.with_name(f".{stem}.{_host()}-{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
             make(candidate)
         except FileExistsError:
             continue
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot write in folder {_folder(path)}: "
+                              f"{exc.strerror or exc}") from None
         return candidate
 
 
@@ -198,17 +236,372 @@ def _new_file(path: Path) -> None:
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # 0o666 & ~umask
 
 
+def _new_folder(path: Path) -> None:
+    os.mkdir(path, 0o777)  # 0o777 & ~umask
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` (of this host) may still be running; unsure counts as alive."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # another user's process, or no such number
+        return True
+    return True
+
+
+def reclaim(folder) -> list[str]:
+    """Remove the temporaries that killed runs left in ``folder``; return their names.
+
+    Only what is provably ours and stale goes: a hidden name of the form
+    ``.NAME.HOST-PID.RANDOM.tmp`` (:func:`atomic_path`, :func:`atomic_dir`, temporary
+    stores) made on this host and in this PID namespace by a process that is gone.  A
+    folder is swept at most once a minute by a process.
+    """
+    folder = Path(folder)
+    try:
+        info = folder.stat()
+    except OSError:
+        return []
+    key, now = (info.st_dev, info.st_ino, os.getpid()), time.monotonic()
+    if now - _SWEPT.get(key, -math.inf) < _SWEEP_EVERY:
+        return []
+    _SWEPT[key] = now
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    for entry in entries:
+        match = _TEMPORARY.fullmatch(entry.name)
+        if match is None or match["host"] != _host() or _alive(int(match["pid"])):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:  # reclaimed by another run first, or not ours to remove after all
+            continue
+        removed.append(entry.name)
+    return removed
+
+
+def temporary_folder(near, *, mode: int = 0o700) -> Path:
+    """A new private folder ``.NAME.HOST-PID.RANDOM.tmp`` beside ``near`` (e.g. a temporary
+    store in the system's temporary folder), after reclaiming stale ones there.  The
+    caller removes it; if the process is killed first, the next call reclaims it."""
+    near = Path(near)
+    reclaim(_folder(near))
+    return _temporary(near, lambda name: os.mkdir(name, mode))
+
+
+def _folder(path: Path) -> Path:
+    return path.parent
+
+
+def _is_input(path: Path, other) -> str | None:
+    """How ``path`` would write over the input ``other``: None where it does not."""
+    if not isinstance(other, (str, os.PathLike)) or not os.path.exists(other):
+        return None  # not a path (a literal sequence, "all"), or nothing to protect
+    if os.path.exists(path):
+        if os.path.samefile(path, other):
+            return "is"
+    elif os.path.realpath(path) == os.path.realpath(other):
+        return "is"  # e.g. a dangling symbolic link that would be created over it
+    if os.path.isdir(other):
+        inside = os.path.realpath(other).rstrip(os.sep) + os.sep
+        if os.path.realpath(path).startswith(inside):
+            return "is inside"
+    return None
+
+
+def _check_existing(path: Path, force: bool, kind: OutputKind | None, *,
+                    meanwhile: bool = False) -> None:
+    """Whether what is at ``path`` may be replaced (by force, and of the same kind)."""
+    if not os.path.lexists(path):
+        return
+    if not force:
+        how = " (another run wrote it meanwhile)" if meanwhile else ""
+        raise OutputExistsError(f"{path}: already exists{how} (use --force to overwrite)")
+    if kind is None:
+        return
+    if not kind.folder:
+        if path.is_dir():
+            raise OutputExistsError(f"{path}: is a directory; give a file name")
+        if path.exists() and not path.is_file():
+            raise OutputExistsError(f"{path}: is not a regular file; give a file name")
+    elif path.is_symlink() or not path.is_dir() or not (_empty(path) or kind.recognise(path)):
+        article = "an" if kind.name[:1] in "aeiou" else "a"
+        raise OutputExistsError(f"{path}: exists and is not {article} {kind.name}; refusing to "
+                                "overwrite it even with --force")
+
+
+def _empty(folder: Path) -> bool:
+    with os.scandir(folder) as entries:
+        return next(entries, None) is None
+
+
+def _check_folder(path: Path) -> Path:
+    folder = _folder(path)
+    if not os.path.exists(folder):
+        raise InputNotFoundError(f"{path}: folder {folder} does not exist")
+    if not os.path.isdir(folder):
+        raise OutputError(f"{path}: {folder} is not a folder")
+    return folder
+
+
+def check_output(path, *, force: bool = False, kind: OutputKind | None = FILE, inputs=(),
+                 outputs=()) -> Path:
+    """Check, before any work, that an output can be written to ``path``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The output.
+    force : bool, default False
+        Whether an existing output may be replaced (once the new one is complete).
+    kind : OutputKind or None, default FILE
+        What the output is: with ``force``, only a thing of this kind (or an empty
+        folder, for a folder kind) is replaced.  None: the caller checks what exists.
+    inputs : iterable, default ()
+        The run's inputs (paths; anything else is ignored): the output is none of them,
+        nor inside an input folder, by any name (symbolic and hard links included).
+    outputs : iterable, default ()
+        The run's other outputs: none of them is the same file.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    OutputExistsError
+        ``path`` exists and ``force`` is False, or it is not of ``kind``.
+    OutputError
+        ``path`` is an input or another output, or its folder is not a folder or not
+        writable (a file is created there and removed, to be sure).
+    InputNotFoundError
+        The folder of ``path`` does not exist.
+
+    Notes
+    -----
+    It also reclaims the temporaries that killed runs left in the folder
+    (:func:`reclaim`).
+    """
+    path = Path(path)
+    for other in inputs:
+        how = _is_input(path, other)
+        if how:
+            raise OutputError(f"{path}: {how} the input {other}; an output never replaces an "
+                              "input, even with --force")
+    for other in outputs:
+        if other is not None and os.path.realpath(path) == os.path.realpath(other):
+            raise OutputError(f"{path}: given for two outputs; give each its own name")
+    _check_existing(path, force, kind)
+    folder = _check_folder(path)
+    reclaim(folder)
+    with _uninterrupted():  # can we write there? (read-only, full, ...)
+        os.unlink(_temporary(path, _new_file))
+    return path
+
+
+# -- signals wait while a rename is half done --------------------------------------------
+
+
+@contextlib.contextmanager
+def _uninterrupted(note: str | None = None):
+    """SIGINT and SIGTERM wait until the block is done, then act as they would have.
+
+    Python runs signal handlers in the main thread only, and only there can they be
+    changed: in another thread this does nothing (the signal goes to the main thread).
+    A signal that waited is raised with ``note`` added when the block completed (the
+    command line prints it: what was written in full before stopping).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught, previous = [], {}
+    for number in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(number)
+        if handler not in (signal.SIG_IGN, None):  # None: set outside Python, left alone
+            previous[number] = handler
+            signal.signal(number, lambda signum, frame: caught.append(signum))
+    completed = False
+    try:
+        yield
+        completed = True
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if caught:
+            handler = previous[caught[0]]
+            try:
+                if callable(handler):
+                    handler(caught[0], None)
+                else:  # SIG_DFL: the default action, now
+                    signal.raise_signal(caught[0])
+            except KeyboardInterrupt as exc:
+                if completed and note:
+                    exc.add_note(note)
+                raise
+
+
+# -- renames that do not replace, or that swap -------------------------------------------
+
+
+@functools.cache
+def _renameat2():
+    """Linux's ``renameat2`` (glibc 2.28+), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                         ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+def _rename2(source: Path, target: Path, flags: int) -> bool:
+    """``renameat2(source, target, flags)``: True when done, False where the system or
+    the file system does not offer it (then the caller falls back)."""
+    function = _renameat2()
+    if function is None:
+        return False
+    import ctypes
+
+    if function(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), flags) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), os.fspath(source), None, os.fspath(target))
+
+
+def _rename_noreplace(source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target`` unless ``target`` exists (FileExistsError), as one
+    step of the file system: checked where the rename happens, not before it.
+
+    Linux: ``renameat2(RENAME_NOREPLACE)``.  Elsewhere, or on a file system without it
+    (NFS): a file is hard-linked to its new name (``link`` fails on an existing name),
+    then its temporary name removed; a folder is renamed with ``rename``, which fails on
+    an existing file or non-empty folder (an empty folder made in the instant between
+    the check and the rename would be replaced).
+    """
+    if _rename2(source, target, _RENAME_NOREPLACE):
+        return
+    if os.path.lexists(target):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), os.fspath(target))
+    if not source.is_dir():
+        try:
+            os.link(source, target)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links here (FAT, some FUSE): rename as checked above
+            os.rename(source, target)
+            return
+        os.unlink(source)
+        return
+    try:
+        os.rename(source, target)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST),
+                                  os.fspath(target)) from None
+        raise
+
+
+def _exchange(source: Path, target: Path) -> None:
+    """Swap the folders ``source`` and ``target``: ``target`` becomes the new one, the old
+    one is at ``source``'s name (for the caller to remove).
+
+    Linux: ``renameat2(RENAME_EXCHANGE)``, one step.  Elsewhere: ``target`` is renamed
+    aside to ``.NAME.HOST-PID.RANDOM.old`` (a name never reclaimed), ``source`` to
+    ``target``, and the old one to ``source``'s name; signals wait meanwhile, so only a
+    SIGKILL or a crash between the first two renames can leave the old folder under the
+    ``.old`` name, never lose it.
+    """
+    if _rename2(source, target, _RENAME_EXCHANGE):
+        return
+    aside = source.with_name(source.name[:-len(".tmp")] + ".old")
+    os.rename(target, aside)
+    try:
+        os.rename(source, target)
+    except BaseException:
+        os.rename(aside, target)
+        raise
+    os.rename(aside, source)
+
+
+# -- the writers' context managers --------------------------------------------------------
+
+
+@contextlib.contextmanager
+def atomic_paths(paths, *, force: bool = False):
+    """Yield temporary files beside ``paths``; when the block ends without an error, put
+    them all in place together.
+
+    Each temporary file exists (empty) when yielded, with the permissions the user's
+    umask gives a new file.  At the end, with signals waiting, each path is checked again
+    and the files renamed into place: without ``force`` a path that appeared meanwhile is
+    not replaced (:func:`_rename_noreplace`) and the run fails; with ``force`` a file is
+    replaced in one step (``os.replace``).  On an exception (Ctrl-C included) the
+    temporary files are removed and every path is left as it was.
+
+    Raises
+    ------
+    OutputExistsError, OutputError, InputNotFoundError
+        As :func:`check_output` (inputs aside), before anything is written; also a path
+        that appeared while the caller wrote (without ``force``).
+    """
+    paths = [Path(p) for p in paths]
+    for path in paths:
+        _check_existing(path, force, FILE)
+        reclaim(_check_folder(path))
+    temporaries = []
+    try:
+        with _uninterrupted():
+            for path in paths:
+                temporaries.append(_temporary(path, _new_file))
+        yield list(temporaries)
+        with _uninterrupted(note=f"wrote {', '.join(map(str, paths))} in full"):
+            for path in paths:
+                _check_existing(path, force, FILE, meanwhile=True)
+            for temporary, path in zip(temporaries, paths):
+                if force:
+                    os.replace(temporary, path)
+                    continue
+                try:
+                    _rename_noreplace(temporary, path)
+                except FileExistsError:
+                    _check_existing(path, force, FILE, meanwhile=True)
+                    raise
+    finally:
+        with _uninterrupted():
+            for temporary in temporaries:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary)
+
+
 @contextlib.contextmanager
 def atomic_path(path, *, force: bool = False):
     """Yield a temporary path beside ``path``; on success rename it to ``path``.
 
-    The temporary file exists (empty) when yielded, with the permissions the user's
-    umask gives a new file.  On an exception it is removed and ``path`` is left as it
-    was.
+    One file of :func:`atomic_paths`: the temporary file exists (empty) when yielded,
+    with the permissions the user's umask gives a new file; on an exception it is
+    removed and ``path`` is left as it was.
 
     Raises
     ------
-    OutputExistsError, InputNotFoundError
+    OutputExistsError, OutputError, InputNotFoundError
         As :func:`check_output`, before anything is written; also ``path`` appeared
         while the caller wrote (without ``force``).
 
@@ -221,48 +614,51 @@ def atomic_path(path, *, force: bool = False):
     >>> sorted(p.name for p in folder.iterdir()), (folder / "out.txt").read_text()
     (['out.txt'], 'complete')
     """
-    path = check_output(path, force=force)
-    tmp = _beside(path, _new_file)
-    try:
-        yield tmp
-        if path.exists() and not force:  # appeared while we worked
-            raise OutputExistsError(f"{path}: already exists (use --force to overwrite)")
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    with atomic_paths([path], force=force) as (temporary,):
+        yield temporary
 
 
 @contextlib.contextmanager
-def atomic_dir(path):
+def atomic_dir(path, *, force: bool = False, kind: OutputKind):
     """Yield a new temporary folder beside ``path``; on success it becomes ``path``.
 
-    An existing ``path`` is replaced only once the new folder is complete (the caller
-    checks first that it may be).  On an exception the temporary folder is removed and
-    ``path`` is left as it was.  The folder has the permissions the user's umask gives.
+    The folder has the permissions the user's umask gives a new folder.  At the end,
+    with signals waiting, ``path`` is checked again: a new ``path`` is made by a rename
+    that fails if something appeared meanwhile (unless ``force``); an existing one (of
+    ``kind``, with ``force``) is swapped with the new folder in one step
+    (:func:`_exchange`) and then removed.  On an exception (Ctrl-C included) the
+    temporary folder is removed and ``path`` is left as it was.
+
+    Raises
+    ------
+    OutputExistsError, OutputError, InputNotFoundError
+        As :func:`check_output`, before anything is written; also ``path`` appeared
+        while the caller wrote (without ``force``), or is no longer of ``kind``.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _beside(path, lambda name: os.mkdir(name, 0o777))
+    _check_existing(path, force, kind)
+    reclaim(_check_folder(path))
+    temporary = None
+    committed = False
     try:
-        yield tmp
-        _replace_dir(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _replace_dir(tmp: Path, output: Path) -> None:
-    """Rename ``tmp`` to ``output``, replacing an existing ``output`` only after success."""
-    if not (output.exists() or output.is_symlink()):
-        os.rename(tmp, output)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".old", dir=output.parent))
-    os.rename(output, old / "store")
-    try:
-        os.rename(tmp, output)
-    except BaseException:
-        os.rename(old / "store", output)
-        old.rmdir()
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+        with _uninterrupted():
+            temporary = _temporary(path, _new_folder)
+        yield temporary
+        note = f"wrote {path} in full"
+        with _uninterrupted(note=note):
+            _check_existing(path, force, kind, meanwhile=True)
+            try:
+                _rename_noreplace(temporary, path)
+            except FileExistsError:
+                _check_existing(path, force, kind, meanwhile=True)
+                _exchange(temporary, path)  # the old folder is now at the temporary name
+            committed = True
+        try:  # the old folder, if any
+            shutil.rmtree(temporary, ignore_errors=True)
+        except KeyboardInterrupt as exc:  # what is left is reclaimed by the next run here
+            exc.add_note(note)
+            raise
+    finally:
+        if temporary is not None and not committed:
+            with _uninterrupted():
+                shutil.rmtree(temporary, ignore_errors=True)

@@ -18,11 +18,10 @@ import pyarrow.parquet as pq
 from ..errors import (
     EmptyInputError,
     InvalidSequenceError,
-    OutputExistsError,
     SequenceFormatError,
     StoreError,
 )
-from ..jobs.base import atomic_dir, progress_bar
+from ..jobs.base import OutputKind, atomic_dir, check_output, progress_bar, temporary_folder
 from ..parquet_schemas import SEQUENCES, SEQUENCES_VERSION
 from .alphabet import PROTEIN
 from .batch import MAX_LIST_RESIDUES, SequenceBatch
@@ -171,17 +170,12 @@ def _write_partition(table: pa.Table, path: Path) -> dict:
     }
 
 
-def _check_output(output: Path, force: bool) -> None:
-    if not (output.exists() or output.is_symlink()):
-        return
-    if not force:
-        raise OutputExistsError(f"{output}: already exists (use --force to overwrite)")
-    is_store = output.is_dir() and not output.is_symlink() and (output / METADATA_FILE).is_file()
-    is_empty_dir = output.is_dir() and not output.is_symlink() and not any(output.iterdir())
-    if not (is_store or is_empty_dir):
-        raise OutputExistsError(
-            f"{output}: exists and is not a sequence store; refusing to overwrite it even with --force"
-        )
+def _is_store(path: Path) -> bool:
+    return (path / METADATA_FILE).is_file()
+
+
+#: What ``ingest --force`` may replace: a store (or an empty folder), never other folders.
+STORE_OUTPUT = OutputKind("sequence store", folder=True, recognise=_is_store)
 
 
 def ingest(
@@ -212,7 +206,8 @@ def ingest(
     map_unknown : bool, default False
         Read letters outside the alphabet as ``X``/``N`` instead of failing.
     force : bool, default False
-        Replace ``output`` if it is an existing store (only once the new one is complete).
+        Replace ``output`` if it is an existing store or an empty folder (only once the
+        new one is complete); anything else is never replaced.
     progress : bool, default False
         Show progress bars (records) on stderr.
 
@@ -225,7 +220,10 @@ def ingest(
     ------
     OutputExistsError
         ``output`` exists and ``force`` is False (raised before any work), or it is not
-        a store (never overwritten).
+        a store (never overwritten); or another run made it while this one worked.
+    OutputError
+        ``output`` is an input or inside one, or its folder is not writable (raised
+        before any work).
     InputNotFoundError
         An input does not exist.
     SequenceFormatError
@@ -250,7 +248,8 @@ def ingest(
     residues).  Peak memory is about one partition plus the spill budget.
 
     Everything is written to a hidden temporary directory beside ``output`` and renamed
-    into place at the end; on any error it is removed, so no partial store is left.
+    into place at the end (:func:`swdask.jobs.base.atomic_dir`); on any error it is
+    removed, so no partial store is left.
 
     Examples
     --------
@@ -278,8 +277,7 @@ def ingest(
         )
     partition_residues = int(partition_residues)
     paths = _as_path_list(inputs)
-    output = Path(output)
-    _check_output(output, force)
+    output = check_output(output, force=force, kind=STORE_OUTPUT, inputs=paths)
     for path in paths:
         check_readable(path)
 
@@ -311,7 +309,7 @@ def ingest(
     for p in range(len(bounds) - 1):
         partition_of[order[bounds[p]: bounds[p + 1]]] = p
 
-    with atomic_dir(output) as tmp:
+    with atomic_dir(output, force=force, kind=STORE_OUTPUT) as tmp:
         spill_dir = tmp / "_spill"
         spill_dir.mkdir()
         spills = [_Spill(spill_dir, p) for p in range(len(bounds) - 1)]
@@ -405,7 +403,8 @@ def open_database(source, *, alphabet="auto", map_unknown: bool = False, tmpdir=
         store.check_alphabet(alphabet)
     else:
         check_readable(source)
-        directory = Path(tempfile.mkdtemp(prefix="swdask-db-", dir=tmpdir))
+        # Named so that the next run reclaims it if this process is killed.
+        directory = temporary_folder(Path(tmpdir or tempfile.gettempdir()) / "swdask-db")
         try:
             store = ingest(source, directory, alphabet=alphabet, map_unknown=map_unknown, force=True)
         except EmptyInputError:

@@ -262,10 +262,16 @@ def test_output_format_errors(store, tmp_path, capsys, monkeypatch):
     assert err == ("swdask: error: unknown BLAST column 'positive'; choose from: std, qseqid, "
                    "sseqid, pident, length, mismatch, gapopen, qstart, qend, sstart, send, "
                    "evalue, bitscore, score, nident, gaps, qlen, slen, cigar, sstrand\n")
-    status, stdout, err = run_cli(capsys, "search", QUERIES, store, "-o", out, "--columns", "std")
+    # (hits.tsv would be BLAST tabular, where --columns applies: the extension decides)
+    status, stdout, err = run_cli(capsys, "search", QUERIES, store, "-o", tmp_path / "hits.pq",
+                                  "--columns", "std")
     assert (status, stdout) == (2, "")
     assert err == ("swdask: error: columns apply to the blast6 output format only, not to "
                    "'parquet'\n")
+    status, stdout, err = run_cli(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "sam")
+    assert (status, stdout) == (2, "")
+    assert err == (f"swdask: error: {out}: the extension .tsv stands for blast6, but this output "
+                   "is sam\n")
     status, _, err = run_cli(capsys, "search", QUERIES, store, "-o", out, "--outfmt", "bam")
     assert status == 2
     assert err.count("\n") == 1 and "invalid choice: 'bam'" in err and "'sam'" in err

@@ -53,9 +53,10 @@ Modules
 - :mod:`.api`: :func:`all_pairs`, the lazy DataFrame.
 """
 from .api import all_pairs
-from .output import read_all_pairs, write_all_pairs
+from .output import check_all_pairs_output, read_all_pairs, write_all_pairs
 from .plan import ALLPAIRS_MODES, IdentityBound, as_threshold, check_allpairs_mode, check_device
 from .tasks import AllPairsStats
 
 __all__ = ["ALLPAIRS_MODES", "AllPairsStats", "IdentityBound", "all_pairs", "as_threshold",
-           "check_allpairs_mode", "check_device", "read_all_pairs", "write_all_pairs"]
+           "check_all_pairs_output", "check_allpairs_mode", "check_device", "read_all_pairs",
+           "write_all_pairs"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -15,20 +14,34 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ... import backend
-from ...errors import InputNotFoundError, OutputExistsError, StoreError
+from ...errors import OutputError, OutputExistsError, StoreError
 from ...parquet_schemas import ALLPAIRS
 from ...scoring import Scoring
 from ...sequences.store import SequenceStore
 from ...tables import to_pandas
-from ..base import atomic_path, progress_bar
+from ..base import OutputKind, atomic_dir, atomic_path, check_output, progress_bar
 from .plan import BLOCK_SIZE, AllPairsJob, block_lengths, pair_ranges, prepare
 from .tasks import AllPairsStats, BlockStats, allpairs_stats, block_pair
 
-__all__ = ["MANIFEST", "MANIFEST_VERSION", "block_file", "read_all_pairs", "write_all_pairs",
+__all__ = ["ALLPAIRS_OUTPUT", "MANIFEST", "MANIFEST_VERSION", "block_file",
+           "check_all_pairs_output", "read_all_pairs", "write_all_pairs",
            "write_block_pair"]
 
 MANIFEST = "_manifest.json"
 MANIFEST_VERSION = 1
+
+
+def _is_all_pairs(path: Path) -> bool:
+    try:
+        return json.loads((path / MANIFEST).read_text()).get("schema") == "allpairs"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+#: What ``allpairs --force`` may replace: an all-pairs output folder (or an empty folder),
+#: never a folder of other files, a store or a file.
+ALLPAIRS_OUTPUT = OutputKind("all-pairs output folder", folder=True, recognise=_is_all_pairs)
+
 
 
 def block_file(a: int, b: int) -> str:
@@ -85,6 +98,38 @@ def _complete(path: Path) -> bool:
     return (schema.metadata or {}).get(b"swdask.schema") == b"allpairs"
 
 
+def check_all_pairs_output(output, *, resume: bool = False, force: bool = False,
+                           inputs=()) -> str:
+    """Check, before any work, that a run of :func:`write_all_pairs` may write the folder
+    ``output``; return how it will: ``"new"``, ``"replace"`` or ``"resume"``.
+
+    Raises
+    ------
+    OutputExistsError
+        ``output`` exists, without ``resume`` or ``force``; or, with ``force``, it is not
+        an all-pairs output folder (nor an empty folder).
+    StoreError
+        ``resume`` into something that is not an all-pairs output folder.
+    OutputError, InputNotFoundError
+        ``output`` is an input or inside one; its folder (or, to resume, itself) is not
+        writable; its folder does not exist.
+    """
+    output = Path(output)
+    present = os.path.lexists(output)
+    if present and not (resume or force):
+        raise OutputExistsError(f"{output}: already exists (use --resume to continue it, or "
+                                "--force)")
+    if present and resume:
+        check_output(output, force=True, kind=None, inputs=inputs)
+        if output.is_symlink() or not _is_all_pairs(output):
+            raise StoreError(f"{output}: not an all-pairs output folder ({MANIFEST} missing or "
+                             "damaged)")
+        check_output(output / MANIFEST, force=True, kind=None)  # writable inside
+        return "resume"
+    check_output(output, force=force, kind=ALLPAIRS_OUTPUT, inputs=inputs)
+    return "replace" if present else "new"
+
+
 def write_all_pairs(source, output, *, scoring: Scoring | None = None, mode: str = "global",
                     min_identity=0.97, min_score: int | None = None, device: str = "auto",
                     cigar: bool = False, block_size: int = BLOCK_SIZE, alphabet="auto",
@@ -105,11 +150,16 @@ def write_all_pairs(source, output, *, scoring: Scoring | None = None, mode: str
     source, scoring, mode, min_identity, min_score, device, cigar, block_size, alphabet, map_unknown
         As :func:`all_pairs`.
     output : str or os.PathLike
-        The folder to create (or to resume).
+        The folder to create (or to resume).  A new folder is made, with its manifest,
+        before the first block pair, so that of two runs into one new folder one fails at
+        the start; while a run writes a folder, another cannot resume it.
     resume : bool, default False
         Continue a run in ``output`` made with the same parameters.
     force : bool, default False
-        Remove an existing ``output`` first.
+        Replace an existing all-pairs output folder (or an empty folder; never any other
+        folder or file): the new run is written to a temporary folder beside it, which
+        takes its place only when complete, so an interrupted run leaves the old result
+        as it was.
     client : distributed.Client, optional
         Run the block pairs on this cluster (GPU tasks on GPU workers); default: in this
         process (one block pair at a time on the CPU, which uses every core; two at a
@@ -129,39 +179,84 @@ def write_all_pairs(source, output, *, scoring: Scoring | None = None, mode: str
     Raises
     ------
     OutputExistsError
-        ``output`` exists, without ``resume`` or ``force``.
+        ``output`` exists, without ``resume`` or ``force``, or is not an all-pairs
+        output folder (with ``force``); or another run made it meanwhile.
     StoreError
-        ``resume`` into a folder made with other parameters (the message names them).
+        ``resume`` into a folder made with other parameters (the message names them), or
+        into something else than an all-pairs output folder.
+    OutputError
+        ``output`` is the input (or inside it), or is not writable, or another run is
+        writing it.
     ValueError, DeviceError, InputNotFoundError
         As :func:`all_pairs`; a missing parent folder.
     """
     output = Path(output)
-    if output.exists() and not (resume or force):
-        raise OutputExistsError(f"{output}: already exists (use --resume to continue it, or --force)")
-    if not output.parent.resolve().is_dir():
-        raise InputNotFoundError(f"{output}: folder {output.parent} does not exist")
+    how = check_all_pairs_output(output, resume=resume, force=force, inputs=[source])
     job = prepare(source, scoring=scoring, mode=mode, min_identity=min_identity,
                   min_score=min_score, device=device, cigar=cigar, block_size=block_size,
                   alphabet=alphabet, map_unknown=map_unknown, rows=gpu_rows, client=client)
     store = SequenceStore.open(job.store_path)
     manifest = _manifest(job, store)
-    if output.exists() and force and not resume:
-        shutil.rmtree(output)
+    if how == "replace":
+        with _locked(output), atomic_dir(output, force=True, kind=ALLPAIRS_OUTPUT) as folder:
+            with _noting(f"{output} kept as it was"):
+                stats = _write_run(job, manifest, folder, {}, client, progress)
+        return stats
     done_infos = {}
-    if output.exists():
-        path = output / MANIFEST
-        try:
-            old = json.loads(path.read_text())
-        except (OSError, ValueError):
-            raise StoreError(f"{output}: not an all-pairs output folder ({MANIFEST} missing or "
-                             "damaged); use --force to replace it") from None
+    if how == "new":
+        # The claim: the folder appears with its manifest, and of two runs only one makes it.
+        with atomic_dir(output, kind=ALLPAIRS_OUTPUT) as folder:
+            _write_json(folder / MANIFEST, {**manifest, "done": {}, "finished": False})
+    else:
+        old = json.loads((output / MANIFEST).read_text())
         differ = _same_run(old, manifest)
         if differ:
             raise StoreError(f"{output}: made with other {', '.join(differ)}; resume with the "
                              "same parameters, or use --force to start again")
         done_infos = {tuple(map(int, k.split("-"))): BlockStats.from_json(v)
                       for k, v in old.get("done", {}).items()}
-    output.mkdir(exist_ok=True)
+    with _locked(output), _noting(f"{output} keeps the block pairs finished so far: continue "
+                                  "with --resume"):
+        return _write_run(job, manifest, output, done_infos, client, progress)
+
+
+@contextlib.contextmanager
+def _noting(note: str):
+    """Make ``note`` what a KeyboardInterrupt (Ctrl-C, SIGTERM) that passes says (the
+    command line prints it): the notes of the run's own files (a manifest written in full)
+    say nothing to a user."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        exc.__notes__ = [note]
+        raise
+
+
+@contextlib.contextmanager
+def _locked(folder: Path):
+    """Hold an exclusive lock on ``folder`` (``flock``, released when the process ends,
+    however it ends) while a run writes it; a second run fails at once."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputError(f"{folder}: another run is writing it; wait for it to end") from None
+        except OSError:  # a file system without locks: go on without one
+            pass
+        yield
+    finally:
+        os.close(handle)
+
+
+def _write_run(job: AllPairsJob, manifest: dict, output: Path, done_infos: dict, client,
+               progress: bool) -> AllPairsStats:
+    """Write the block pairs not done yet into the folder ``output`` and the manifest."""
     for pattern in (".pairs-*.tmp", f".{MANIFEST}.*.tmp"):  # partial files of a killed run
         for stale in output.glob(pattern):
             stale.unlink(missing_ok=True)

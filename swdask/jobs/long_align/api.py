@@ -78,17 +78,18 @@ class LongAlignment:
             No traceback was made (``cigar`` is None).
         """
         from ... import __version__
-        from ...output import sam_cigar
+        from ...output import sam_cigar, text_name
 
         if self.cigar is None:
             raise ValueError("SAM needs the alignment: run with traceback=True (--traceback)")
-        lines = ["@HD\tVN:1.6\tSO:unsorted\n", f"@SQ\tSN:{self.subject}\tLN:{self.subject_length}\n"]
+        query, subject = text_name(self.query), text_name(self.subject)
+        lines = ["@HD\tVN:1.6\tSO:unsorted\n", f"@SQ\tSN:{subject}\tLN:{self.subject_length}\n"]
         pg = f"@PG\tID:swdask\tPN:swdask\tVN:{__version__}"
         if command_line:
-            pg += "\tCL:" + " ".join(command_line.split())
+            pg += "\tCL:" + text_name(" ".join(command_line.split()))
         lines.append(pg + "\n")
         if not self.align_length:
-            lines.append(f"{self.query}\t4\t*\t0\t0\t*\t*\t0\t0\t*\t*\tAS:i:0\n")
+            lines.append(f"{query}\t4\t*\t0\t0\t*\t*\t0\t0\t*\t*\tAS:i:0\n")
             return lines
         if self.strand == "+":
             flag, cigar = 0, sam_cigar(self.cigar, self.query_start, self.query_end, self.query_length)
@@ -102,7 +103,7 @@ class LongAlignment:
                               self.query_length - self.query_start, self.query_length)
         pos = self.subject_start + 1 if self.strand == "+" else self.subject_length - self.subject_end + 1
         nm = self.align_length - self.matches
-        lines.append(f"{self.query}\t{flag}\t{self.subject}\t{pos}\t255\t{cigar}"
+        lines.append(f"{query}\t{flag}\t{subject}\t{pos}\t255\t{cigar}"
                      f"\t*\t0\t0\t*\t*\tAS:i:{self.score}\tNM:i:{nm}\n")
         return lines
 

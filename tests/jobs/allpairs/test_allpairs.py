@@ -32,7 +32,7 @@ from swdask.jobs.allpairs import plan as ap_plan
 from swdask.kernels.cpu.traceback import align_codes
 from swdask.kernels.cuda import all_pairs as gpu_kernel
 from swdask.sequences.store import load_sequences
-from tests.helpers import RRNA, dying_workers, write_fasta
+from tests.helpers import RRNA, dying_workers, gene_windows, write_fasta
 
 DNA = swdask.Scoring(match=2, mismatch=-3, gap_open=5, gap_extend=2)
 #: Genes of 16S_200.fna.gz in four pairs of at least 97 % identity (found by tracing back
@@ -310,15 +310,8 @@ def test_cpu_and_simulated_gpu_all_pairs_agree(tmp_path):
 
 @pytest.fixture(scope="module")
 def short16s(tmp_path_factory):
-    """Windows of 10 real 16S genes: for each gene bases 300-400 and two windows shifted by
-    a few bases (close pairs), 30 short records in all: many cheap block pairs."""
-    batch = load_sequences(RRNA, alphabet="dna")
-    records = []
-    for i in random.Random(3).sample(range(len(batch)), 10):
-        gene = batch.alphabet.decode(batch.codes(i))
-        for k, (start, stop) in enumerate(((300, 400), (303, 404), (296, 398))):
-            records.append((f"{batch.names[i]}_{k}", gene[start:stop]))
-    return write_fasta(tmp_path_factory.mktemp("short") / "short.fasta", records)
+    """Windows of 10 real 16S genes, 30 short records: many cheap block pairs."""
+    return write_fasta(tmp_path_factory.mktemp("short") / "short.fasta", gene_windows(10, 3))
 
 
 def test_resume_after_an_interruption_equals_the_uninterrupted_run(short16s, tmp_path, monkeypatch):
