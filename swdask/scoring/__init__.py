@@ -405,7 +405,7 @@ def _score_rare_letters(table: np.ndarray, name: str, missing: list) -> None:
             table[code[rare], :] = table[code[like], :]
             table[:, code[rare]] = table[:, code[like]]
     if "J" in missing:  # SSEARCH: the better of I and L
-        i, l, j = code["I"], code["L"], code["J"]
-        table[j, :] = np.maximum(table[i, :], table[l, :])
-        table[:, j] = np.maximum(table[:, i], table[:, l])
-        table[j, j] = max(table[i, i], table[l, l])
+        ile, leu, j = code["I"], code["L"], code["J"]
+        table[j, :] = np.maximum(table[ile, :], table[leu, :])
+        table[:, j] = np.maximum(table[:, ile], table[:, leu])
+        table[j, j] = max(table[ile, ile], table[leu, leu])
