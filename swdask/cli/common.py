@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
@@ -151,7 +152,7 @@ def add_job_options(parser: argparse.ArgumentParser, *,
 # -- what the commands do alike ------------------------------------------------------------
 
 _FLAGS = {"gap_open": "--gap-open", "gap_extend": "--gap-extend",
-          "match/mismatch": "--match/--mismatch"}
+          "match/mismatch": "--match/--mismatch", "mismatch": "--mismatch", "match": "--match"}
 
 
 def scoring_from_args(args: argparse.Namespace, alphabet: str | None) -> Scoring:
@@ -172,8 +173,8 @@ def scoring_from_args(args: argparse.Namespace, alphabet: str | None) -> Scoring
                        alphabet=None if (args.matrix or dna_scores) else alphabet)
     except ScoringError as exc:  # name the command-line flags, not the Python parameters
         message = str(exc)
-        for name, flag in _FLAGS.items():
-            message = message.replace(name, flag)
+        for name, flag in _FLAGS.items():  # whole words only: "match" is in "mismatch"
+            message = re.sub(rf"(?<![\w/-]){re.escape(name)}(?![\w/])", flag, message)
         raise ScoringError(message) from None
 
 
