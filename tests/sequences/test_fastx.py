@@ -8,7 +8,6 @@ import random
 import re
 
 import numpy as np
-import pytest
 
 from swdask.errors import (
     EmptyInputError,
