@@ -187,3 +187,23 @@ def test_infinite_matrix_entry_one_line(store, tmp_path, capsys):
     assert status == 2
     assert err == (f"swdask: error: {matrix}: line 19: score of W/W must be a whole number, "
                    "got inf\n")
+
+
+def test_scores_that_could_overflow_the_longest_pair_are_refused_before_any_work(
+        store, tmp_path, capsys):
+    """Allowed values, but a pair of the longest query and subject could leave the 32-bit
+    kernels' exact range: one line at once (the traceback would refuse it after the pass)."""
+    matrix = tmp_path / "huge.mat"
+    letters = "ARNDCQEGHILKMFPSTWYV"
+    matrix.write_text("   " + "  ".join(letters) + "\n" + "".join(
+        f"{a} " + " ".join("32767" if a == b else "-32768" for b in letters) + "\n"
+        for a in letters))
+    long_query = tmp_path / "long.fa"
+    long_query.write_text(">long\n" + ("".join(read_fasta(QUERIES).values()) * 2)[:8000] + "\n")
+    status, _, err = run_cli(capsys, "search", long_query, store, "-o", tmp_path / "h.parquet",
+                             "--matrix", matrix, "--gap-open", "32767", "--gap-extend", "32767")
+    assert status == 2
+    assert err.startswith("swdask: error: the longest query and subject of 8,000 x 3,797 "
+                          "residues may reach scores of ")
+    assert err.endswith("beyond the exact 32-bit range of the kernels (1,072,693,248); use "
+                        "smaller scores or shorter sequences\n")

@@ -343,6 +343,8 @@ def prepare(source, *, scoring, mode, min_identity, min_score, device, cigar, bl
     if scoring.alphabet.name != store.alphabet.name:
         raise InvalidSequenceError(f"{source}: the sequences are {store.alphabet.name} but the "
                                    f"scoring ({scoring.name}) is for {scoring.alphabet.name}")
+    longest = max((p["max_length"] for p in store.partitions), default=0)
+    scoring.check_lengths(longest, longest, "the longest pair")  # before any work
     bound = IdentityBound.from_scoring(scoring, min_identity, mode)
     blocks = plan_blocks(store, int(block_size))
     pairs, skipped = [], 0
