@@ -327,9 +327,7 @@ def read_part(path, columns=None, filters=None, *, row_groups=None) -> pa.Table:
         _check_footer(path, parquet.metadata, entry)
         if row_groups is not None:
             table = parquet.read_row_groups(row_groups, columns=columns, use_threads=False)
-        elif filters is None:
-            table = parquet.read(columns=columns)
-        else:
+        else:  # read_table decodes row groups in parallel: half the time of parquet.read
             table = pq.read_table(path, columns=columns, filters=filters, schema=SEQUENCES,
                                   page_checksum_verification=True)
     except (OSError, pa.ArrowException) as exc:
