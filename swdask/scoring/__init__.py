@@ -59,6 +59,7 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import ScoringError
+from ..kernels.directions import SCORE_LIMIT, cell_bound
 from ..sequences.alphabet import DNA, PROTEIN, Alphabet, get_alphabet
 
 #: Matrices loaded by name from Biopython, and the alphabet each scores.
@@ -85,9 +86,9 @@ SCORE_RANGE = (-32768, 32767)
 #: Allowed ``gap_open`` and ``gap_extend``, inclusive.
 GAP_OPEN_RANGE = (0, 32767)
 GAP_EXTEND_RANGE = (1, 32767)
-#: Cells of a pair stay exact while their bound is below this (the 32-bit kernels'
-#: ``swdask.kernels.directions.SCORE_LIMIT``; see :meth:`Scoring.check_lengths`).
-CELL_LIMIT = (1 << 30) - (1 << 20)
+#: Cells of a pair stay exact while their bound is below this (the 32-bit kernels' limit,
+#: see :meth:`Scoring.check_lengths`).
+CELL_LIMIT = SCORE_LIMIT
 
 
 def _whole_number(value, what: str, allowed: tuple) -> int:
@@ -213,8 +214,7 @@ class Scoring:
         ScoringError
             The bound is reached; the message names the lengths and the limit.
         """
-        worst = int(np.abs(self.matrix).max()) + self.gap_open + self.gap_extend
-        bound = (int(m) + int(n) + 1) * worst
+        bound = cell_bound(m, n, self.matrix, self.gap_open, self.gap_extend)
         if bound >= CELL_LIMIT:
             raise ScoringError(
                 f"{what} of {int(m):,} x {int(n):,} residues may reach scores of {bound:,} with "
