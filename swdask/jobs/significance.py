@@ -211,7 +211,10 @@ def _read_pairs(pairs, queries: SequenceBatch, subjects: SequenceBatch) -> list:
         if path.endswith(".parquet") or os.path.isdir(path):
             import pyarrow.parquet as pq
 
-            table = pq.read_table(path)
+            try:
+                table = pq.read_table(path)
+            except (OSError, pa.ArrowException) as exc:
+                raise SchemaError(f"{path}: not a readable Parquet hits table: {exc}") from None
             for column in ("query", "subject"):
                 if column not in table.column_names:
                     raise SchemaError(f"{path}: column {column!r} is missing (a hits table "

@@ -213,12 +213,16 @@ class SequenceStore:
         files = [str(f) for f in self.files]
         if filters:
             expression = pq.filters_to_expression(filters)
-            dataset = ds.dataset(files, schema=SEQUENCES, format="parquet")
-            kept = {
-                fragment.path
-                for fragment in dataset.get_fragments()
-                if fragment.split_by_row_group(expression, schema=SEQUENCES)
-            }
+            try:
+                dataset = ds.dataset(files, schema=SEQUENCES, format="parquet")
+                kept = {
+                    fragment.path
+                    for fragment in dataset.get_fragments()
+                    if fragment.split_by_row_group(expression, schema=SEQUENCES)
+                }
+            except (OSError, pa.ArrowException) as exc:
+                raise StoreError(f"{self._path}: cannot read the partitions' statistics: "
+                                 f"{exc}") from None
             # Keep one file when nothing matches, so that the result is an empty frame.
             files = [f for f in files if f in kept] or files[:1]
         meta = to_pandas(SEQUENCES.empty_table())
