@@ -207,3 +207,32 @@ def test_scores_that_could_overflow_the_longest_pair_are_refused_before_any_work
                           "residues may reach scores of ")
     assert err.endswith("beyond the exact 32-bit range of the kernels (1,072,693,248); use "
                         "smaller scores or shorter sequences\n")
+
+
+def test_pssm_scores_u_as_c_and_j_as_the_better_of_i_and_l_and_checks_its_range(tmp_path):
+    import numpy as np
+
+    from swdask.errors import ScoringError
+    from swdask.jobs.significance import PSSM_LETTERS, read_pssm
+    from tests.helpers import PSSM_FILE
+
+    scoring = Scoring()
+    letters = scoring.alphabet.letters
+    pssm = read_pssm(PSSM_FILE)
+    profile = pssm.profile(scoring)
+    column = {c: pssm.scores[:, PSSM_LETTERS.index(c)] for c in "CIL"}
+    assert np.array_equal(profile[letters.index("U")], column["C"])
+    assert np.array_equal(profile[letters.index("J")], np.maximum(column["I"], column["L"]))
+    query = scoring.alphabet.encode(pssm.sequence)
+    assert np.array_equal(profile[letters.index("O")], scoring.matrix[query, letters.index("O")])
+    lines = PSSM_FILE.read_text().splitlines()
+    row = next(k for k, line in enumerate(lines) if line.split()[:1] == ["1"])
+    fields = lines[row].split()
+    fields[2] = "99999"
+    lines[row] = " ".join(fields)
+    bad = tmp_path / "bad.pssm"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ScoringError) as info:
+        read_pssm(bad)
+    assert str(info.value) == (f"{bad}: line {row + 1}: score of A must be a whole number from "
+                               "-32768 to 32767, got 99999")
