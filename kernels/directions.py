@@ -37,6 +37,14 @@ NEG = -(1 << 30)
 #: Reachable scores stay this far inside the sentinel: callers check ``|score|`` below it.
 SCORE_LIMIT = (1 << 30) - (1 << 20)
 
+
+def cell_bound(m: int, n: int, matrix, gap_open: int, gap_extend: int) -> int:
+    """The largest ``|H|``, ``|E|`` or ``|F|`` a pair of ``m`` x ``n`` residues can reach:
+    ``(m + n + 1) * (max|s| + o + e)`` (one column of a path costs at most that much).
+    Exact kernels need it below :data:`SCORE_LIMIT`."""
+    worst = max(abs(int(matrix.max())), abs(int(matrix.min()))) + int(gap_open) + int(gap_extend)
+    return (int(m) + int(n) + 1) * worst
+
 #: Source of H in bits 0-1 of a decision.
 SRC_DIAG, SRC_E, SRC_F, SRC_STOP = 0, 1, 2, 3
 SRC_MASK = 3

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..directions import NEG, SCORE_LIMIT, STATE_H, decision, walk_step
+from ..directions import NEG, SCORE_LIMIT, STATE_H, cell_bound, decision, walk_step
 from . import prebuild
 from .prebuild import read_only
 from .reference import GLOBAL, LOCAL, OP_DEL, OP_INS, OP_MATCH, SEMIGLOBAL, mode_code
@@ -381,8 +381,7 @@ def check_score_range(m: int, n: int, scoring) -> None:
     ValueError
         The bound is exceeded.
     """
-    worst = int(np.abs(scoring.matrix).max()) + scoring.gap_open + scoring.gap_extend
-    bound = (int(m) + int(n) + 1) * worst
+    bound = cell_bound(m, n, scoring.matrix, scoring.gap_open, scoring.gap_extend)
     if bound >= SCORE_LIMIT:
         raise ValueError(
             f"pair of {m} x {n} residues may reach scores of {bound:,}, beyond the exact "

@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import math
 import os
+import re
 import sys
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
@@ -200,7 +201,7 @@ def add_job_options(parser: argparse.ArgumentParser, *,
 # -- what the commands do alike ------------------------------------------------------------
 
 _FLAGS = {"gap_open": "--gap-open", "gap_extend": "--gap-extend",
-          "match/mismatch": "--match/--mismatch"}
+          "match/mismatch": "--match/--mismatch", "mismatch": "--mismatch", "match": "--match"}
 
 
 def scoring_from_args(args: argparse.Namespace, alphabet: str | None) -> Scoring:
@@ -221,8 +222,8 @@ def scoring_from_args(args: argparse.Namespace, alphabet: str | None) -> Scoring
                        alphabet=None if (args.matrix or dna_scores) else alphabet)
     except ScoringError as exc:  # name the command-line flags, not the Python parameters
         message = str(exc)
-        for name, flag in _FLAGS.items():
-            message = message.replace(name, flag)
+        for name, flag in _FLAGS.items():  # whole words only: "match" is in "mismatch"
+            message = re.sub(rf"(?<![\w/-]){re.escape(name)}(?![\w/])", flag, message)
         raise ScoringError(message) from None
 
 

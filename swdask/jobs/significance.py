@@ -41,7 +41,7 @@ from .. import backend
 from ..errors import EmptyInputError, InputNotFoundError, SchemaError, ScoringError
 from ..options import DEVICES, check_choice
 from ..parquet_schemas import SIGNIFICANCE
-from ..scoring import Scoring
+from ..scoring import Scoring, check_score
 from ..sequences.batch import SequenceBatch, as_batch
 from ..tables import check_table, to_pandas
 from .base import Job, TaskStats, progress_bar
@@ -102,8 +102,10 @@ class Pssm:
         """Query profile ``[code, position]`` over the scoring's alphabet (int32).
 
         The 20 letters take the PSSM's scores; ``B`` and ``Z`` the mean (rounded down)
-        of N and D, Q and E; ``X`` and ``*`` (which PSI-BLAST does not print) the
-        substitution matrix's score of the position's query letter against them.
+        of N and D, Q and E; ``U`` C's scores and ``J`` the better of I's and L's (as
+        :mod:`swdask.scoring` scores them where a matrix lacks them); ``X``, ``*`` and ``O``
+        (which PSI-BLAST does not print) the substitution matrix's score of the position's
+        query letter against them.
         """
         letters = scoring.alphabet.letters
         if scoring.alphabet.name != "protein":
@@ -114,8 +116,10 @@ class Pssm:
         for pair, letter in (("ND", "B"), ("QE", "Z")):
             a, b = (self.scores[:, PSSM_LETTERS.index(c)] for c in pair)
             prof[letters.index(letter)] = np.floor_divide(a + b, 2)
+        prof[letters.index("U")] = prof[letters.index("C")]
+        prof[letters.index("J")] = np.maximum(prof[letters.index("I")], prof[letters.index("L")])
         query = scoring.alphabet.encode(self.sequence, map_unknown=True)
-        for letter in "X*":
+        for letter in "X*O":
             prof[letters.index(letter)] = scoring.matrix[query, letters.index(letter)]
         return prof
 
@@ -173,6 +177,8 @@ def read_pssm(path) -> Pssm:
         except ValueError:
             raise ScoringError(f"{path}: line {k + 1}: expected position {len(rows) + 1}, a "
                                f"letter and 20 scores, got {lines[k].strip()[:60]!r}") from None
+        for letter, value in zip(PSSM_LETTERS, rows[-1]):
+            check_score(value, f"{path}: line {k + 1}: score of {letter}")
         letters.append(parts[1])
         k += 1
     if not rows:
@@ -205,7 +211,10 @@ def _read_pairs(pairs, queries: SequenceBatch, subjects: SequenceBatch) -> list:
         if path.endswith(".parquet") or os.path.isdir(path):
             import pyarrow.parquet as pq
 
-            table = pq.read_table(path)
+            try:
+                table = pq.read_table(path)
+            except (OSError, pa.ArrowException) as exc:
+                raise SchemaError(f"{path}: not a readable Parquet hits table: {exc}") from None
             for column in ("query", "subject"):
                 if column not in table.column_names:
                     raise SchemaError(f"{path}: column {column!r} is missing (a hits table "

@@ -1,9 +1,13 @@
 """Residue alphabets and their uint8 codes.
 
 Protein residues are coded in NCBI matrix order ``ARNDCQEGHILKMFPSTWYVBZX*`` (A=0 ...
-``*``=23); DNA in ``ACGTN`` (A=0 ... N=4).  Lower case is accepted (soft masking is
-not kept), ``U`` is read as ``T`` in DNA, and the IUPAC ambiguity codes
-``RYKMSWBDHV`` are stored and scored as ``N``.  Any other letter is an input error,
+``*``=23), followed by the letters real UniProt holds that the matrices rarely define:
+``U`` (selenocysteine, 24), ``O`` (pyrrolysine, 25) and ``J`` (I or L, 26).  They were
+appended rather than inserted so that the codes of stores written before them keep their
+meaning (:data:`PROTEIN_V1` is the alphabet those stores were written with); how they are
+scored is in :mod:`swdask.scoring`.  DNA is coded in ``ACGTN`` (A=0 ... N=4).  Lower case
+is accepted (soft masking is not kept), ``U`` is read as ``T`` in DNA, and the IUPAC
+ambiguity codes ``RYKMSWBDHV`` are stored and scored as ``N``.  Any other letter is an input error,
 unless the caller asks to map unknown letters to the alphabet's unknown residue
 (``X`` or ``N``).  ASCII white space inside a sequence is layout and is dropped
 before validation.
@@ -127,7 +131,10 @@ def _is_residue_char(data: np.ndarray) -> np.ndarray:
     return ((upper >= ord("A")) & (upper <= ord("Z"))) | (data == ord("*"))
 
 
-PROTEIN = Alphabet("protein", "ARNDCQEGHILKMFPSTWYVBZX*", "X")
+PROTEIN = Alphabet("protein", "ARNDCQEGHILKMFPSTWYVBZX*UOJ", "X")
+#: The protein letters before U, O and J were added: the codes of stores that record no
+#: letters of their own (:mod:`swdask.sequences.store`).
+PROTEIN_V1 = PROTEIN.letters[:24]
 DNA = Alphabet("dna", "ACGTN", "N", {c: "N" for c in "RYKMSWBDHV"} | {"U": "T"})
 ALPHABETS = {"protein": PROTEIN, "dna": DNA}
 

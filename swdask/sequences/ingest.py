@@ -26,7 +26,7 @@ from ..parquet_schemas import SEQUENCES, SEQUENCES_VERSION
 from .alphabet import PROTEIN
 from .batch import MAX_LIST_RESIDUES, SequenceBatch
 from .fastx import check_alphabet, check_readable, iter_records, read_records, resolve_alphabet
-from .store import METADATA_FILE, STORE_FORMAT, SequenceStore
+from .store import METADATA_FILE, STORE_FORMAT, SequenceStore, metadata_checksum
 
 __all__ = ["PARTITION_RESIDUES", "ROW_GROUP_RESIDUES", "SPILL_RESIDUES", "ingest", "open_database"]
 
@@ -152,8 +152,10 @@ def _write_partition(table: pa.Table, path: Path) -> dict:
     table = table.sort_by([("length", "ascending"), ("seq_id", "ascending")]).combine_chunks()
     lengths = table.column("length").to_numpy()
     cum = np.cumsum(lengths, dtype=np.int64)
+    # Page CRC32s: the reader verifies them (swdask.sequences.store.read_part).
     with pq.ParquetWriter(
-        str(path), SEQUENCES, compression="zstd", write_statistics=["seq_id", "length"]
+        str(path), SEQUENCES, compression="zstd", write_statistics=["seq_id", "length"],
+        write_page_checksum=True,
     ) as writer:
         start, done = 0, 0
         while start < len(lengths):
@@ -161,12 +163,16 @@ def _write_partition(table: pa.Table, path: Path) -> dict:
             writer.write_table(table.slice(start, end - start), row_group_size=end - start)
             done = int(cum[end - 1])
             start = end
+    seq_ids = table.column("seq_id").to_numpy()
     return {
         "file": path.name,
         "n_records": len(lengths),
         "n_residues": int(cum[-1]),
         "min_length": int(lengths[0]),
         "max_length": int(lengths[-1]),
+        "min_seq_id": int(seq_ids.min()),
+        "max_seq_id": int(seq_ids.max()),
+        "bytes": path.stat().st_size,
     }
 
 
@@ -348,6 +354,7 @@ def ingest(
             "schema_version": SEQUENCES_VERSION,
             "swdask_version": _swdask_version(),
             "alphabet": alphabet.name,
+            "alphabet_letters": alphabet.letters,
             "n_records": len(lengths),
             "n_residues": int(lengths.sum()),
             "min_length": int(lengths.min()),
@@ -356,6 +363,7 @@ def ingest(
             "inputs": input_info,
             "partitions": partitions,
         }
+        metadata["checksum"] = metadata_checksum(metadata)
         (tmp / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
     return SequenceStore(output)
 

@@ -17,7 +17,48 @@ def test_named_matrices_match_biopython(name):
     letters = scoring.alphabet.letters
     for a, la in enumerate(letters):
         for b, lb in enumerate(letters):
-            assert scoring.matrix[a, b] == source[la, lb], (name, la, lb)
+            if la in source.alphabet and lb in source.alphabet:
+                assert scoring.matrix[a, b] == source[la, lb], (name, la, lb)
+
+
+def test_blosum62_scores_u_o_j_as_blastp():
+    """BLAST's BLOSUM62 (Biopython's BLASTP table) defines U, O and J: ours are its scores."""
+    scoring, blast = Scoring(), substitution_matrices.load("BLASTP")
+    letters = scoring.alphabet.letters
+    assert letters.endswith("UOJ")
+    for rare in "UOJ":
+        for other in letters:
+            k, o = letters.index(rare), letters.index(other)
+            assert scoring.matrix[k, o] == blast[rare, other] == scoring.matrix[o, k], (rare, other)
+
+
+@pytest.mark.parametrize("name", [n for n in MATRICES if n not in ("BLOSUM62", "NUC.4.4")])
+def test_u_o_j_where_the_matrix_lacks_them(name):
+    """U as C and O as X (BLAST's blast_stat.c), J the better of I and L (SSEARCH)."""
+    m, letters = Scoring(name).matrix, Scoring(name).alphabet.letters
+    c = {x: letters.index(x) for x in letters}
+    assert np.array_equal(m[c["U"], :24], m[c["C"], :24])
+    assert np.array_equal(m[:24, c["U"]], m[:24, c["C"]])
+    assert m[c["U"], c["U"]] == m[c["C"], c["C"]]
+    assert np.array_equal(m[c["O"], :24], m[c["X"], :24]) and m[c["O"], c["O"]] == m[c["X"], c["X"]]
+    assert np.array_equal(m[c["J"], :24], np.maximum(m[c["I"], :24], m[c["L"], :24]))
+    assert m[c["J"], c["J"]] == max(m[c["I"], c["I"]], m[c["L"], c["L"]])
+    assert np.array_equal(m, m.T)
+
+
+def test_a_matrix_file_that_defines_u_scores_it_as_written(tmp_path):
+    source = substitution_matrices.load("BLOSUM62")
+    letters = "ARNDCQEGHILKMFPSTWYVU"
+    lines = ["   " + "  ".join(letters)]
+    for la in letters:
+        lines.append(la + " " + " ".join(
+            "7" if "U" in (la, lb) else f"{int(source[la, lb]):2d}" for lb in letters))
+    path = tmp_path / "with_u.mat"
+    path.write_text("\n".join(lines) + "\n")
+    scoring = Scoring(path)
+    u, a, o = (scoring.alphabet.letters.index(x) for x in "UAO")
+    assert scoring.matrix[u, a] == 7 and scoring.matrix[u, u] == 7
+    assert scoring.matrix[o, a] == scoring.matrix[scoring.alphabet.letters.index("X"), a]
 
 
 def test_defaults_are_blast_defaults():
@@ -63,8 +104,13 @@ def test_ncbi_matrix_file(tmp_path):
     (dict(matrix="BLOSUM99"), "unknown matrix 'BLOSUM99'; choose one of: BLOSUM45, BLOSUM50, "
      "BLOSUM62, BLOSUM80, BLOSUM90, PAM30, PAM70, PAM250, NUC.4.4, or give the path of an "
      "NCBI-format matrix file"),
-    (dict(gap_open=-1), "gap_open must be non-negative, got -1"),
-    (dict(gap_extend=0), "gap_extend must be positive, got 0"),
+    (dict(gap_open=-1), "gap_open must be a whole number from 0 to 32767, got -1"),
+    (dict(gap_extend=0), "gap_extend must be a whole number from 1 to 32767, got 0"),
+    (dict(gap_open=2**40), "gap_open must be a whole number from 0 to 32767, got 1099511627776"),
+    (dict(gap_extend=float("inf")), "gap_extend must be a whole number, got inf"),
+    (dict(gap_open=float("nan")), "gap_open must be a whole number, got nan"),
+    (dict(match=10**9), "match must be a whole number from -32768 to 32767, got 1000000000"),
+    (dict(mismatch=-40000), "mismatch must be a whole number from -32768 to 32767, got -40000"),
     (dict(gap_open=1.5), "gap_open must be a whole number, got 1.5"),
     (dict(gap_extend="2"), "gap_extend must be a whole number, got '2'"),
     (dict(gap_open=True), "gap_open must be a whole number, got True"),
@@ -104,3 +150,46 @@ def test_query_profile_layout():
     assert profile.shape == (scoring.alphabet.size, 3) and profile.flags.c_contiguous
     assert profile[codes[0], 0] == 11  # W-W in BLOSUM62
     np.testing.assert_array_equal(profile[:, 1], scoring.matrix[:, codes[1]])
+
+
+@pytest.mark.parametrize("value,shown", [
+    ("1e300", "1e+300"), ("inf", "inf"), ("-inf", "-inf"), ("40000", "40000"), ("-32769", "-32769"),
+    ("2.5", "2.5"), ("nan", "nan")])
+def test_matrix_file_entry_out_of_range_names_file_line_and_range(tmp_path, value, shown):
+    """Huge, infinite, fractional or NaN entries: one line with the file, the line of the row,
+    the pair, the value and the allowed range; before any work."""
+    source = substitution_matrices.load("BLOSUM62")
+    letters = "ARNDCQEGHILKMFPSTWYV"
+    lines = ["# comment", "   " + "  ".join(letters)]
+    for la in letters:
+        lines.append(la + " " + " ".join(
+            value if (la, lb) == ("K", "M") else f"{int(source[la, lb]):2d}" for lb in letters))
+    path = tmp_path / "bad.mat"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ScoringError) as info:
+        Scoring(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: line 14: score of K/M must be a whole number")
+    assert message.endswith(f"got {shown}")
+    if shown not in ("2.5", "nan", "inf", "-inf"):
+        assert "from -32768 to 32767" in message
+
+
+def test_the_limits_hold_in_the_kernels():
+    """The extreme allowed scoring runs exactly: entries of +-32767 and gaps of 32767 on
+    the 32-bit kernels (no 8/16-bit path takes them), against the reference."""
+    from swdask.kernels.cpu.reference import score_reference
+    from swdask.kernels.cpu.score import score_all
+
+    big = Scoring(substitution_matrices.Array("ACGTN", 2, np.where(
+        np.eye(5, dtype=bool), 32767.0, -32768.0)), gap_open=32767, gap_extend=32767)
+    big.check_lengths(60, 60)
+    rng = np.random.default_rng(5)
+    q = rng.integers(0, 4, 40).astype(np.uint8)
+    s = np.concatenate([q[5:30], rng.integers(0, 4, 20).astype(np.uint8)])
+    scores, _, _ = score_all(q, np.array([0, len(q)]), s, np.array([0, len(s)]), big.matrix,
+                             big.gap_open, big.gap_extend, "local")
+    expected = score_reference(q, s, big.matrix, big.gap_open, big.gap_extend, "local")
+    assert int(scores[0, 0]) == expected[0] > 32767
+    with pytest.raises(ScoringError, match="beyond the exact 32-bit range"):
+        big.check_lengths(6000, 6000)

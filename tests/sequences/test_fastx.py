@@ -8,7 +8,6 @@ import random
 import re
 
 import numpy as np
-import pytest
 
 from swdask.errors import (
     EmptyInputError,
@@ -89,12 +88,15 @@ def test_iupac_to_n_u_to_t_and_lowercase(tmp_path):
     assert PROTEIN.decode(protein.codes(0)) == "MKVLW*"
 
 
-def test_map_unknown(tmp_path):
-    fasta = write_file(tmp_path / "x.fa", ">a\nMKJOV\n")
-    with pytest.raises(InvalidSequenceError, match="position 3: letter 'J'"):
-        ingest(fasta, tmp_path / "s", alphabet="protein")
-    store = ingest(fasta, tmp_path / "s", alphabet="protein", map_unknown=True)
-    assert PROTEIN.decode(store.read_all().codes(0)) == "MKXXV"
+def test_uniprot_letters_u_o_j_are_residues_kept_as_they_are(tmp_path):
+    """Selenocysteine U, pyrrolysine O and J (I or L) are read by default, kept, and print
+    back as themselves; every letter is a protein residue, so map_unknown maps none."""
+    fasta = write_file(tmp_path / "x.fa", ">a\nMKJOVU\n>b\nuoj\n")
+    store = ingest(fasta, tmp_path / "s", alphabet="protein")
+    assert [PROTEIN.decode(store.read_all().codes(i)) for i in range(2)] == ["UOJ", "MKJOVU"]
+    assert store.metadata["alphabet_letters"] == PROTEIN.letters
+    mapped = load_sequences(fasta, alphabet="protein", map_unknown=True)
+    assert PROTEIN.decode(mapped.codes(0)) == "MKJOVU"
     dna = load_sequences(write_file(tmp_path / "d.fa", ">d\nACGTXE\n"), alphabet="dna", map_unknown=True)
     assert DNA.decode(dna.codes(0)) == "ACGTNN"
 
@@ -159,7 +161,7 @@ def test_error_invalid_letter_with_position(tmp_path):
     path = write_file(tmp_path / "x.fa", ">a\nMKV\n>b two\nMKV1W\n")
     assert error_of(InvalidSequenceError, ingest, path, tmp_path / "s", alphabet="protein") == (
         f"{path}, record 2 'b', position 4: letter '1' is not in the protein alphabet "
-        "ARNDCQEGHILKMFPSTWYVBZX* (use map_unknown / --map-unknown to read it as X)"
+        "ARNDCQEGHILKMFPSTWYVBZX*UOJ (use map_unknown / --map-unknown to read it as X)"
     )
     assert not (tmp_path / "s").exists()
 

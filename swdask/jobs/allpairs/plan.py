@@ -8,16 +8,14 @@ from fractions import Fraction
 from typing import ClassVar
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ... import backend
-from ...errors import InvalidSequenceError, StoreError
+from ...errors import InvalidSequenceError
 from ...kernels.cpu.reference import mode_code
 from ...options import ALLPAIRS_MODES, check_choice
 from ...scoring import Scoring
 from ...sequences.ingest import open_database
-from ...sequences.store import SequenceStore
+from ...sequences.store import SequenceStore, read_part
 from ..base import Job, TemporaryStore
 
 __all__ = ["ALLPAIRS_MODES", "BLOCK_SIZE", "CANNOT_PASS", "MAX_DENOMINATOR", "NO_BOUND",
@@ -235,11 +233,7 @@ class Block:
 
 def block_lengths(store: SequenceStore, partition: int) -> np.ndarray:
     """The lengths of store partition ``partition`` (int64), read from its Parquet file."""
-    path = store.files[partition]
-    try:
-        return pq.read_table(path, columns=["length"])["length"].to_numpy().astype(np.int64)
-    except (OSError, pa.ArrowException) as exc:
-        raise StoreError(f"{path}: cannot read partition {partition}: {exc}") from None
+    return read_part(store.files[partition], ["length"])["length"].to_numpy().astype(np.int64)
 
 
 def plan_blocks(store: SequenceStore, block_size: int) -> tuple:
@@ -349,6 +343,8 @@ def prepare(source, *, scoring, mode, min_identity, min_score, device, cigar, bl
     if scoring.alphabet.name != store.alphabet.name:
         raise InvalidSequenceError(f"{source}: the sequences are {store.alphabet.name} but the "
                                    f"scoring ({scoring.name}) is for {scoring.alphabet.name}")
+    longest = max((p["max_length"] for p in store.partitions), default=0)
+    scoring.check_lengths(longest, longest, "the longest pair")  # before any work
     bound = IdentityBound.from_scoring(scoring, min_identity, mode)
     blocks = plan_blocks(store, int(block_size))
     pairs, skipped = [], 0

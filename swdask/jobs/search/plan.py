@@ -218,6 +218,10 @@ def prepare(queries, database, *, scoring, mode, max_hits, min_score, evalue, de
         if len(np.unique(batch.seq_id)) != len(batch):
             raise ValueError("queries: two queries have the same seq_id")
         strand = check_strand(strand, batch.alphabet.name)
+        # Before any work: the longest pair must stay inside the kernels' exact range.
+        scoring.check_lengths(int(batch.lengths.max(initial=0)),
+                              max((p["max_length"] for p in store.partitions), default=0),
+                              "the longest query and subject")
         if min_score is None and mode == "local":
             min_score = 1
         statistics = mode == "local" and karlin_altschul(scoring) is not None

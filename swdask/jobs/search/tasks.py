@@ -298,13 +298,8 @@ def _read_subjects(job: SearchJob, candidates: pd.DataFrame) -> dict:
     reads = [(number, path, int(g)) for number, path, *_, groups in plans for g in groups]
 
     def read(item):
-        number, path, g = item
-        try:
-            table = pq.ParquetFile(path).read_row_group(g, columns=list(_FETCHED.names),
-                                                        use_threads=False)
-        except (OSError, pa.ArrowException) as exc:
-            raise StoreError(f"{path}: cannot read partition {number}: {exc}") from None
-        return check_table(table, _FETCHED, where=path)
+        _number, path, g = item
+        return read_part(path, list(_FETCHED.names), row_groups=[g])
 
     threads = min(len(reads), os.cpu_count() or 1, READ_THREADS)
     if threads > 1:

@@ -151,7 +151,8 @@ def test_bound_of_the_16s_scoring():
     # N is never an identity: its diagonal does not lower the identity score.
     assert IdentityBound.from_scoring(DNA, 0.5).identity_score == 2
     protein = IdentityBound.from_scoring(swdask.Scoring("BLOSUM62"), 0.9)
-    assert protein.identity_score == 1  # '*' against '*' (X is never an identity)
+    # 'O' against 'O' (scored as X against X, as BLAST does; X itself is never an identity)
+    assert protein.identity_score == -1
     assert protein.penalty == 12  # a gap column (11 + 1) costs more than any mismatch (-4)
 
 

@@ -6,6 +6,8 @@ lane, warp and pass boundaries at a few dozen residues.  Every score and both en
 are compared with the CPU kernel (:func:`swdask.kernels.cpu.score.score_all`).  The GPU
 lane checks real databases of long subjects (``tests/kernels/cuda/test_intra_task_gpu.py``).
 """
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from numba import config
@@ -95,8 +97,12 @@ def test_kernel_ties_across_warps_and_passes():
 
 @pytest.mark.parametrize("match,dtype", [(300, "int16"), (40000, "int32")])
 def test_kernel_wide_profiles(match, dtype):
-    """Matrix entries past int8 (and int16) take a wider shared profile, still exact."""
-    scoring = Scoring(alphabet="dna", match=match, mismatch=-match, gap_open=5, gap_extend=2)
+    """Matrix entries past int8 (and int16) take a wider shared profile, still exact.
+    Past int16 only through the kernels' own API: swdask.Scoring refuses scores outside
+    -32768..32767 (BLAST's range), so the kernel gets the raw matrix here."""
+    dna = Scoring(alphabet="dna", gap_open=5, gap_extend=2)
+    matrix = np.where(dna.matrix > 0, match, -match).astype(np.int32)
+    scoring = SimpleNamespace(matrix=matrix, gap_open=5, gap_extend=2)
     assert intra_task.profile_dtype(scoring.matrix).name == dtype
     rng = np.random.default_rng(match)
     query = rng.integers(0, 4, 14).astype(np.uint8)
