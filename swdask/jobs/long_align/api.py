@@ -13,7 +13,7 @@ from ...sequences.alphabet import reverse_complement
 from ...sequences.batch import one_sequence
 from .plan import CostModel, plan_tiles
 from .score import client_workers, local_cluster, score_pass
-from .traceback import cpu_grid, gpu_grid, trace_path
+from .traceback import trace_on_workers
 
 __all__ = ["LongAlignment", "align_long", "check_score_range", "reverse_complement"]
 
@@ -251,19 +251,20 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
             started = time.perf_counter()
             futures, best, stats = score_pass(client, a_future, b_future, plan, scoring,
                                               device, progress)
-            results.append((best, strand, subject, futures, time.perf_counter() - started, stats))
+            results.append((best, strand, subject, b_future, futures,
+                            time.perf_counter() - started, stats))
         # The better strand: higher score, then '+'.
-        best, strand, subject, futures, seconds, stats = max(
+        best, strand, subject, b_future, futures, seconds, stats = max(
             results, key=lambda r: (r[0][0], r[1] == "+"))
         for other in results:
             if other[1] != strand:
-                client.cancel(list(other[3].values()))
+                client.cancel(list(other[4].values()))
         fields = {}
         tb_seconds = None
         if traceback:
             started = time.perf_counter()
-            grid_fn = gpu_grid if device in ("gpu", "both") and backend.gpu_here() else cpu_grid
-            path = trace_path(client, futures, plan, a_codes, subject, scoring, best, grid_fn)
+            path = trace_on_workers(client, futures, plan, a_future, b_future, a_codes, subject,
+                                    scoring, best, gpu_grids=n_gpus > 0)
             tb_seconds = time.perf_counter() - started
             path.pop("ops")
             stats["traceback"] = path.pop("stats")

@@ -14,7 +14,7 @@ import numpy as np
 from ...kernels.cpu.score import kernel_threads
 from ...kernels.cpu.tile import better, matrix_boundaries, score_tile
 
-__all__ = ["TileResult", "client_workers", "local_cluster", "score_pass"]
+__all__ = ["TileResult", "client_workers", "local_cluster", "score_pass", "select_worker_gpu"]
 
 
 @dataclass(frozen=True)
@@ -31,18 +31,25 @@ class TileResult:
     seconds: float
 
 
-def _worker_gpu():
-    """The index of this worker's GPU, or None (not a GPU worker, or not on a worker)."""
+def select_worker_gpu() -> bool:
+    """Whether this task runs on a worker with the resource ``GPU``; if so, make that
+    worker's GPU (``gpu-<index>`` workers of :func:`local_cluster`, else GPU 0) current
+    for this thread."""
     try:
         from distributed import get_worker
 
         worker = get_worker()
     except (ImportError, ValueError):
-        return None
+        return False
     if not worker.state.total_resources.get("GPU", 0):
-        return None
+        return False
     name = str(worker.name)
-    return int(name.rsplit("-", 1)[1]) if name.startswith("gpu-") and name[4:].isdigit() else 0
+    gpu = int(name.rsplit("-", 1)[1]) if name.startswith("gpu-") and name[4:].isdigit() else 0
+    from numba import config, cuda
+
+    if gpu and not config.ENABLE_CUDASIM:  # GPU 0 is every thread's default device
+        cuda.select_device(gpu)
+    return True
 
 
 def _tile_task(a, b, r0, r1, c0, c1, top, left, matrix, gap_open, gap_extend, force_cpu):
@@ -53,15 +60,10 @@ def _tile_task(a, b, r0, r1, c0, c1, top, left, matrix, gap_open, gap_extend, fo
         top_h, top_f = top.bottom_h, top.bottom_f
     if left is not None:
         left_h, left_e = left.right_h, left.right_e
-    gpu = None if force_cpu else _worker_gpu()
     started = time.perf_counter()
-    if gpu is not None:
-        from numba import config, cuda
-
+    if not force_cpu and select_worker_gpu():
         from ...kernels.cuda.tile import score_tile_gpu
 
-        if gpu and not config.ENABLE_CUDASIM:  # GPU 0 is every thread's default device
-            cuda.select_device(gpu)
         out = score_tile_gpu(a[r0:r1], b[c0:c1], matrix, gap_open, gap_extend,
                              top_h, top_f, left_h, left_e)
         kind = "gpu"

@@ -1,7 +1,8 @@
 """Long alignment's traceback in bounded memory: the score pass's tile boundaries are
 checkpoints.
 
-From the best end the path is walked back tile by tile; a tile on the path is recomputed
+From the best end the path is walked back tile by tile, each score-pass tile on the path
+a task on a worker (:func:`trace_on_workers`); a tile on the path is recomputed
 (restricted to the rows and columns before the walk's entry cell) either directly with
 one direction byte a cell, when small (a *leaf*, :data:`LEAF_CELLS`), or as a grid of
 tiles whose boundaries one sweep keeps (:func:`cpu_grid`: the grid's tiles of an
@@ -23,9 +24,10 @@ from ...kernels.cpu.tile import (
     traceback_tile,
 )
 from ...kernels.cpu.traceback import cigar_string, summarize_path
+from .score import select_worker_gpu
 
 __all__ = ["GPU_TRACE_CELLS", "LEAF_CELLS", "TRACE_MAX_SPLIT", "TRACE_MEMORY", "cpu_grid",
-           "gpu_grid", "trace_path"]
+           "gpu_grid", "trace_on_workers"]
 
 #: Largest rectangle (cells = bytes of direction matrix) that the traceback walks directly
 #: (a *leaf*); larger tiles on the path are cut into a grid first (:func:`_trace_side`).
@@ -124,7 +126,7 @@ def gpu_grid(a, b, matrix, o, e, top_h, top_f, left_h, left_e):
 
 
 def _trace_stats():
-    """Counters of one traceback (:func:`trace_path` returns them)."""
+    """Counters of one traceback (:func:`trace_on_workers` returns them)."""
     return {"grid_cells": 0, "grids": {"cpu": 0, "gpu": 0}, "leaf_cells": 0, "leaves": 0,
             "depth": 0, "boundary_bytes": 0, "peak_boundary_bytes": 0}
 
@@ -188,30 +190,75 @@ def _walk(rows, cols, boundaries, a, b, matrix, o, e, i, j, state, grid_fn, chun
     return i, j, state, False
 
 
-def trace_path(client, futures, plan, a, b, scoring, best, grid_fn):
-    """The path from the best end, through the score pass's tiles (checkpoints)."""
+def _trace_tile(a, b, r0, r1, c0, c1, top, left, matrix, gap_open, gap_extend, end_i, end_j,
+                state, gpu_grids):
+    """One score-pass tile of the walk, as a task on a worker: the path back from its cell
+    ``(end_i, end_j)`` (tile coordinates) to where it leaves the tile or stops.
+
+    The tile's boundaries come from the neighbours' :class:`TileResult` (None on the
+    matrix border), as in the score pass.  Its grids run on this worker's GPU when
+    ``gpu_grids`` and the worker has one, else on its CPU threads.  Returns the reversed
+    op chunks joined, the exit cell, state, whether the path stopped, and the counters.
+    """
+    top_h, top_f, left_h, left_e = matrix_boundaries(r1 - r0, c1 - c0)
+    if top is not None:
+        top_h, top_f = top.bottom_h, top.bottom_f
+    if left is not None:
+        left_h, left_e = left.right_h, left.right_e
+    grid_fn = gpu_grid if gpu_grids and select_worker_gpu() else cpu_grid
+    chunks, stats = [], _trace_stats()
+    i, j, state, stopped = _trace_rect(
+        a[r0:r1], b[c0:c1], matrix, gap_open, gap_extend, np.ascontiguousarray(top_h),
+        np.ascontiguousarray(top_f), np.ascontiguousarray(left_h), np.ascontiguousarray(left_e),
+        end_i, end_j, state, grid_fn, chunks, stats)
+    ops = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint8)
+    return ops, i, j, state, stopped, stats
+
+
+def _add_stats(total: dict, part: dict) -> None:
+    """Add one tile's traceback counters to the whole walk's."""
+    for key in ("grid_cells", "leaf_cells", "leaves"):
+        total[key] += part[key]
+    for kind in total["grids"]:
+        total["grids"][kind] += part["grids"][kind]
+    total["depth"] = max(total["depth"], part["depth"])
+    total["peak_boundary_bytes"] = max(total["peak_boundary_bytes"], part["peak_boundary_bytes"])
+
+
+def trace_on_workers(client, futures, plan, a_future, b_future, a, b, scoring, best,
+                     gpu_grids: bool) -> dict:
+    """The path from the best end through the score pass's tiles (checkpoints), walked
+    tile by tile, each tile a task on a Dask worker.
+
+    The client only follows the path: for each tile it enters, one task (on a worker with
+    the resource ``GPU`` when ``gpu_grids``, else on any worker) takes that tile's two
+    neighbour boundaries from the score pass and returns the path through it.  So the
+    client process needs no GPU and holds no grid, and only the boundaries of the tiles
+    on the path move.  ``a`` and ``b`` are the codes of ``a_future`` and ``b_future``
+    (the summary of the path reads them here).
+    """
     score, ei, ej = best
     matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
+    resources = {"GPU": 1} if gpu_grids else None
     chunks = []
     stats = _trace_stats()
-    if score > 0:
-        def boundaries(p, q):
-            h = plan.rows[p + 1] - plan.rows[p]
-            w = plan.cols[q + 1] - plan.cols[q]
-            t_h, t_f, l_h, l_e = matrix_boundaries(h, w)
-            wanted = [futures[k] for k in ((p - 1, q), (p, q - 1)) if k in futures]
-            got = dict(zip([k for k in ((p - 1, q), (p, q - 1)) if k in futures],
-                           client.gather(wanted)))
-            if (p - 1, q) in got:
-                t_h, t_f = got[p - 1, q].bottom_h, got[p - 1, q].bottom_f
-            if (p, q - 1) in got:
-                l_h, l_e = got[p, q - 1].right_h, got[p, q - 1].right_e
-            return plan.rows[p], plan.cols[q], t_h, t_f, l_h, l_e
-
-        si, sj, _, _ = _walk(plan.rows, plan.cols, boundaries, a, b, matrix, scoring.gap_open,
-                             scoring.gap_extend, ei, ej, STATE_H, grid_fn, chunks, stats)
-    else:
-        si = sj = ei = ej = 0
+    i, j, state = int(ei), int(ej), STATE_H
+    while score > 0 and i > 0 and j > 0:
+        p = int(np.searchsorted(plan.rows, i) - 1)  # rows[p] < i <= rows[p + 1]
+        q = int(np.searchsorted(plan.cols, j) - 1)
+        r0, c0 = plan.rows[p], plan.cols[q]
+        task = client.submit(_trace_tile, a_future, b_future, r0, plan.rows[p + 1], c0,
+                             plan.cols[q + 1], futures.get((p - 1, q)), futures.get((p, q - 1)),
+                             matrix, scoring.gap_open, scoring.gap_extend, i - r0, j - c0,
+                             state, gpu_grids, resources=resources, pure=False)
+        ops, li, lj, state, stopped, tile_stats = task.result()
+        task.release()
+        chunks.append(ops)
+        _add_stats(stats, tile_stats)
+        i, j = r0 + li, c0 + lj
+        if stopped:
+            break
+    si, sj = (i, j) if score > 0 else (0, 0)
     ops = np.concatenate(chunks)[::-1].copy() if chunks else np.zeros(0, dtype=np.uint8)
     cigar, matches, mismatches, gap_opens, length = summarize_path(
         a, b, si, sj, ops, scoring.alphabet.unknown_code)

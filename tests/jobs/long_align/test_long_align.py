@@ -129,6 +129,42 @@ def test_cpu_gpu_and_mixed_give_identical_results_in_the_simulator():
     assert results["gpu"].device == "gpu" and results["cpu"].device == "cpu"
 
 
+
+#: Workers that ran a tile of the traceback's walk (in-process workers: the same module).
+_TRACED_ON = []
+
+
+def _recording_trace_tile(*args):
+    from distributed import get_worker
+
+    _TRACED_ON.append(get_worker().name)  # raises ValueError outside a worker
+    return la_trace.trace_tile_of_walk(*args)
+
+
+def test_traceback_runs_on_the_gpu_worker_in_the_simulator(monkeypatch):
+    """``device="gpu"``: each tile of the traceback's walk is a task on the (simulated) GPU
+    worker, the first grid on that worker's GPU; ``device="cpu"``: tasks on the CPU worker,
+    CPU grids only.  The client process runs no grid."""
+    from swdask.kernels.cuda import tile as gpu_tile
+
+    monkeypatch.setattr(la_trace, "LEAF_CELLS", 40)
+    monkeypatch.setattr(la_trace, "GPU_TRACE_CELLS", 400)
+    monkeypatch.setattr(gpu_tile, "grid_shape", lambda h, w: (1, 4))
+    monkeypatch.setattr(la_trace, "trace_tile_of_walk", la_trace._trace_tile, raising=False)
+    monkeypatch.setattr(la_trace, "_trace_tile", _recording_trace_tile)
+    codes = window_codes()
+    scoring = Scoring(alphabet="dna")
+    a = codes[540:580]
+    b = np.concatenate([codes[700:702], a[22:31], a[33:38]])
+    for device, worker in (("gpu", "gpu-0"), ("cpu", "cpu")):
+        _TRACED_ON.clear()
+        r = la.align_long(a, b, scoring=scoring, tile=64, device=device, traceback=True)
+        assert (r.score, r.query_start, r.query_end, r.subject_start, r.subject_end,
+                r.cigar) == (19, 22, 38, 2, 16, "9=2I5="), device
+        assert _TRACED_ON and set(_TRACED_ON) == {worker}, device
+        grids = r.stats["traceback"]["grids"]
+        assert grids["gpu"] == (1 if device == "gpu" else 0) and grids["cpu"] >= 1, device
+
 # -- cost model ----------------------------------------------------------------------------
 
 def test_cost_model_plans():
