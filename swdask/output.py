@@ -35,7 +35,7 @@ from . import __version__
 from .jobs.base import atomic_path, check_output
 from .options import BLAST6_COLUMNS, BLAST_KEYWORDS, OUTFMT_EXTENSIONS, OUTFMTS, check_choice
 from .parquet_schemas import HITS
-from .tables import check_table
+from .tables import check_table, for_file
 
 #: The SAM specification version that :func:`sam_lines` writes (``@HD VN``).
 SAM_VERSION = "1.6"
@@ -309,7 +309,7 @@ def write_hits(hits, path, *, outfmt: str | None = None, columns=None,
     table = hits_table(hits)
     with atomic_path(path, force=force) as tmp:
         if outfmt == "parquet":
-            pq.write_table(table, tmp, compression="zstd")
+            pq.write_table(for_file(table), tmp, compression="zstd")
         else:
             lines = (blast6_lines(table, fields) if outfmt == "blast6"
                      else sam_lines(table, command_line=command_line, queries=queries))

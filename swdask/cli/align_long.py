@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> None:
     from ..jobs.base import atomic_paths, check_output
     from ..jobs.long_align import align_long
     from ..output import output_format
+    from ..tables import for_file
 
     to_stdout(args.output)
     if args.sam and not args.traceback:
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> None:
                             client=client, progress=progress_wanted(args))
     outputs = [args.output] + ([sam_file] if sam_file else [])
     with atomic_paths(outputs, force=args.force) as temporaries:  # both in place, or neither
-        pq.write_table(result.to_table(), temporaries[0])
+        pq.write_table(for_file(result.to_table()), temporaries[0])
         if sam_file:
             with open(temporaries[1], "w", encoding="utf-8", newline="\n") as handle:
                 handle.writelines(result.sam_lines(command_line(args)))
