@@ -40,10 +40,9 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-import numpy as np
 
 from . import __version__
 from .errors import MissingDependencyError

@@ -21,7 +21,7 @@ from swdask.output import (
     sam_lines,
     write_hits,
 )
-from tests.helpers import QUERIES, RRNA, SPROT_DB, read_fasta
+from tests.helpers import QUERIES, RRNA, SPROT_DB, read_fasta, revcomp, strand_reads
 
 ALLOWED = ("std, qseqid, sseqid, pident, length, mismatch, gapopen, qstart, qend, sstart, "
            "send, evalue, bitscore, score, nident, gaps, qlen, slen, cigar, sstrand, qcovs, "
@@ -151,12 +151,7 @@ def empty_hits(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dna_reads():
-    """Reads of 16S genes: forward, reverse-complemented, and a chimera of a forward and a
-    reverse-complemented piece (hits on both strands, primary and secondary)."""
-    genes = list(read_fasta(RRNA).values())
-    s0, s64 = genes[0], genes[64]
-    return {"fwd": s0[100:400], "rev": revcomp(s64[200:500]),
-            "chimera": s0[600:750] + revcomp(s64[900:1050])}
+    return strand_reads()
 
 
 @pytest.fixture(scope="module")
@@ -165,12 +160,6 @@ def dna_hits(dna_reads):
     hits = swdask.search_in_process(dna_reads, RRNA, max_hits=4)
     assert set(hits["strand"]) == {"plus", "minus"}
     return hits
-
-
-def revcomp(letters):
-    """Reverse complement of DNA letters, written plainly: A-T, C-G, anything else N."""
-    pairs = {"A": "T", "C": "G", "G": "C", "T": "A"}
-    return "".join(pairs.get(c, "N") for c in reversed(letters))
 
 
 def cigar_runs(cigar):

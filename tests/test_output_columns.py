@@ -24,18 +24,11 @@ from swdask.errors import MissingDependencyError
 from swdask.output import blast6_lines, write_hits
 from swdask.parquet_schemas import HITS
 from swdask.scoring import Scoring
-from tests.helpers import QUERIES, RRNA, SPROT_DB, read_fasta, run_cli
+from tests.helpers import QUERIES, RRNA, SPROT_DB, read_fasta, revcomp, run_cli, strand_reads
 from tests.test_output import read_sam
 
 RESIDUE_COLUMNS = ("qseqid sseqid qstart qend sstart send sstrand length nident qcovs qcovhsp "
                    "positive ppos qseq sseq btop cigar")
-COMPLEMENT = str.maketrans("ACGTN", "TGCAN")
-
-
-def revcomp(letters: str) -> str:
-    return letters.translate(COMPLEMENT)[::-1]
-
-
 def parse(text: str, columns: str = RESIDUE_COLUMNS) -> list[dict]:
     names = columns.split()
     return [dict(zip(names, line.split("\t"), strict=True)) for line in text.splitlines()]
@@ -81,12 +74,10 @@ def protein():
 
 @pytest.fixture(scope="module")
 def reads():
-    """16S reads: forward, reverse-complemented, and one of a forward and a
-    reverse-complemented piece of the same gene (hits on both strands of one subject)."""
-    genes = list(read_fasta(RRNA).values())
-    s0, s64 = genes[0], genes[64]
-    return {"fwd": s0[100:400], "rev": revcomp(s64[200:500]),
-            "both": s0[100:260] + revcomp(s0[700:840])}
+    """16S reads on both strands, and one of a forward and a reverse-complemented piece of
+    the same gene (hits on both strands of one subject)."""
+    gene = next(iter(read_fasta(RRNA).values()))
+    return {**strand_reads(), "both": gene[100:260] + revcomp(gene[700:840])}
 
 
 @pytest.fixture(scope="module")
@@ -94,11 +85,6 @@ def dna(reads):
     hits = swdask.search_in_process(reads, RRNA, max_hits=6)
     assert set(hits["strand"]) == {"plus", "minus"}
     return hits
-
-
-def sequences_of(rows, queries, subjects):
-    """The query and subject letters of each row, by name (plain readers)."""
-    return [(queries[row["qseqid"]], subjects[row["sseqid"]]) for row in rows]
 
 
 # -- coverage -----------------------------------------------------------------------------------
