@@ -326,6 +326,8 @@ def test_bam_without_pysam_says_what_to_install(protein, tmp_path, capsys, monke
     message = ("BAM output needs pysam: pip install 'swdask[bam]' (or write SAM: --outfmt sam, "
                "-o hits.sam)")
     assert str(exc.value) == message
-    code, _, err = run_cli(capsys, "search", QUERIES, SPROT_DB, "-o", tmp_path / "h.bam")
-    assert code == 2 and err == f"swdask: error: {message}\n"
+    for argv in (["search", QUERIES, SPROT_DB], ["demo"]):
+        code, out, err = run_cli(capsys, *argv, "-o", tmp_path / "h.bam")
+        assert code == 2 and err == f"swdask: error: {message}\n"
+        assert "GCUPS" not in out  # refused before the search
     assert list(tmp_path.iterdir()) == []

@@ -26,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hits", type=positive, default=3, help="hits shown per query (default 3)")
     add_cluster_options(parser)
     parser.add_argument("-o", "--output", metavar="OUT", help="also write the hits: Parquet, or "
-                        "the format OUT's extension says (.tsv: BLAST tabular, .sam: SAM)")
+                        "the format OUT's extension says (.tsv: BLAST tabular, .sam: SAM, .bam: "
+                        "BAM)")
     parser.add_argument("--force", action="store_true", help="replace an existing output file")
 
 
@@ -48,11 +49,12 @@ def hits_shown(hits):
 def run(args: argparse.Namespace) -> None:
     """Search the bundled data and print the best hits and the summary."""
     from ..jobs.base import check_output
-    from ..output import write_hits
+    from ..output import check_format, output_format, write_hits
 
     if args.output:
         to_stdout(args.output)
         check_output(args.output, force=args.force)
+        check_format(output_format(args.output))  # .bam without pysam: before the search
     data = files("swdask") / "data"
     queries, database = data / "demo_queries.fasta", data / "demo_db.fasta.gz"
     print(f"swdask {__version__} demo: {queries.name} against {database.name} "
