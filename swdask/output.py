@@ -6,9 +6,8 @@ output and never clobbers an existing file unless asked to.
 
 The format of a file is the one its extension stands for (``.tsv``/``.tab``/``.m8``: BLAST
 tabular, ``.sam``: SAM, ``.bam``: BAM, ``.parquet``/``.pq``: Parquet; any other: Parquet)
-unless given,
-and a format that its extension contradicts is refused (:func:`output_format`).  Names
-are written into text outputs with their unprintable characters escaped
+unless given, and a format that its extension contradicts is refused (:func:`output_format`).
+Names are written into text outputs with their unprintable characters escaped
 (:func:`text_name`); Parquet keeps them as they are.
 
 Coordinates are 0-based half-open in the hits table (Parquet) and 1-based inclusive in
@@ -616,7 +615,6 @@ def residue_columns(query_row, subject_row, alphabet, matrix) -> dict:
     --------
     >>> from swdask.scoring import Scoring
     >>> scoring = Scoring("BLOSUM50", gap_open=8, gap_extend=2)
-    >>> codes = scoring.alphabet.encode
     >>> q, s = np.array([0, 17, 7, 8, 6]), np.array([0, 17, -1, 8, 6])  # AWGHE / AW-HE
     >>> residue_columns(q, s, scoring.alphabet, scoring.matrix)
     {'qseq': 'AWGHE', 'sseq': 'AW-HE', 'btop': '2G-2', 'positive': 4}
