@@ -73,9 +73,10 @@ SEQUENCES = _schema("sequences", SEQUENCES_VERSION, [
 ])
 
 #: Alignment hits: one row per (query, subject, strand) reported.  ``evalue`` and
-#: ``bitscore`` are null until statistics are known; ``identity`` is matches / alignment
-#: columns; ``cigar`` uses =/X/I/D, I consuming the query and D the subject; ``rank`` 1 is
-#: the best hit of its query.  ``strand`` (DNA; null for protein) is BLAST's ``sstrand``:
+#: ``bitscore`` are null until statistics are known; ``identity`` is a fraction in [0, 1],
+#: matches / alignment columns (BLAST tabular's ``pident`` is 100 x it); ``cigar`` uses
+#: =/X/I/D, I consuming the query and D the subject; ``rank`` 1 is the best hit of its
+#: query.  ``strand`` (DNA; null for protein) is BLAST's ``sstrand``:
 #: ``plus``, or ``minus`` where the query's reverse complement aligned to the subject as
 #: stored.  Coordinates count on the sequences as given whatever the strand (the query's
 #: on the query, not on its reverse complement); ``cigar`` runs along the subject as
@@ -102,9 +103,9 @@ SCORES = _schema("scores", SCORES_VERSION, [
 
 #: All-against-all alignment (swdask.all_pairs): one row per unordered pair of a set whose
 #: reported alignment reaches the identity threshold.  ``query`` comes first in the store
-#: (shorter, or as long with a smaller seq_id); no self pairs.  ``identity`` is matches /
-#: align_length, ``matches`` the identity columns (N/X never count); ``cigar`` (as in
-#: HITS) is null unless asked for.
+#: (shorter, or as long with a smaller seq_id); no self pairs.  ``identity`` is a fraction
+#: in [0, 1], matches / align_length, ``matches`` the identity columns (N/X never count);
+#: ``cigar`` (as in HITS) is null unless asked for.
 ALLPAIRS = _schema("allpairs", ALLPAIRS_VERSION, [
     *_NAMES, *_IDS, _SCORE, pa.field("identity", pa.float64(), nullable=False),
     *_fields(pa.int32(), "matches", *_PATH, *_COORDINATES, *_LENGTHS),
@@ -127,7 +128,7 @@ SIGNIFICANCE = _schema("significance", SIGNIFICANCE_VERSION, [
 #: A long pair alignment (swdask.align_long, ``swdask align-long``): one row.  Coordinates
 #: are 0-based half-open on the sequences as aligned (strand "+", or "-": on the subject's
 #: reverse complement); the path's columns (the starts, ``cigar`` as in HITS, the counts
-#: and ``pident``, BLAST's 100 * matches / columns) are null without traceback.  ``cells``
+#: and ``pident``, a percent: BLAST's 100 * matches / columns) are null without traceback.  ``cells``
 #: counts the matrix cells of the score pass(es); ``device`` names the kernels that ran
 #: tiles: cpu, gpu or cpu+gpu.
 LONG_ALIGNMENTS = _schema("long_alignments", LONG_ALIGNMENTS_VERSION, [

@@ -53,6 +53,11 @@ class OutputError(SwdaskError, OSError):
     its folder is missing, not a folder, or not writable."""
 
 
+class MissingDependencyError(SwdaskError, ImportError):
+    """An optional dependency that the asked-for output needs is not installed (the
+    message says which extra to install)."""
+
+
 class DeviceError(SwdaskError, RuntimeError):
     """The requested device (GPU) or backend is not available."""
 

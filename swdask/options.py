@@ -19,9 +19,9 @@ from __future__ import annotations
 # The kernels' own table: the order of MODES gives the mode codes the kernels take.
 from .kernels.cpu.reference import MODES
 
-__all__ = ["ALLPAIRS_MODES", "ALPHABETS", "BLAST6_COLUMNS", "BLAST_KEYWORDS", "DEVICES",
-           "LONG_DEVICES", "MAX_HITS", "MODES", "OUTFMTS", "OUTFMT_EXTENSIONS", "STRANDS",
-           "TUNABLES", "check_choice", "check_strand", "tunable"]
+__all__ = ["ALLPAIRS_MODES", "ALPHABETS", "BINARY_OUTFMTS", "BLAST6_COLUMNS", "BLAST_KEYWORDS",
+           "DEVICES", "LONG_DEVICES", "MAX_HITS", "MODES", "OUTFMTS", "OUTFMT_EXTENSIONS",
+           "SEQUENCE_KEYWORDS", "STRANDS", "TUNABLES", "check_choice", "check_strand", "tunable"]
 
 #: Where a job's kernels run: ``"auto"`` decides by availability and expected time.
 DEVICES = ("auto", "cpu", "gpu")
@@ -37,16 +37,23 @@ STRANDS = ("both", "plus", "minus")
 #: Hits kept per query by default: BLAST+'s ``-max_target_seqs`` default.  A search reports
 #: how many queries reached it (``SearchStats.queries_at_max_hits``).
 MAX_HITS = 500
-#: Formats of a search's hits file.
-OUTFMTS = ("parquet", "blast6", "sam")
+#: Formats of a search's hits file (``bam`` needs pysam: the ``[bam]`` extra).
+OUTFMTS = ("parquet", "blast6", "sam", "bam")
 #: The format an output's extension stands for (lower case); any other extension is Parquet's.
 OUTFMT_EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".tsv": "blast6", ".tab": "blast6",
-                     ".m8": "blast6", ".blast6": "blast6", ".outfmt6": "blast6", ".sam": "sam"}
+                     ".m8": "blast6", ".blast6": "blast6", ".outfmt6": "blast6", ".sam": "sam",
+                     ".bam": "bam"}
+#: Formats that do not go to the standard output (binary).
+BINARY_OUTFMTS = ("parquet", "bam")
 #: BLAST's 12 standard tabular columns (outfmt 6), in order: what ``std`` stands for.
 BLAST6_COLUMNS = ("qseqid", "sseqid", "pident", "length", "mismatch", "gapopen", "qstart",
                   "qend", "sstart", "send", "evalue", "bitscore")
+#: BLAST tabular keywords computed from the residues: the writer needs the queries and the
+#: database searched (and the scoring, for positives).
+SEQUENCE_KEYWORDS = ("positive", "ppos", "qseq", "sseq", "btop")
 #: Every BLAST tabular keyword that ``columns=`` / ``--columns`` accepts besides ``std``.
-BLAST_KEYWORDS = BLAST6_COLUMNS + ("score", "nident", "gaps", "qlen", "slen", "cigar", "sstrand")
+BLAST_KEYWORDS = BLAST6_COLUMNS + ("score", "nident", "gaps", "qlen", "slen", "cigar", "sstrand",
+                                   "qcovs", "qcovhsp") + SEQUENCE_KEYWORDS
 
 
 def check_choice(name: str, value, allowed) -> str:

@@ -1,13 +1,13 @@
-"""Writing results: the hits table as Parquet, BLAST tabular or SAM, atomically.
+"""Writing results: the hits table as Parquet, BLAST tabular, SAM or BAM, atomically.
 
 Every writer builds its file under a temporary name in the destination folder and
 renames it into place at the end, so an interrupted or failed run leaves no partial
 output and never clobbers an existing file unless asked to.
 
 The format of a file is the one its extension stands for (``.tsv``/``.tab``/``.m8``: BLAST
-tabular, ``.sam``: SAM, ``.parquet``/``.pq``: Parquet; any other: Parquet) unless given,
-and a format that its extension contradicts is refused (:func:`output_format`).  Names
-are written into text outputs with their unprintable characters escaped
+tabular, ``.sam``: SAM, ``.bam``: BAM, ``.parquet``/``.pq``: Parquet; any other: Parquet)
+unless given, and a format that its extension contradicts is refused (:func:`output_format`).
+Names are written into text outputs with their unprintable characters escaped
 (:func:`text_name`); Parquet keeps them as they are.
 
 Coordinates are 0-based half-open in the hits table (Parquet) and 1-based inclusive in
@@ -20,7 +20,18 @@ adds soft clips for the unaligned ends of the query.
 
 A DNA hit on the minus strand (``strand == "minus"``) keeps its coordinates on the
 sequences as given, and its CIGAR runs along the subject (over the query's reverse
-complement): BLAST tabular writes it as blastn does (``sstart > send``), SAM with FLAG 16.
+complement): BLAST tabular writes it as blastn does (``sstart > send``; ``qseq``, ``sseq``
+and ``btop`` with the query as given and the subject reverse complemented), SAM with FLAG 16.
+
+Identity has one convention per output, named so: ``identity`` in the hits table is a
+fraction (matches / alignment columns, in [0, 1]); ``pident`` in BLAST tabular is a percent,
+as BLAST prints it.
+
+BLAST tabular columns that show residues (``qseq``, ``sseq``, ``btop``) or count positives
+(``positive``, ``ppos``) read them from the queries and the database searched (``queries=``,
+``subjects=``; the hits table keeps only ids), scoring them with ``scoring=``.  BAM is
+written through pysam (the ``[bam]`` extra), record by record from the SAM text, so every
+tag keeps its SAM type.
 """
 from __future__ import annotations
 
@@ -28,14 +39,23 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import __version__
+from .errors import MissingDependencyError
 from .jobs.base import atomic_path, check_output
-from .options import BLAST6_COLUMNS, BLAST_KEYWORDS, OUTFMT_EXTENSIONS, OUTFMTS, check_choice
+from .options import (
+    BLAST6_COLUMNS,
+    BLAST_KEYWORDS,
+    OUTFMT_EXTENSIONS,
+    OUTFMTS,
+    SEQUENCE_KEYWORDS,
+    check_choice,
+)
 from .parquet_schemas import HITS
-from .tables import check_table
+from .tables import check_table, for_file
 
 #: The SAM specification version that :func:`sam_lines` writes (``@HD VN``).
 SAM_VERSION = "1.6"
@@ -54,11 +74,11 @@ def output_format(path, outfmt: str | None = None) -> str:
     ----------
     path : str or os.PathLike
         The output file.
-    outfmt : {"parquet", "blast6", "sam"}, optional
+    outfmt : {"parquet", "blast6", "sam", "bam"}, optional
         The format asked for.  Default (None): the one of ``path``'s extension, case
         aside (:data:`swdask.options.OUTFMT_EXTENSIONS`: ``.tsv``, ``.tab``, ``.m8``,
-        ``.blast6``, ``.outfmt6`` BLAST tabular; ``.sam`` SAM; ``.parquet``, ``.pq``
-        Parquet), Parquet for any other extension.
+        ``.blast6``, ``.outfmt6`` BLAST tabular; ``.sam`` SAM; ``.bam`` BAM; ``.parquet``,
+        ``.pq`` Parquet), Parquet for any other extension.
 
     Returns
     -------
@@ -73,6 +93,8 @@ def output_format(path, outfmt: str | None = None) -> str:
     --------
     >>> output_format("hits.tsv"), output_format("hits.SAM"), output_format("hits.out")
     ('blast6', 'sam', 'parquet')
+    >>> output_format("hits.bam")
+    'bam'
     >>> output_format("hits.tsv", "blast6")
     'blast6'
     >>> output_format("hits.tsv", "parquet")
@@ -145,12 +167,12 @@ def blast_columns(columns=None) -> tuple[str, ...]:
 
     Notes
     -----
-    BLAST+ keywords that need the residues or the scoring matrix (``positive``,
-    ``ppos``, ``btop``, ``qseq``, ``sseq``) cannot be computed from the hits table and
-    are not offered.  ``nident`` and ``gaps`` are counted from the CIGAR (its ``=``
-    columns, its ``I`` plus ``D`` columns).  BLAST+ has no ``cigar`` keyword (its
-    tabular traceback is ``btop``); swdask adds one, as DIAMOND's tabular output does:
-    the hits table's ``cigar`` unchanged (see :func:`blast6_lines`).  ``sstrand`` is
+    The keywords of :data:`swdask.options.SEQUENCE_KEYWORDS` (``positive``, ``ppos``,
+    ``qseq``, ``sseq``, ``btop``) need the residues: the writer must be given the queries
+    and the database searched (see :func:`blast6_lines`).  ``nident`` and ``gaps`` are
+    counted from the CIGAR (its ``=`` columns, its ``I`` plus ``D`` columns).  BLAST+ has
+    no ``cigar`` keyword (its tabular traceback is ``btop``); swdask adds one, as
+    DIAMOND's tabular output does: the hits table's ``cigar`` unchanged.  ``sstrand`` is
     BLAST's: ``plus`` or ``minus`` for DNA, ``N/A`` for protein.
 
     Examples
@@ -161,10 +183,10 @@ def blast_columns(columns=None) -> tuple[str, ...]:
     ('qseqid', 'sseqid', 'score')
     >>> blast_columns() == blast_columns("std") == BLAST6_COLUMNS
     True
-    >>> blast_columns("std positive")
+    >>> blast_columns("std staxids")
     Traceback (most recent call last):
     ...
-    ValueError: unknown BLAST column 'positive'; choose from: std, qseqid, ...
+    ValueError: unknown BLAST column 'staxids'; choose from: std, qseqid, ...
     """
     if columns is None:
         return BLAST6_COLUMNS
@@ -182,8 +204,9 @@ def blast_columns(columns=None) -> tuple[str, ...]:
     return tuple(chosen) or BLAST6_COLUMNS
 
 
-def check_format(outfmt: str, columns=None) -> tuple[str, ...] | None:
-    """Check an output format and its BLAST columns together, before any work is done.
+def check_format(outfmt: str, columns=None, *, header: bool = False) -> tuple[str, ...] | None:
+    """Check an output format, its BLAST columns and header together, before any work is
+    done; for BAM, that pysam can be imported.
 
     Returns
     -------
@@ -194,8 +217,10 @@ def check_format(outfmt: str, columns=None) -> tuple[str, ...] | None:
     Raises
     ------
     ValueError
-        Unknown ``outfmt`` or column, or ``columns`` given with a format other than
-        ``"blast6"``.
+        Unknown ``outfmt`` or column, or ``columns`` or ``header`` given with a format
+        other than ``"blast6"``.
+    MissingDependencyError
+        ``"bam"`` without pysam installed (an ``ImportError``).
 
     Examples
     --------
@@ -207,13 +232,46 @@ def check_format(outfmt: str, columns=None) -> tuple[str, ...] | None:
     Traceback (most recent call last):
     ...
     ValueError: columns apply to the blast6 output format only, not to 'sam'
+    >>> check_format("sam", header=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: a header applies to the blast6 output format only, not to 'sam'
     """
     check_outfmt(outfmt)
     if outfmt != "blast6":
-        if columns is not None:
-            raise ValueError(f"columns apply to the blast6 output format only, not to {outfmt!r}")
+        for what, given in (("columns apply", columns is not None), ("a header applies", header)):
+            if given:
+                raise ValueError(f"{what} to the blast6 output format only, not to {outfmt!r}")
+        if outfmt == "bam":
+            pysam_module()
         return None
     return blast_columns(columns)
+
+
+def pysam_module():
+    """pysam, imported; :class:`MissingDependencyError` in one line when it is not installed.
+
+    BAM goes through pysam (htslib's writer) rather than a writer of our own; it is the
+    optional extra ``swdask[bam]``.
+    """
+    try:
+        import pysam
+    except ImportError:
+        raise MissingDependencyError("BAM output needs pysam: pip install 'swdask[bam]' (or "
+                                     "write SAM: --outfmt sam, -o hits.sam)") from None
+    return pysam
+
+
+def sequence_columns(columns) -> tuple[str, ...]:
+    """The keywords of ``columns`` that need the residues
+    (:data:`swdask.options.SEQUENCE_KEYWORDS`), each once, in order.
+
+    Examples
+    --------
+    >>> sequence_columns(("qseqid", "qseq", "ppos", "qseq")), sequence_columns(None)
+    (('qseq', 'ppos'), ())
+    """
+    return tuple(dict.fromkeys(k for k in columns or () if k in SEQUENCE_KEYWORDS))
 
 
 def hits_table(hits) -> pa.Table:
@@ -228,8 +286,9 @@ def hits_table(hits) -> pa.Table:
     return check_table(hits, HITS, where="hits")
 
 
-def write_hits(hits, path, *, outfmt: str | None = None, columns=None,
-               command_line: str | None = None, queries=None, force: bool = False) -> Path:
+def write_hits(hits, path, *, outfmt: str | None = None, columns=None, header: bool = False,
+               command_line: str | None = None, queries=None, subjects=None, scoring=None,
+               force: bool = False) -> Path:
     """Write a hits table.
 
     Parameters
@@ -239,22 +298,33 @@ def write_hits(hits, path, *, outfmt: str | None = None, columns=None,
         result of :func:`swdask.search`) is computed here.
     path : str or os.PathLike
         Output file.
-    outfmt : {"parquet", "blast6", "sam"}, optional
+    outfmt : {"parquet", "blast6", "sam", "bam"}, optional
         ``parquet``: the hits table, 0-based half-open coordinates.  ``blast6``: BLAST
-        tabular (``-outfmt 6``), 1-based inclusive coordinates, no header, one line per
-        hit (see :func:`blast6_lines`).  ``sam``: SAM v1.6 with the queries as reads and
-        the subjects as references, 1-based (see :func:`sam_lines`).  Default: the
-        format of ``path``'s extension, Parquet for an extension of none of them (see
-        :func:`output_format`).
+        tabular (``-outfmt 6``), 1-based inclusive coordinates, one line per hit (see
+        :func:`blast6_lines`).  ``sam``: SAM v1.6 with the queries as reads and the
+        subjects as references, 1-based (see :func:`sam_lines`).  ``bam``: the same
+        records as BAM, through pysam (``pip install 'swdask[bam]'``; see
+        :func:`write_bam`).  Default: the format of ``path``'s extension, Parquet for an
+        extension of none of them (see :func:`output_format`).
     columns : str or sequence of str, optional
         ``blast6`` only: BLAST keywords of the columns, ``std`` for the 12 standard ones
         (see :func:`blast_columns`).  Default: the 12 standard columns.
+    header : bool, default False
+        ``blast6`` only: a first line of the column keywords after a ``#``.
     command_line : str, optional
-        ``sam`` only (ignored otherwise): the command that produced the hits, written
-        as ``CL`` of the ``@PG`` header line.
+        ``sam``/``bam`` only (ignored otherwise): the command that produced the hits,
+        written as ``CL`` of the ``@PG`` header line.
     queries : path, SequenceBatch, dict or list of str, optional
-        ``sam`` only (ignored otherwise): the queries searched, as :func:`swdask.search`
-        takes them, for the SEQ of DNA reads (see :func:`sam_lines`).  Default: SEQ ``*``.
+        The queries searched, as :func:`swdask.search` takes them: for the SEQ of DNA
+        reads (``sam``/``bam``; default SEQ ``*``) and for the columns that show residues
+        (``blast6``: ``qseq``, ``btop``, ``positive`` ...).
+    subjects : path, SequenceStore, SequenceBatch or dict, optional
+        ``blast6`` only: the database searched (a store or FASTA/FASTQ file, as
+        :func:`swdask.search` took it), for the columns that show residues; only the
+        records of the hits are read.
+    scoring : Scoring, optional
+        ``blast6`` only: the scoring of the search, for ``positive`` and ``ppos``.
+        Default: BLAST's default for the hits' alphabet.
     force : bool, default False
         Replace an existing file (a file only, never a folder), once the new one is
         complete.
@@ -267,8 +337,13 @@ def write_hits(hits, path, *, outfmt: str | None = None, columns=None,
     ------
     ValueError
         Unknown ``outfmt`` or column, ``outfmt`` not the format of ``path``'s extension,
-        ``columns`` with a format other than ``blast6``, or (``sam``) a name that SAM
-        cannot hold or a CIGAR that disagrees with the coordinates.  Nothing is written.
+        ``columns`` or ``header`` with a format other than ``blast6``, columns that show
+        residues without ``queries`` and ``subjects`` (raised before a lazy ``hits`` is
+        computed), ``queries`` or ``subjects`` that are not those searched, or (``sam``,
+        ``bam``) a name that SAM cannot hold or a CIGAR that disagrees with the
+        coordinates.  Nothing is written.
+    MissingDependencyError
+        ``bam`` without pysam (before the hits are computed).
     OutputExistsError
         ``path`` exists and ``force`` is False, or it is not a file; raised before a lazy
         ``hits`` is computed.
@@ -284,7 +359,8 @@ def write_hits(hits, path, *, outfmt: str | None = None, columns=None,
     >>> from importlib.resources import files
     >>> from swdask import search
     >>> data = files("swdask") / "data"
-    >>> hits = search(data / "demo_queries.fasta", data / "demo_db.fasta.gz", max_hits=2)
+    >>> queries, database = data / "demo_queries.fasta", data / "demo_db.fasta.gz"
+    >>> hits = search(queries, database, max_hits=2)
     >>> tmp = tempfile.mkdtemp()
     >>> out = write_hits(hits, os.path.join(tmp, "hits.tsv"), columns="std qlen slen cigar")
     >>> out.read_text().splitlines()[1].split("\\t")[8:]
@@ -298,24 +374,57 @@ def write_hits(hits, path, *, outfmt: str | None = None, columns=None,
     >>> write_hits(hits, os.path.join(tmp, "more.tsv"), columns="std ppos")
     Traceback (most recent call last):
     ...
-    ValueError: unknown BLAST column 'ppos'; choose from: std, qseqid, ...
+    ValueError: columns ppos show residues: give the queries and the database searched ...
+    >>> out = write_hits(hits, os.path.join(tmp, "seqs.tsv"), header=True, queries=queries,
+    ...                  subjects=database, columns="sseqid pident qcovhsp positive ppos btop")
+    >>> print(*out.read_text().splitlines()[:3], sep="\\n")
+    #sseqid	pident	qcovhsp	positive	ppos	btop
+    sp|Q91G65|032R_IIV6	100.000	100	100	100.00	100
+    sp|Q55DQ2|ABCGB_DICDI	46.154	22	16	61.54	1PT1LI1NS1SYNQ1IS2LI2-V-F-D-KEV1LV1RE1
     >>> sorted(os.listdir(tmp))  # the failed write left nothing behind
-    ['hits.sam', 'hits.tsv']
+    ['hits.sam', 'hits.tsv', 'seqs.tsv']
     >>> shutil.rmtree(tmp)
     """
     outfmt = output_format(path, outfmt)
-    fields = check_format(outfmt, columns)
+    fields = check_format(outfmt, columns, header=header)
+    check_sequences(fields, queries, subjects)
     check_output(path, force=force)  # before a lazy table is computed
     table = hits_table(hits)
     with atomic_path(path, force=force) as tmp:
         if outfmt == "parquet":
-            pq.write_table(table, tmp, compression="zstd")
+            pq.write_table(for_file(table), tmp, compression="zstd")
+        elif outfmt == "bam":
+            write_bam(sam_lines(table, command_line=command_line, queries=queries), tmp)
         else:
-            lines = (blast6_lines(table, fields) if outfmt == "blast6"
-                     else sam_lines(table, command_line=command_line, queries=queries))
+            lines = hit_lines(table, outfmt, columns=fields, header=header,
+                              command_line=command_line, queries=queries, subjects=subjects,
+                              scoring=scoring)
             with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
                 handle.writelines(lines)
     return Path(path)
+
+
+def check_sequences(columns, queries, subjects) -> None:
+    """Raise ValueError when ``columns`` show residues (:func:`sequence_columns`) and the
+    queries or the database searched are not given."""
+    needed = sequence_columns(columns)
+    if needed and (queries is None or subjects is None):
+        raise ValueError(f"columns {' '.join(needed)} show residues: give the queries and the "
+                         "database searched (queries=, subjects=)")
+
+
+def hit_lines(table: pa.Table, outfmt: str, *, columns=None, header: bool = False,
+              command_line: str | None = None, queries=None, subjects=None, scoring=None):
+    """The lines of a text output (``blast6`` or ``sam``) of a hits table: what
+    :func:`write_hits` writes, for a caller that writes them elsewhere (the standard
+    output).  Arguments as :func:`write_hits`'s.
+    """
+    if outfmt == "blast6":
+        return blast6_lines(table, columns, header=header, queries=queries, subjects=subjects,
+                            scoring=scoring)
+    if outfmt == "sam":
+        return sam_lines(table, command_line=command_line, queries=queries)
+    raise ValueError(f"{outfmt} is not a text output format")
 
 
 def _missing(value) -> bool:
@@ -387,11 +496,149 @@ _BLAST_FIELDS = {
     "slen": lambda r: str(r["subject_length"]),
     "cigar": lambda r: r["cigar"] or "*",
     "sstrand": lambda r: r["strand"] or "N/A",  # BLAST's N/A: protein has no strand
+    "qcovs": lambda r: str(r["qcovs"]),
+    "qcovhsp": lambda r: str(blast_coverage(r["query_end"] - r["query_start"], r["query_length"])),
+    # Filled in by blast6_lines from the residues (aligned_rows):
+    "positive": lambda r: str(r["positive"]),
+    "ppos": lambda r: f"{100 * r['positive'] / r['align_length'] if r['align_length'] else 0:.2f}",
+    "qseq": lambda r: r["qseq"] or "*",
+    "sseq": lambda r: r["sseq"] or "*",
+    "btop": lambda r: r["btop"] or "*",
 }
 assert tuple(_BLAST_FIELDS) == BLAST_KEYWORDS
 
 
-def blast6_lines(table: pa.Table, columns=None):
+def blast_coverage(covered: int, query_length: int) -> int:
+    """A query coverage as BLAST+ writes ``qcovhsp`` and ``qcovs``: the percent of the
+    query's residues covered, rounded to an integer, except that it is truncated from 99 on
+    (only a query covered whole reads 100).
+
+    NCBI C++ Toolkit: ``CBlastTabularInfo::x_SetQueryCovSeqalign`` (``qcovhsp``) and
+    ``CBlastFormatUtil::InsertSubjectScores`` (``qcovs``): ``100.0 * covered / length``,
+    plus 0.5 when under 99, then ``(int)``.
+
+    Examples
+    --------
+    >>> [blast_coverage(n, 1000) for n in (1000, 999, 994, 985, 984, 3)]
+    [100, 99, 99, 99, 98, 0]
+    """
+    percent = 100.0 * covered / query_length
+    if percent < 99:
+        percent += 0.5
+    return int(percent)
+
+
+def query_coverages(rows) -> list[int]:
+    """BLAST+'s ``qcovs`` of each row: the query coverage of all the rows of the same query
+    and subject (both strands of a DNA subject count together, as in blastn), each query
+    residue counted once (:func:`blast_coverage` of the union of the query intervals)."""
+    intervals = {}
+    for row in rows:
+        key = (row["query_id"], row["subject_id"])
+        intervals.setdefault(key, []).append((row["query_start"], row["query_end"]))
+    covered = {}
+    for key, spans in intervals.items():
+        total, reach = 0, 0
+        for start, end in sorted(spans):
+            start = max(start, reach)
+            if end > start:
+                total += end - start
+                reach = end
+        covered[key] = total
+    return [blast_coverage(covered[(row["query_id"], row["subject_id"])], row["query_length"])
+            for row in rows]
+
+
+_GAP = -1  # a gap in a row of aligned_rows
+
+
+def aligned_rows(row, query, subject) -> tuple[np.ndarray, np.ndarray]:
+    """The two rows of a hit's alignment as BLAST shows them: residue codes, -1 for a gap.
+
+    Parameters
+    ----------
+    row : dict
+        A row of the hits table (``cigar``, coordinates, ``query_length``, ``strand``).
+    query, subject : numpy.ndarray
+        The whole query and subject as uint8 codes, as searched (the query as given).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        int16 arrays of the alignment's length.  On the minus strand, as blastn shows
+        it: the query as given and the subject reverse complemented (the hits table's
+        CIGAR runs along the subject, over the query's reverse complement: both rows are
+        reversed and complemented).
+
+    Raises
+    ------
+    ValueError
+        The CIGAR does not cover the hit's query and subject regions.
+    """
+    from .sequences.alphabet import reverse_complement
+
+    runs = _cigar_runs(row["cigar"]) if row["cigar"] else []
+    ops = np.repeat(np.frombuffer("".join(op for _, op in runs).encode(), np.uint8),
+                    [n for n, _ in runs])
+    minus = _minus(row)
+    start, end, length = row["query_start"], row["query_end"], row["query_length"]
+    if minus:
+        query, start, end = reverse_complement(query), length - end, length - start
+    rows = []
+    for codes, skip, (a, b) in ((query, ord("D"), (start, end)),
+                                (subject, ord("I"), (row["subject_start"], row["subject_end"]))):
+        takes = ops != skip
+        if int(takes.sum()) != b - a:
+            raise ValueError(f"hit {row['query']!r} x {row['subject']!r}: cigar {row['cigar']!r} "
+                             f"covers {int(takes.sum())} residues of a region of {b - a}")
+        aligned = np.full(len(ops), _GAP, np.int16)
+        aligned[takes] = codes[a:b]
+        if minus:
+            flipped = aligned[::-1].copy()
+            flipped[flipped != _GAP] = reverse_complement(codes[a:b])
+            aligned = flipped
+        rows.append(aligned)
+    return rows[0], rows[1]
+
+
+def residue_columns(query_row, subject_row, alphabet, matrix) -> dict:
+    """BLAST's residue columns of an alignment (:func:`aligned_rows`): ``qseq`` and ``sseq``
+    (letters, ``-`` for a gap), ``btop`` and ``positive``.
+
+    As BLAST+ counts them (``CBlastTabularInfo::SetFields``): a column of two equal
+    letters is an identity in ``btop`` and a positive, whatever the matrix says of it
+    (``X`` against ``X``, ``N`` against ``N``); another pair of residues is positive when
+    the matrix scores it above 0.  BTOP: the length of each run of identities, and each
+    other column as its query letter then its subject letter (``-`` for a gap).
+
+    Examples
+    --------
+    >>> from swdask.scoring import Scoring
+    >>> scoring = Scoring("BLOSUM50", gap_open=8, gap_extend=2)
+    >>> q, s = np.array([0, 17, 7, 8, 6]), np.array([0, 17, -1, 8, 6])  # AWGHE / AW-HE
+    >>> residue_columns(q, s, scoring.alphabet, scoring.matrix)
+    {'qseq': 'AWGHE', 'sseq': 'AW-HE', 'btop': '2G-2', 'positive': 4}
+    """
+    letters = np.append(alphabet.letters_array, np.uint8(ord("-")))  # code -1: the last
+    query_letters = letters[query_row].tobytes().decode("ascii")
+    subject_letters = letters[subject_row].tobytes().decode("ascii")
+    same = query_row == subject_row  # a gap never faces a gap
+    pairs = (query_row != _GAP) & (subject_row != _GAP)
+    positive = same | (pairs & (matrix[query_row.clip(0), subject_row.clip(0)] > 0))
+    btop, last = [], 0
+    for k in np.flatnonzero(~same):
+        if k > last:
+            btop.append(str(k - last))
+        btop.append(query_letters[k] + subject_letters[k])
+        last = k + 1
+    if len(same) > last:
+        btop.append(str(len(same) - last))
+    return {"qseq": query_letters, "sseq": subject_letters, "btop": "".join(btop),
+            "positive": int(positive.sum())}
+
+
+def blast6_lines(table: pa.Table, columns=None, *, header: bool = False, queries=None,
+                 subjects=None, scoring=None):
     """Lines of BLAST tabular output (``-outfmt 6``) for a hits table.
 
     Parameters
@@ -400,11 +647,31 @@ def blast6_lines(table: pa.Table, columns=None):
         A hits table (see :func:`hits_table`).
     columns : str or sequence of str, optional
         BLAST keywords (see :func:`blast_columns`); default the 12 standard columns.
+    header : bool, default False
+        Start with one line of the keywords, tab-separated, after a ``#``
+        (``#qseqid<TAB>sseqid...``): one line that names the columns, which readers of
+        BLAST tabular that skip ``#`` lines (``-outfmt 7``'s comments) skip too.
+    queries : path, SequenceBatch, dict or list of str, optional
+        The queries searched (as :func:`swdask.search` took them): needed, with
+        ``subjects``, by ``qseq``, ``sseq``, ``btop``, ``positive`` and ``ppos``.
+    subjects : path, SequenceStore, SequenceBatch or dict, optional
+        The database searched (a store or FASTA/FASTQ file); only the hits' records are
+        read (:func:`swdask.sequences.store.fetch_sequences`).
+    scoring : Scoring, optional
+        The search's scoring, for ``positive`` and ``ppos``.  Default: BLAST's default
+        for the hits' alphabet.
 
     Yields
     ------
     str
-        One tab-separated line per hit, ending in a newline.
+        The header line if asked for, then one tab-separated line per hit, each ending in
+        a newline.
+
+    Raises
+    ------
+    ValueError
+        Columns that show residues without ``queries`` and ``subjects``, or a hit whose
+        query or subject is not among them (by id, name and length).
 
     Notes
     -----
@@ -418,7 +685,18 @@ def blast6_lines(table: pa.Table, columns=None):
     ``cigar`` is the hits table's CIGAR (``=``/``X``/``I``/``D``, ``I`` consuming the
     query and ``D`` the subject, no clips: it covers ``qstart..qend`` and
     ``sstart..send``); an alignment of no columns (possible with a minimum score of 0)
-    has the CIGAR ``*``.
+    has the CIGAR ``*`` (and ``qseq``, ``sseq``, ``btop`` ``*``).
+
+    The columns BLAST+ defines are written as it writes them (NCBI C++ Toolkit,
+    ``CBlastTabularInfo``): ``qcovhsp`` the percent of the query the hit covers,
+    ``qcovs`` the percent covered by all the hits of the same query and subject (with
+    one hit per subject and strand, they differ only where a DNA subject has hits on both
+    strands), both integers as :func:`blast_coverage` rounds them; ``qseq`` and ``sseq``
+    the aligned letters with ``-`` for gaps; ``btop`` BLAST's traceback operations;
+    ``positive`` the columns of equal letters or of a positive matrix score, ``ppos``
+    100 x positive / length with two decimals (:func:`residue_columns`).  On the minus
+    strand ``qseq``, ``sseq`` and ``btop`` show the query as given and the subject's
+    reverse complement, as blastn does.
 
     Examples
     --------
@@ -431,9 +709,36 @@ def blast6_lines(table: pa.Table, columns=None):
     >>> table = pa.Table.from_pylist([row], schema=HITS)
     >>> next(blast6_lines(table, "qseqid sseqid qstart qend sstart send nident gaps cigar"))
     'q1\\ts1\\t5\\t9\\t2\\t5\\t4\\t1\\t2=1I2=\\n'
+    >>> from swdask.scoring import Scoring
+    >>> lines = blast6_lines(table, "qseq sseq btop positive ppos qcovhsp", header=True,
+    ...                      queries={"q1": "HEAGAWGHEE"}, subjects={"s1": "PAWHEAE"},
+    ...                      scoring=Scoring("BLOSUM50", gap_open=8, gap_extend=2))
+    >>> print("".join(lines).replace("\\t", " "), end="")
+    #qseq sseq btop positive ppos qcovhsp
+    AWGHE AW-HE 2G-2 4 80.00 50
     """
-    writers = [_BLAST_FIELDS[keyword] for keyword in blast_columns(columns)]
-    for row in table.to_pylist():
+    fields = blast_columns(columns)
+    writers = [_BLAST_FIELDS[keyword] for keyword in fields]
+    if header:
+        yield "#" + "\t".join(fields) + "\n"
+    rows = table.to_pylist()
+    if "qcovs" in fields:
+        for row, coverage in zip(rows, query_coverages(rows)):
+            row["qcovs"] = coverage
+    if sequence_columns(fields):
+        check_sequences(fields, queries, subjects)
+        alphabet = _hits_alphabet(rows, scoring)
+        if scoring is None:
+            from .scoring import Scoring
+
+            scoring = Scoring.default(alphabet.name)
+        query_codes = _residues(queries, rows, "query", alphabet)
+        subject_codes = _residues(subjects, rows, "subject", alphabet)
+        for row in rows:
+            aligned = aligned_rows(row, query_codes[row["query_id"]],
+                                   subject_codes[row["subject_id"]])
+            row.update(residue_columns(*aligned, alphabet, scoring.matrix))
+    for row in rows:
         yield "\t".join(write(row) for write in writers) + "\n"
 
 
@@ -652,26 +957,88 @@ def sam_lines(table: pa.Table, *, command_line: str | None = None, queries=None)
         yield "\t".join(fields) + "\n"
 
 
+def write_bam(lines, path) -> None:
+    """Write SAM lines (:func:`sam_lines`: the header, then the records) as BAM, with pysam.
+
+    Each record is parsed by htslib from its SAM text (``AlignedSegment.fromstring``),
+    so it is the record a SAM-to-BAM conversion (``samtools view -b``) would give: every
+    tag keeps its SAM type (``AS:i``/``NM:i`` integers, stored in the smallest integer
+    type that holds them, as BAM does; ``ZE:f``/``ZB:f`` floats).  BAM's floats have 32
+    bits: an E-value under about 1e-38 reads back from BAM as 0 (and from SAM as written);
+    the hits table (Parquet) keeps every E-value in 64 bits.
+
+    Parameters
+    ----------
+    lines : iterable of str
+        SAM lines, each ending in a newline.
+    path : str or os.PathLike
+        The BAM file, replaced.
+
+    Raises
+    ------
+    MissingDependencyError
+        pysam is not installed.
+    ValueError
+        A line htslib cannot parse.
+    """
+    pysam = pysam_module()
+    lines = iter(lines)
+    header, first = [], None
+    for line in lines:
+        if not line.startswith("@"):
+            first = line
+            break
+        header.append(line)
+    bam_header = pysam.AlignmentHeader.from_text("".join(header))
+    with pysam.AlignmentFile(str(path), "wb", header=bam_header) as out:
+        for line in ([first] if first is not None else []):
+            out.write(pysam.AlignedSegment.fromstring(line.rstrip("\n"), bam_header))
+        for line in lines:
+            out.write(pysam.AlignedSegment.fromstring(line.rstrip("\n"), bam_header))
+
+
 def _sam_reads(queries, rows) -> dict | None:
     """``{query_id: (alphabet, codes)}`` of the DNA queries that have hits in ``rows``;
-    None without queries or for protein."""
-    if queries is None:
+    None without queries or for protein (BAM keeps no protein SEQ)."""
+    if queries is None or not rows or not rows[0]["strand"]:
         return None
-    from .sequences.batch import as_batch
+    from .sequences.alphabet import DNA
 
-    batch = as_batch(queries, alphabet="dna" if rows and rows[0]["strand"] else "auto")
-    if batch.alphabet.name != "dna":
-        return None
+    return {query_id: (DNA, codes)
+            for query_id, codes in _residues(queries, rows, "query", DNA).items()}
+
+
+def _hits_alphabet(rows, scoring):
+    """The alphabet of the hits: the scoring's, else DNA where hits have a strand."""
+    from .sequences.alphabet import DNA, PROTEIN
+
+    if scoring is not None:
+        return scoring.alphabet
+    return DNA if any(row["strand"] for row in rows) else PROTEIN
+
+
+def _residues(source, rows, key: str, alphabet) -> dict:
+    """``{id: codes}`` of the ``key`` (``"query"`` or ``"subject"``) sequences of ``rows``,
+    read from ``source`` and checked against the hits by id, name and length."""
+    from .sequences.store import fetch_sequences
+
+    # Leniently: the search already refused (or, asked to, mapped) unknown letters, so
+    # this reads the codes it searched.
+    batch = fetch_sequences(source, [row[f"{key}_id"] for row in rows], alphabet=alphabet,
+                            map_unknown=True)
     where = {int(seq_id): k for k, seq_id in enumerate(batch.seq_id)}
-    reads = {}
+    found = {}
     for row in rows:
-        k = where.get(row["query_id"])
-        if k is None or batch.names[k] != row["query"] or batch.lengths[k] != row["query_length"]:
-            raise ValueError(f"queries: query {row['query']!r} (query_id {row['query_id']}, "
-                             f"{row['query_length']} residues) of the hits is not among them; "
-                             "give the queries that were searched")
-        reads[row["query_id"]] = batch.codes(k)
-    return {query_id: (batch.alphabet, codes) for query_id, codes in reads.items()}
+        seq_id = row[f"{key}_id"]
+        k = where.get(seq_id)
+        if k is None or batch.names[k] != row[key] or batch.lengths[k] != row[f"{key}_length"]:
+            given, whole = ("queries", "the queries that were searched") if key == "query" \
+                else ("subjects", "the database that was searched")
+            raise ValueError(f"{given}: {key} {row[key]!r} ({key}_id {seq_id}, "
+                             f"{row[f'{key}_length']} residues) of the hits is not among them; "
+                             f"give {whole}")
+        found[seq_id] = batch.codes(k)
+    return found
 
 
 def _sam_seq(reads, row, minus: bool) -> str:

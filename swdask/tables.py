@@ -14,11 +14,19 @@ and swdask's modules check and convert their tables only through it:
   graph built from them.
 
 The dtype policy lives here and not with the schemas because it is the Python API's
-choice, not the files': Parquet readers elsewhere pick their own.  It is the hits table's,
-now every table's: pandas' nullable dtypes, so that a null stays a null (``evalue``,
-``mu`` ...), an integer column keeps its schema's width, and one Arrow type gives one pandas
-dtype in every table (:func:`pandas_dtype`).  The search's internal score table is the one
-table left in NumPy dtypes: its task builds it from NumPy arrays, and it is never handed out.
+choice, not the files': Parquet readers elsewhere pick their own.  It is every table's:
+integers in pandas' nullable dtypes of the schema's width (``Int32``, ``Int64``: a null stays
+``pd.NA``), strings ``string`` (``pd.StringDtype()``), floats NumPy's ``float64`` (a null is
+NaN, which pandas counts as missing), lists Arrow's (:func:`pandas_dtype`).  Floats are not
+pandas' nullable ``Float64``: pandas formats a ``Float64`` column in fixed-point notation,
+so an E-value of 1.6e-73 showed as ``0.0`` in Jupyter, while NumPy's ``float64`` shows
+``1.600000e-73``.
+
+The result files swdask writes (hits, all-pairs, significance and long alignments) carry
+the same policy in their pandas metadata (:func:`for_file`), so that ``pandas.read_parquet``,
+``dask.dataframe.read_parquet`` and pyarrow's ``to_pandas`` give a file's table the dtypes
+the same table has in memory.  The search's internal score table is the one table left in
+NumPy dtypes: its task builds it from NumPy arrays, and it is never handed out.
 """
 from __future__ import annotations
 
@@ -32,7 +40,7 @@ from .errors import SchemaError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["check_schema", "check_table", "pandas_dtype", "to_pandas"]
+__all__ = ["check_schema", "check_table", "for_file", "pandas_dtype", "to_pandas"]
 
 
 def check_table(table: pa.Table, schema: pa.Schema, *, where: str = "table") -> pa.Table:
@@ -95,13 +103,14 @@ def check_schema(schema: pa.Schema, expected: pa.Schema, *, where: str = "table"
         raise SchemaError(*exc.args) from None
 
 
-def pandas_dtype(arrow_type: pa.DataType) -> pd.api.extensions.ExtensionDtype | None:
+def pandas_dtype(arrow_type: pa.DataType):
     """The pandas dtype of an Arrow type in every table swdask hands out.
 
-    ``int32``, ``int64`` and ``float64`` become pandas' nullable ``Int32``, ``Int64`` and
-    ``Float64``; strings ``string`` (``pandas.StringDtype()``, missing values ``pd.NA``);
-    lists (a sequence store's residues) stay Arrow arrays (``pandas.ArrowDtype``), which
-    pandas reads without a copy and without an object array of arrays.
+    ``int32`` and ``int64`` become pandas' nullable ``Int32`` and ``Int64``; ``float64``
+    NumPy's ``float64`` (nulls as NaN); strings ``string`` (``pandas.StringDtype()``,
+    missing values ``pd.NA``); lists (a sequence store's residues) stay Arrow arrays
+    (``pandas.ArrowDtype``), which pandas reads without a copy and without an object
+    array of arrays.
 
     Parameters
     ----------
@@ -109,16 +118,24 @@ def pandas_dtype(arrow_type: pa.DataType) -> pd.api.extensions.ExtensionDtype | 
 
     Returns
     -------
-    pandas.api.extensions.ExtensionDtype or None
+    pandas.api.extensions.ExtensionDtype, numpy.dtype or None
         None for a type none of swdask's schemas uses: pyarrow's own conversion.
+
+    Notes
+    -----
+    Not ``Float64``: pandas (3.1) formats a nullable ``Float64`` column without scientific
+    notation, so that 1.6e-73 reads ``0.0`` in ``repr(frame)``, ``to_string``
+    and Jupyter; NumPy's ``float64`` shows it as ``1.600000e-73``.  A null float is NaN,
+    which pandas' ``isna`` counts as missing and pyarrow writes back as a null.
 
     Examples
     --------
     >>> pandas_dtype(pa.int32()), pandas_dtype(pa.float64()), pandas_dtype(pa.string())
-    (Int32Dtype(), Float64Dtype(), <StringDtype(na_value=<NA>)>)
+    (Int32Dtype(), dtype('float64'), <StringDtype(na_value=<NA>)>)
     >>> pandas_dtype(pa.list_(pa.uint8()))
     list<item: uint8>[pyarrow]
     """
+    import numpy as np
     import pandas as pd
 
     if pa.types.is_list(arrow_type):
@@ -126,7 +143,7 @@ def pandas_dtype(arrow_type: pa.DataType) -> pd.api.extensions.ExtensionDtype | 
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
         return pd.StringDtype()
     return {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
-            pa.float64(): pd.Float64Dtype()}.get(arrow_type)
+            pa.float64(): np.dtype("float64")}.get(arrow_type)
 
 
 def to_pandas(table: pa.Table) -> pd.DataFrame:
@@ -147,6 +164,55 @@ def to_pandas(table: pa.Table) -> pd.DataFrame:
     >>> to_pandas(ALLPAIRS.empty_table()).dtypes.iloc[:6].to_dict()
     {'query': <StringDtype(na_value=<NA>)>, 'subject': <StringDtype(na_value=<NA>)>,
      'query_id': Int64Dtype(), 'subject_id': Int64Dtype(), 'score': Int32Dtype(),
-     'identity': Float64Dtype()}
+     'identity': dtype('float64')}
+    >>> to_pandas(pa.table({"evalue": [1.6e-73, None]}))
+           evalue
+    0  1.600000e-73
+    1           NaN
     """
-    return table.to_pandas(types_mapper=pandas_dtype)
+    import pandas as pd
+
+    def extension(arrow_type):
+        # types_mapper takes extension dtypes only; pyarrow's own conversion already gives
+        # NumPy's float64 (nulls as NaN) for float64.
+        dtype = pandas_dtype(arrow_type)
+        return dtype if isinstance(dtype, pd.api.extensions.ExtensionDtype) else None
+
+    return table.to_pandas(types_mapper=extension)
+
+
+def for_file(table: pa.Table) -> pa.Table:
+    """``table`` with pandas metadata of swdask's dtypes, for writing to a Parquet file.
+
+    ``pandas.read_parquet``, ``dask.dataframe.read_parquet`` and ``pyarrow``'s
+    ``to_pandas`` read a file's pandas metadata to choose each column's dtype; with this,
+    they give the file's table the dtypes :func:`to_pandas` gives it in memory (without it,
+    an integer column with a null would come back as ``float64`` and strings as ``str``).
+    The schema's own metadata (``swdask.schema``, ``swdask.schema_version``) is kept.
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        A table of one of swdask's schemas (checked).
+
+    Returns
+    -------
+    pyarrow.Table
+        The same columns; the schema metadata gains the key ``pandas``.
+
+    Examples
+    --------
+    >>> import io, pandas as pd, pyarrow.parquet as pq
+    >>> from swdask.parquet_schemas import SIGNIFICANCE
+    >>> table = check_table(pa.table({"query": ["q"], "subject": ["s"], "score": [40],
+    ...     "mu": [None], "lambda": [None], "p_value": [1.6e-73], "n_shuffles": [100],
+    ...     "seed": [7]}), SIGNIFICANCE)
+    >>> buffer = io.BytesIO()
+    >>> pq.write_table(for_file(table), buffer)
+    >>> pd.read_parquet(buffer).dtypes.equals(to_pandas(table).dtypes)
+    True
+    """
+    frame = to_pandas(table.schema.empty_table())
+    metadata = dict(table.schema.metadata or {})
+    metadata[b"pandas"] = pa.Schema.from_pandas(frame, preserve_index=False).metadata[b"pandas"]
+    return table.replace_schema_metadata(metadata)

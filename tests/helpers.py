@@ -89,6 +89,22 @@ def gene_windows(genes: int, seed: int) -> list[tuple[str, str]]:
     return records
 
 
+def revcomp(letters: str) -> str:
+    """Reverse complement of DNA letters, written plainly: A-T, C-G, anything else N."""
+    pairs = {"A": "T", "C": "G", "G": "C", "T": "A"}
+    return "".join(pairs.get(c, "N") for c in reversed(letters))
+
+
+def strand_reads() -> dict[str, str]:
+    """Reads of 16S genes of :data:`RRNA`: forward, reverse-complemented, and a chimera of
+    a forward and a reverse-complemented piece (hits on both strands, primary and
+    secondary)."""
+    genes = list(read_fasta(RRNA).values())
+    s0, s64 = genes[0], genes[64]
+    return {"fwd": s0[100:400], "rev": revcomp(s64[200:500]),
+            "chimera": s0[600:750] + revcomp(s64[900:1050])}
+
+
 def write_fasta(path: Path, records) -> Path:
     """``records`` (``(name, sequence)`` pairs) as FASTA at ``path``."""
     path.write_text("".join(f">{name}\n{seq}\n" for name, seq in records))

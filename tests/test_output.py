@@ -21,13 +21,14 @@ from swdask.output import (
     sam_lines,
     write_hits,
 )
-from tests.helpers import QUERIES, RRNA, SPROT_DB, read_fasta
+from tests.helpers import QUERIES, RRNA, SPROT_DB, read_fasta, revcomp, strand_reads
 
 ALLOWED = ("std, qseqid, sseqid, pident, length, mismatch, gapopen, qstart, qend, sstart, "
-           "send, evalue, bitscore, score, nident, gaps, qlen, slen, cigar, sstrand")
+           "send, evalue, bitscore, score, nident, gaps, qlen, slen, cigar, sstrand, qcovs, "
+           "qcovhsp, positive, ppos, qseq, sseq, btop")
 
 
-# -- a strict SAM reader (pysam is not a dependency) ----------------------------------------
+# -- a strict SAM reader, of our own (pysam's reads what htslib accepts) ----------------------
 # Regular expressions of SAM v1.6 (https://samtools.github.io/hts-specs/SAMv1.pdf), 1.3-1.5.
 
 _NAME = r"[0-9A-Za-z!#$%&+./:;?@^_|~-][0-9A-Za-z!#$%&*+./:;=?@^_|~-]*"
@@ -150,12 +151,7 @@ def empty_hits(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dna_reads():
-    """Reads of 16S genes: forward, reverse-complemented, and a chimera of a forward and a
-    reverse-complemented piece (hits on both strands, primary and secondary)."""
-    genes = list(read_fasta(RRNA).values())
-    s0, s64 = genes[0], genes[64]
-    return {"fwd": s0[100:400], "rev": revcomp(s64[200:500]),
-            "chimera": s0[600:750] + revcomp(s64[900:1050])}
+    return strand_reads()
 
 
 @pytest.fixture(scope="module")
@@ -164,12 +160,6 @@ def dna_hits(dna_reads):
     hits = swdask.search_in_process(dna_reads, RRNA, max_hits=4)
     assert set(hits["strand"]) == {"plus", "minus"}
     return hits
-
-
-def revcomp(letters):
-    """Reverse complement of DNA letters, written plainly: A-T, C-G, anything else N."""
-    pairs = {"A": "T", "C": "G", "G": "C", "T": "A"}
-    return "".join(pairs.get(c, "N") for c in reversed(letters))
 
 
 def cigar_runs(cigar):
@@ -214,7 +204,8 @@ def test_blast_tabular_evalues_as_blast_writes_them(value, text):
 def test_blast6_columns_round_trip(hits, sequences, tmp_path):
     """Every keyword, read back: 1-based inclusive coordinates select the aligned residues."""
     columns = ("std",) + BLAST_KEYWORDS[12:]
-    out = write_hits(hits, tmp_path / "all.tsv", outfmt="blast6", columns=columns)
+    out = write_hits(hits, tmp_path / "all.tsv", outfmt="blast6", columns=columns,
+                     queries=QUERIES, subjects=SPROT_DB)
     names = BLAST6_COLUMNS + BLAST_KEYWORDS[12:]
     rows = hits_table(hits).to_pylist()
     lines = out.read_text().splitlines()
@@ -263,8 +254,8 @@ def test_blast_columns(columns, expected):
 
 
 @pytest.mark.parametrize("columns, bad", [
-    ("std positive", "'positive'"), (["qseqid", "Qlen"], "'Qlen'"), ("6 std", "'6'"),
-    (["btop"], "'btop'"), ([7], "7"),
+    ("std staxids", "'staxids'"), (["qseqid", "Qlen"], "'Qlen'"), ("6 std", "'6'"),
+    (["qcovus"], "'qcovus'"), ([7], "7"),
 ])
 def test_unknown_blast_column(columns, bad):
     with pytest.raises(ValueError) as exc:
@@ -275,17 +266,18 @@ def test_unknown_blast_column(columns, bad):
 def test_format_errors(hits, tmp_path):
     out = tmp_path / "hits.out"
     with pytest.raises(ValueError) as exc:
-        write_hits(hits, out, outfmt="bam")
-    assert str(exc.value) == "unknown output format 'bam'; choose one of: parquet, blast6, sam"
-    for outfmt in ("sam", "parquet"):
+        write_hits(hits, out, outfmt="xml")
+    assert str(exc.value) == ("unknown output format 'xml'; choose one of: parquet, blast6, sam, "
+                              "bam")
+    for outfmt in ("sam", "parquet", "bam"):
         with pytest.raises(ValueError) as exc:
             write_hits(hits, out, outfmt=outfmt, columns="std qlen")
         assert str(exc.value) == (f"columns apply to the blast6 output format only, not to "
                                   f"{outfmt!r}")
-    with pytest.raises(ValueError, match="unknown BLAST column 'ppos'"):
+    with pytest.raises(ValueError, match="^columns ppos show residues: give the queries and"):
         write_hits(hits, out, outfmt="blast6", columns="std ppos")
     assert list(tmp_path.iterdir()) == []
-    assert OUTFMTS == ("parquet", "blast6", "sam")
+    assert OUTFMTS == ("parquet", "blast6", "sam", "bam")
     assert check_format("parquet") is None and check_format("blast6") == BLAST6_COLUMNS
 
 

@@ -33,6 +33,38 @@ def tile(text: str) -> str | int:
     return "auto" if text == "auto" else positive(text)
 
 
+def place(result) -> str:
+    """Where a long alignment lies, as a person reads it: 1-based inclusive, as BLAST prints
+    it (the one-row table keeps 0-based half-open).  On the minus strand the subject's
+    interval is given on B as given, from its end (start > end, as blastn's
+    ``sstart > send``); without traceback, the alignment's last cell.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as Result
+    >>> place(Result(strand="+", query_start=199, query_end=700, subject_start=0,
+    ...              subject_end=500, subject_length=2000))
+    'query 200..700, subject 1..500 (1-based)'
+    >>> place(Result(strand="-", query_start=199, query_end=700, subject_start=0,
+    ...              subject_end=500, subject_length=2000))
+    'query 200..700, subject 2000..1501 (1-based; subject reverse complemented)'
+    >>> place(Result(strand="-", query_start=None, query_end=700, subject_start=None,
+    ...              subject_end=500, subject_length=2000))
+    'ends at query 700, subject 1501 (1-based; subject reverse complemented)'
+    """
+    minus = result.strand == "-"
+    length = result.subject_length
+    # On the minus strand the table counts on B's reverse complement: position p there
+    # (0-based) is position length - p on B as given (1-based).
+    last = length - result.subject_end + 1 if minus else result.subject_end
+    note = "1-based; subject reverse complemented" if minus else "1-based"
+    if result.query_start is None:
+        return f"ends at query {result.query_end}, subject {last} ({note})"
+    first = length - result.subject_start if minus else result.subject_start + 1
+    return (f"query {result.query_start + 1}..{result.query_end}, subject {first}..{last} "
+            f"({note})")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``swdask align-long`` to its ``parser``."""
     parser.add_argument("a", metavar="A", help="query: FASTA/FASTQ file (first record)")
@@ -70,6 +102,7 @@ def run(args: argparse.Namespace) -> None:
     from ..jobs.base import atomic_paths, check_output
     from ..jobs.long_align import align_long
     from ..output import output_format
+    from ..tables import for_file
 
     to_stdout(args.output)
     if args.sam and not args.traceback:
@@ -93,18 +126,16 @@ def run(args: argparse.Namespace) -> None:
                             client=client, progress=progress_wanted(args))
     outputs = [args.output] + ([sam_file] if sam_file else [])
     with atomic_paths(outputs, force=args.force) as temporaries:  # both in place, or neither
-        pq.write_table(result.to_table(), temporaries[0])
+        pq.write_table(for_file(result.to_table()), temporaries[0])
         if sam_file:
             with open(temporaries[1], "w", encoding="utf-8", newline="\n") as handle:
                 handle.writelines(result.sam_lines(command_line(args)))
     if sam_stdout:
         write_stdout(result.sam_lines(command_line(args)))
     if not args.quiet:
-        where = (f"query {result.query_start}..{result.query_end}, subject "
-                 f"{result.subject_start}..{result.subject_end}" if args.traceback else
-                 f"ends at query {result.query_end}, subject {result.subject_end}")
         extra = f", {result.pident:.2f}% identity, CIGAR of {len(result.cigar):,} characters" \
             if args.traceback else ""
+        where = place(result)
         gcups = result.cells / result.score_seconds / 1e9 if result.score_seconds else 0.0
         print(f"score {result.score} on strand {result.strand}: {where}{extra}", file=sys.stderr)
         print(f"{result.cells:,} cells in {result.score_seconds:.2f} s ({gcups:.2f} GCUPS) on "

@@ -15,7 +15,7 @@ import sys
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from ..options import ALPHABETS, MODES
+from ..options import ALPHABETS, BINARY_OUTFMTS, MODES
 
 if TYPE_CHECKING:  # for the annotations only: the modules load pandas and Numba
     from ..jobs.search import SearchStats
@@ -295,12 +295,13 @@ def to_stdout(path: str, outfmt: str = "parquet", *, option: str = "-o",
     Raises
     ------
     ValueError
-        ``-`` for Parquet: one line that says what to give ``instead``.
+        ``-`` for Parquet or BAM: one line that says what to give ``instead``.
     """
     if path != STANDARD_STREAM:
         return False
-    if outfmt == "parquet":
-        raise ValueError(f"{option} -: Parquet does not go to the standard output; {instead}")
+    if outfmt in BINARY_OUTFMTS:
+        name = {"parquet": "Parquet", "bam": "BAM"}[outfmt]
+        raise ValueError(f"{option} -: {name} does not go to the standard output; {instead}")
     return True
 
 

@@ -40,13 +40,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output file; - for the standard output (blast6 and sam)")
     parser.add_argument("--outfmt", choices=OUTFMTS,
                         help="parquet (hits table, 0-based half-open), blast6 (BLAST -outfmt 6, "
-                        "1-based inclusive) or sam (SAM v1.6: queries as reads, subjects as "
-                        "references, 1-based); default: OUT's extension says (.tsv, .tab, .m8: "
-                        "blast6; .sam: sam), else parquet")
+                        "1-based inclusive), sam (SAM v1.6: queries as reads, subjects as "
+                        "references, 1-based) or bam (SAM's records as BAM, through pysam: "
+                        "pip install 'swdask[bam]'); default: OUT's extension says (.tsv, "
+                        ".tab, .m8: blast6; .sam: sam; .bam: bam), else parquet")
     parser.add_argument("--columns", metavar='"KEYWORD ..."',
                         help="blast6 columns, BLAST's -outfmt \"6 ...\" keywords, e.g. \"std "
                         "qlen slen cigar\"; std = the 12 standard columns (the default); keywords: "
                         f"{' '.join(BLAST_KEYWORDS)}")
+    parser.add_argument("--header", action="store_true",
+                        help="blast6: a first line naming the columns, '#' then the keywords, "
+                        "tab-separated")
     add_scoring(parser)
     parser.add_argument("--max-hits", type=positive, default=MAX_HITS, metavar="N",
                         help=f"hits kept per query, the best scores (default {MAX_HITS}, as "
@@ -76,7 +80,7 @@ def run(args: argparse.Namespace) -> None:
         start_early()
     from ..backend import check_device
     from ..jobs.base import check_output
-    from ..output import check_format, output_format, write_hits
+    from ..output import check_format, output_format, sequence_columns, write_hits
 
     outfmt = output_format(args.output, args.outfmt)  # "-" has no extension: Parquet
     stdout = to_stdout(args.output, outfmt,
@@ -84,7 +88,7 @@ def run(args: argparse.Namespace) -> None:
     if not stdout:
         check_output(args.output, force=args.force,
                      inputs=[args.queries, args.database, args.matrix])
-    check_format(outfmt, args.columns)
+    fields = check_format(outfmt, args.columns, header=args.header)
     # Names and mode only: probing for a GPU here cost "auto" 0.3 s (the CUDA import and
     # driver) even where its cost rule then picks the CPU without touching CUDA.
     check_device(args.device, args.mode, here=False)
@@ -105,7 +109,8 @@ def run(args: argparse.Namespace) -> None:
     check_strand(args.strand, db_alphabet)  # before a FASTA database is ingested
     dask_workers = None
     with standard_input(args.queries) as queries:
-        if outfmt == "sam":  # read once: the search's queries are SAM's reads (SEQ)
+        if outfmt in ("sam", "bam") or sequence_columns(fields):
+            # Read once: the search's queries are SAM's reads (SEQ) and qseq's residues.
             from ..sequences.batch import as_batch
 
             queries = as_batch(queries, alphabet=args.alphabet, map_unknown=args.map_unknown)
@@ -120,15 +125,17 @@ def run(args: argparse.Namespace) -> None:
                 hits, stats = compute(*search(queries, args.database, **options),
                                       client=client, progress=progress_wanted(args))
                 dask_workers = worker_count(client)
+    # The database's records of the hits, for the columns that show residues.
+    sequences = {"command_line": command_line(args), "queries": queries,
+                 "subjects": args.database, "scoring": scoring}
     if stdout:
-        from ..output import blast6_lines, hits_table, sam_lines
+        from ..output import hit_lines, hits_table
 
-        table = hits_table(hits)
-        write_stdout(blast6_lines(table, args.columns) if outfmt == "blast6"
-                     else sam_lines(table, command_line=command_line(args), queries=queries))
+        write_stdout(hit_lines(hits_table(hits), outfmt, columns=fields, header=args.header,
+                               **sequences))
     else:
-        write_hits(hits, args.output, outfmt=outfmt, columns=args.columns,
-                   force=args.force, command_line=command_line(args), queries=queries)
+        write_hits(hits, args.output, outfmt=outfmt, columns=fields, header=args.header,
+                   force=args.force, **sequences)
     if not args.quiet:
         where = "the standard output" if stdout else args.output
         print(f"wrote {len(hits):,} hits to {where} ({outfmt})", file=sys.stderr)

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> None:
     from ..jobs.significance import check_options, significance, significance_in_process
     from ..output import output_format
     from ..parquet_schemas import SIGNIFICANCE
-    from ..tables import check_table
+    from ..tables import check_table, for_file
 
     to_stdout(args.output)
     check_output(args.output, force=args.force,
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> None:
     table = check_table(pa.Table.from_pandas(table, preserve_index=False), SIGNIFICANCE,
                         where="significance")
     with atomic_path(args.output, force=args.force) as tmp:
-        pq.write_table(table, tmp)
+        pq.write_table(for_file(table), tmp)
     if not args.quiet:
         print(f"wrote {table.num_rows:,} pairs to {args.output} ({args.shuffles} shuffles each, "
               f"{time.perf_counter() - tick:.2f} s)", file=sys.stderr)

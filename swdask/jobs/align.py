@@ -29,9 +29,10 @@ class Alignment:
     ``query[query_start:query_end]`` and ``subject[subject_start:subject_end]``.
     ``cigar`` uses ``=`` (identity), ``X`` (substitution), ``I`` (query residue against
     a gap) and ``D`` (subject residue against a gap) over exactly that region.
-    ``identity`` is ``matches / align_length`` (BLAST's pident / 100); unknown residues
-    (``X``, ``N``) are never identities.  ``aligned_query`` and ``aligned_subject`` are
-    the two gapped rows (``-`` for gaps).
+    ``identity`` is a fraction, ``matches / align_length`` (BLAST's pident / 100); unknown
+    residues (``X``, ``N``) are never identities.  ``aligned_query`` and ``aligned_subject``
+    are the two gapped rows (``-`` for gaps).  :meth:`format` prints positions 1-based and
+    the identity in percent, for a person to read.
     """
 
     query_name: str

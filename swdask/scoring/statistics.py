@@ -384,8 +384,9 @@ def annotate(hits: pd.DataFrame, scoring, *, db_residues: int, db_sequences: int
     Returns
     -------
     pandas.DataFrame
-        ``bitscore`` and ``evalue`` as nullable ``Float64``; null when BLAST publishes no
-        parameters for ``scoring``.
+        ``bitscore`` and ``evalue`` as ``float64`` (swdask's dtype of a float column,
+        :func:`swdask.tables.pandas_dtype`); NaN (null) when BLAST publishes no parameters
+        for ``scoring``.
 
     Warns
     -----
@@ -408,14 +409,14 @@ def annotate(hits: pd.DataFrame, scoring, *, db_residues: int, db_sequences: int
         warnings.warn(f"no published Karlin-Altschul parameters for {scoring.name} with gap costs "
                       f"{scoring.gap_open}/{scoring.gap_extend}; E-values left empty",
                       UserWarning, stacklevel=2)
-        out["bitscore"] = pd.array([pd.NA] * len(out), dtype="Float64")
-        out["evalue"] = pd.array([pd.NA] * len(out), dtype="Float64")
+        out["bitscore"] = np.full(len(out), np.nan)
+        out["evalue"] = np.full(len(out), np.nan)
         return out
     score = out["score"].to_numpy(dtype=np.int64)
     subject_length = (out["subject_length"].to_numpy(dtype=np.int64)
                       if params.spouge is not None else None)
-    out["bitscore"] = pd.array(bitscore(score, params), dtype="Float64")
-    out["evalue"] = pd.array(
+    out["bitscore"] = np.asarray(bitscore(score, params), dtype=np.float64)
+    out["evalue"] = np.asarray(
         evalue(score, params, out["query_length"].to_numpy(dtype=np.int64), db_residues,
-               db_sequences, subject_length=subject_length), dtype="Float64")
+               db_sequences, subject_length=subject_length), dtype=np.float64)
     return out

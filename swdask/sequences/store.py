@@ -60,7 +60,7 @@ from .alphabet import DNA, PROTEIN_V1, Alphabet, get_alphabet
 from .batch import SequenceBatch, list_arrays
 from .fastx import check_alphabet, check_readable, read_records, resolve_alphabet
 
-__all__ = ["METADATA_FILE", "STORE_FORMAT", "SequenceStore", "load_sequences",
+__all__ = ["METADATA_FILE", "STORE_FORMAT", "SequenceStore", "fetch_sequences", "load_sequences",
            "metadata_checksum", "read_part"]
 
 STORE_FORMAT = "swdask-store"
@@ -572,3 +572,69 @@ def load_sequences(source, *, alphabet="auto", map_unknown: bool = False) -> Seq
     check_readable(source)
     alphabet, detected = resolve_alphabet(alphabet, [source])
     return SequenceBatch.from_records(read_records(source, alphabet, detected, map_unknown), alphabet)
+
+
+def fetch_sequences(source, seq_ids, *, alphabet="auto", map_unknown: bool = False) -> SequenceBatch:
+    """The sequences of some ``seq_id`` values, from a store, a FASTA/FASTQ file or memory.
+
+    What a writer needs to show a hit's residues: only the records asked for are kept.
+
+    Parameters
+    ----------
+    source : path, SequenceStore, SequenceBatch, dict or list of str
+        A store (read with a filter on ``seq_id``), a FASTA/FASTQ file (read record by
+        record, ``seq_id`` being the 0-based record number as :func:`ingest` numbers it,
+        until every id asked for is found), or sequences as :func:`as_batch` takes them.
+    seq_ids : array_like of int
+        The ``seq_id`` values wanted.
+    alphabet : {"auto", "protein", "dna"} or Alphabet, default "auto"
+        As :func:`load_sequences`.
+    map_unknown : bool, default False
+        As :func:`load_sequences`.
+
+    Returns
+    -------
+    SequenceBatch
+        The records found, by ``seq_id``; an id not in ``source`` is left out (the caller
+        checks what it got).
+
+    Raises
+    ------
+    InputNotFoundError, SequenceFormatError, InvalidSequenceError, StoreError
+        As :func:`load_sequences`.
+
+    Examples
+    --------
+    >>> from importlib.resources import files
+    >>> batch = fetch_sequences(files("swdask") / "data" / "demo_db.fasta.gz", [1999, 3])
+    >>> batch.seq_id.tolist(), batch.names[0]
+    ([3, 1999], 'sp|Q6GZW4|011R_FRG3G')
+    """
+    from .batch import as_batch  # batch.py imports this module lazily
+
+    wanted = np.unique(np.asarray(seq_ids, dtype=np.int64))
+    alphabet = check_alphabet(alphabet)
+    if isinstance(source, SequenceStore) or (isinstance(source, (str, os.PathLike))
+                                             and os.path.isdir(source)):
+        store = source if isinstance(source, SequenceStore) else SequenceStore.open(source)
+        store.check_alphabet(alphabet)
+        filters = [("seq_id", "in", wanted.tolist())]
+        parts = [read_part(path, None, filters) for path in store.files] if len(wanted) else []
+        table = pa.concat_tables(parts) if parts else SEQUENCES.empty_table()
+        batch = SequenceBatch.from_arrow(table, store.alphabet)
+    elif isinstance(source, (str, os.PathLike)):
+        check_readable(source)
+        alphabet, detected = resolve_alphabet(alphabet, [source])
+        keep, records, ids = set(wanted.tolist()), [], []
+        records_read = read_records(source, alphabet, detected, map_unknown) if keep else ()
+        for number, record in enumerate(records_read):
+            if number in keep:
+                records.append(record)
+                ids.append(number)
+                if len(ids) == len(keep):
+                    break
+        batch = SequenceBatch.from_records(records, alphabet, seq_ids=np.asarray(ids, np.int64))
+    else:
+        batch = as_batch(source, alphabet=alphabet, map_unknown=map_unknown)
+        batch = batch.take(np.flatnonzero(np.isin(batch.seq_id, wanted)))
+    return batch.take(np.argsort(batch.seq_id, kind="stable"))

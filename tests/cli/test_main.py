@@ -25,10 +25,27 @@ def test_installed_demo_command():
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"swdask {swdask.__version__} demo:")
     header = lines[1].split()
-    assert header[:4] == ["query", "subject", "score", "identity"]
-    hits = [line.split() for line in lines[2:] if line.startswith(" ") or line.startswith("sp|")]
-    self_hits = [h for h in hits if len(h) > 3 and h[0] == h[1] and h[3] == "100.0"]
-    assert len(self_hits) >= 1
+    # BLAST's names and conventions, for a person: pident a percent, positions 1-based.
+    assert header == ["query", "subject", "score", "evalue", "pident", "qstart", "qend",
+                      "sstart", "send", "cigar"]
+    hits = [dict(zip(header, line.split())) for line in lines[2:]
+            if line.startswith(" ") or line.startswith("sp|")]
+    self_hits = [h for h in hits if h["query"] == h["subject"]]
+    assert self_hits and all(h["pident"] == "100.0" and h["qstart"] == h["sstart"] == "1"
+                             and h["cigar"] == f"{h['qend']}=" for h in self_hits)
+    # Against the Python search, 0-based: the first hit of another subject.
+    data = swdask.__path__[0] + "/data/"
+    table = swdask.search_in_process(data + "demo_queries.fasta", data + "demo_db.fasta.gz",
+                                     max_hits=3)
+    other = table[table["query"] != table["subject"]].iloc[0]
+    (shown,) = [h for h in hits if (h["query"], h["subject"]) == (other["query"],
+                                                                  other["subject"])]
+    assert (int(shown["qstart"]), int(shown["qend"]), int(shown["sstart"]), int(shown["send"])) \
+        == (other["query_start"] + 1, other["query_end"], other["subject_start"] + 1,
+            other["subject_end"])
+    assert float(shown["pident"]) == round(100 * other["identity"], 1)
+    assert float(shown["evalue"]) == pytest.approx(other["evalue"], rel=1e-6)
+    assert re.fullmatch(r"\d\.\d{6}e-\d+", self_hits[0]["evalue"])  # not 0.0
     assert any("GCUPS" in line for line in lines)
 
 

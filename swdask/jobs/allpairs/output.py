@@ -18,7 +18,7 @@ from ...errors import OutputError, OutputExistsError, StoreError
 from ...parquet_schemas import ALLPAIRS
 from ...scoring import Scoring
 from ...sequences.store import SequenceStore
-from ...tables import to_pandas
+from ...tables import for_file, to_pandas
 from ..base import OutputKind, atomic_dir, atomic_path, check_output, progress_bar
 from .plan import BLOCK_SIZE, AllPairsJob, block_lengths, pair_ranges, prepare
 from .tasks import AllPairsStats, BlockStats, allpairs_stats, block_pair
@@ -79,7 +79,7 @@ def write_block_pair(job: AllPairsJob, a: int, b: int, out: str) -> BlockStats:
     """Compute block pair ``(a, b)`` and write its file atomically; returns its record."""
     table, stats = block_pair(job, a, b)
     with atomic_path(Path(out) / block_file(a, b), force=True) as tmp:
-        pq.write_table(table, tmp)
+        pq.write_table(for_file(table), tmp)
     return stats
 
 

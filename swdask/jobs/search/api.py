@@ -173,9 +173,9 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
     (1, ['query', 'subject', 'score', 'evalue'])
     >>> table = hits.compute()
     >>> print(table[["query", "subject", "score", "evalue", "rank"]].head(2).to_string(index=False))
-                  query               subject  score   evalue  rank
-    sp|Q91G65|032R_IIV6   sp|Q91G65|032R_IIV6    532      0.0     1
-    sp|Q91G65|032R_IIV6 sp|Q55DQ2|ABCGB_DICDI     49 2.416093     2
+                  query               subject  score       evalue  rank
+    sp|Q91G65|032R_IIV6   sp|Q91G65|032R_IIV6    532 1.603674e-73     1
+    sp|Q91G65|032R_IIV6 sp|Q55DQ2|ABCGB_DICDI     49 2.416093e+00     2
     """
     import dask
     import dask.dataframe as dd

@@ -45,7 +45,7 @@ CLOSE_PAIRS = ("NR_041085.1", "NR_112331.1", "NR_119197.1", "NR_113242.1", "NR_1
 ALLPAIRS_DTYPES = {
     "query": pd.StringDtype(), "subject": pd.StringDtype(),
     "query_id": pd.Int64Dtype(), "subject_id": pd.Int64Dtype(), "score": pd.Int32Dtype(),
-    "identity": pd.Float64Dtype(),
+    "identity": np.dtype("float64"),
     **dict.fromkeys(["matches", "align_length", "mismatches", "gap_opens", "query_start",
                      "query_end", "subject_start", "subject_end", "query_length",
                      "subject_length"], pd.Int32Dtype()),

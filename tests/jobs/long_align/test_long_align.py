@@ -223,7 +223,20 @@ def test_cli_align_long(tmp_path, capsys):
     assert lines[0].startswith("@HD") and lines[1] == f"@SQ\tSN:copy\tLN:{len(b)}"
     record = lines[-1].split("\t")
     assert record[0] == "win" and record[2] == "copy" and record[5].startswith("200S")
-    assert "score" in capsys.readouterr().err
+    # The summary counts from 1, inclusive, as BLAST prints (the table: 0-based half-open).
+    summary = capsys.readouterr().err
+    assert (f"score {score} on strand +: query 201..700, subject {row['subject_start'] + 1}.."
+            f"{row['subject_end']} (1-based), ") in summary
+    # B reverse complemented: the same alignment on strand -, its subject interval on B as
+    # given counted from its end (start > end, as blastn's sstart > send).
+    rc_path, rc_out = tmp_path / "rc.fa", tmp_path / "rc.parquet"
+    rc = DNA.decode(b)[::-1].translate(str.maketrans("ACGTN", "TGCAN"))
+    rc_path.write_text(f">copy\n{rc}\n")
+    assert main(["align-long", str(a_path), str(rc_path), "-o", str(rc_out), "--tile", "128",
+                 "--device", "cpu", "--traceback", "--reverse-complement"]) == 0
+    first, last = len(b) - row["subject_start"], len(b) - row["subject_end"] + 1
+    assert (f"score {score} on strand -: query 201..700, subject {first}..{last} (1-based; "
+            "subject reverse complemented), ") in capsys.readouterr().err
     # Errors: one line, exit 2, nothing written.
     assert main(argv) == 2
     assert "already exists" in capsys.readouterr().err
