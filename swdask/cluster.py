@@ -182,11 +182,16 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
 
 
 def _started(cluster_class, options: dict, kwargs: dict, dashboard_address):
-    """``cluster_class(**options, **kwargs)``.  When the dashboard port was swdask's choice
-    (``dashboard_address=None``) and another process took it between the check and the
-    start (two test processes, two notebooks), the cluster starts on a free port instead of
-    failing with "Port 8787 is already in use".  Workers that cannot start (Dask's "Nanny
-    failed to start", or a timeout) are a :class:`ClusterError` naming the cause."""
+    """``cluster_class(**options, **kwargs)``, the caller's ``kwargs`` first (their ``env``
+    added to swdask's: ``env={"NUMBA_NUM_THREADS": "1"}`` sets the workers' kernel threads).
+    When the dashboard port was swdask's choice (``dashboard_address=None``) and another
+    process took it between the check and the start (two test processes, two notebooks),
+    the cluster starts on a free port instead of failing with "Port 8787 is already in
+    use".  Workers that cannot start (Dask's "Nanny failed to start", or a timeout) are a
+    :class:`ClusterError` naming the cause."""
+    if "env" in options and "env" in kwargs:
+        kwargs = dict(kwargs, env={**options["env"], **kwargs["env"]})
+    options = {key: value for key, value in options.items() if key not in kwargs}
     try:
         try:
             return cluster_class(**options, **kwargs)

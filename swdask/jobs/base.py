@@ -251,9 +251,9 @@ class ProgressLines:
 
     A thread prints the lines, so they come while one long task runs too; a run shorter
     than the interval prints none.  Once all is done, the lines keep the time and rate of
-    then and say the command is finishing (a search's traceback, writing the output).  It counts as tqdm's bar does (``update(n)``,
-    ``total``, ``n``, ``refresh()``, ``close()``, a context manager), so callers need not
-    know which of the two they have.
+    then and say the command is finishing (a search's traceback, writing the output).  It
+    counts as tqdm's bar does (``update(n)``, ``total``, ``n``, ``refresh()``, ``close()``,
+    a context manager), so callers need not know which of the two they have.
 
     Parameters
     ----------

@@ -90,7 +90,7 @@ def figures(pattern: str, line: str) -> dict:
 
 def check_summary_line(command: str, lines: list[str], f: dict) -> None:
     """The summary lines of ``command`` say the figures of its JSON summary ``f``."""
-    threads = rf"(?P<threads>\d+) threads?"
+    threads = r"(?P<threads>\d+) threads?"
     if command == "search":
         assert lines[0] == f"wrote {f['hits']:,} hits to {f['output']} ({f['format']})"
         got = figures(rf"(?P<queries>\d+) queries x (?P<subjects>[\d,]+) subjects, "
@@ -113,14 +113,14 @@ def check_summary_line(command: str, lines: list[str], f: dict) -> None:
                       rf"skipped by length, [\d.]+ s \((?P<pairs_per_second>[\d,]+) pairs/s\) on "
                       rf"(?P<device>\w+), {threads}", lines[0])
     else:
-        got = figures(rf"score (?P<score>\d+) on strand (?P<strand>[+-]): query "
-                      rf"(?P<query_start>\d+)\.\.(?P<query_end>\d+), subject "
-                      rf"(?P<subject_start>\d+)\.\.(?P<subject_end>\d+), (?P<pident>[\d.]+)% "
-                      rf"identity, CIGAR of (?P<cigar_length>[\d,]+) characters", lines[0])
-        got.update(figures(rf"(?P<cells>[\d,]+) cells in (?P<score_seconds>[\d.]+) s "
-                           rf"\((?P<gcups>[\d.]+) GCUPS\) on (?P<device>\w+) \((?P<threads>\d+) CPU "
-                           rf"threads?\), (?P<tile_rows>\d+) x (?P<tile_cols>\d+) tiles; wrote "
-                           rf"(?P<output>\S+)", lines[1]))
+        got = figures(r"score (?P<score>\d+) on strand (?P<strand>[+-]): query "
+                      r"(?P<query_start>\d+)\.\.(?P<query_end>\d+), subject "
+                      r"(?P<subject_start>\d+)\.\.(?P<subject_end>\d+), (?P<pident>[\d.]+)% "
+                      r"identity, CIGAR of (?P<cigar_length>[\d,]+) characters", lines[0])
+        got.update(figures(r"(?P<cells>[\d,]+) cells in (?P<score_seconds>[\d.]+) s "
+                           r"\((?P<gcups>[\d.]+) GCUPS\) on (?P<device>\w+) \((?P<threads>\d+) CPU "
+                           r"threads?\), (?P<tile_rows>\d+) x (?P<tile_cols>\d+) tiles; wrote "
+                           r"(?P<output>\S+)", lines[1]))
     assert got
     for key, text in got.items():
         if text is None or key not in f:  # an optional part that is not there
