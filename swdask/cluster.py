@@ -723,10 +723,10 @@ def work_topic(client: str) -> str:
 
 def _watch(client: str, on: bool, dask_scheduler=None) -> bool:
     """On the scheduler: :meth:`TaskRouting.watch`; False where the plugin is not there."""
-    plugin = dask_scheduler.plugins.get(TaskRouting.name)
-    if plugin is None:
+    watch = getattr(dask_scheduler.plugins.get(TaskRouting.name), "watch", None)
+    if watch is None:  # not installed yet (or another version's, preloaded)
         return False
-    plugin.watch(client, on)
+    watch(client, on)
     return True
 
 
