@@ -109,7 +109,8 @@ class _Stops:
     the command's one line.  Once the command is over (``done``) a signal changes nothing:
     its outputs are complete.  A stop raised where Python cannot let it out (a weakref
     callback, a ``__del__``: Python prints "Exception ignored" and goes on) is signalled
-    again, to be raised in the code that runs next.
+    again, to be raised in the code that runs next; once a stopped command is over, what
+    its cut-short work fails to clean up is not reported.
     """
 
     def __init__(self):
@@ -143,6 +144,10 @@ class _Stops:
         if isinstance(unraisable.exc_value, KeyboardInterrupt) and self.number is not None:
             if not self.done:
                 signal.raise_signal(self.number)
+            return
+        if self.done and self.number is not None:
+            # After a stop, what the stopped work left half made (an llvmlite object whose
+            # __init__ the stop cut short) fails in its __del__: noise after the one line.
             return
         self.hook(unraisable)
 
