@@ -43,3 +43,12 @@ if "SWDASK_CACHE_DIR" not in os.environ:
     import tempfile
 
     os.environ["SWDASK_CACHE_DIR"] = tempfile.mkdtemp(prefix="swdask-test-cache-")
+
+# Progress lines on a standard error that is not a terminal come every 10 s: the suite's
+# commands print none (their standard error is compared line by line), except where a test
+# sets swdask.progress-interval itself (tests/cli/test_progress.py).
+os.environ.setdefault("DASK_SWDASK__PROGRESS_INTERVAL", "1h")
+if "dask.config" in sys.modules:  # loaded already (a plugin): read the environment again
+    import dask.config
+
+    dask.config.refresh()

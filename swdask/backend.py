@@ -97,7 +97,9 @@ class KernelTask:
     (:func:`swdask.cluster.gpu_resources`): a task of ``device="gpu"`` runs CUDA kernels and
     goes to a worker with the resource ``GPU``; every kernel task is pure (the same inputs
     give the same result, and what it writes it writes atomically), so a task that failed
-    may run again (``swdask.task-retries``).  Keys and names play no part.
+    may run again (``swdask.task-retries``).  Keys and names play no part.  A task also
+    says how much work it is (``work``, e.g. the cells it scores): a progress bar counts
+    that when the task completes (:func:`swdask.cluster.compute`), not one per task.
 
     Parameters
     ----------
@@ -105,15 +107,18 @@ class KernelTask:
         The task's function (a module-level function: it is pickled by reference).
     device : {"auto", "cpu", "gpu"}, default "cpu"
         The job's device (:func:`job_device`).
+    work : int, default 0
+        The work of one call, in the unit of the job's progress bar (cells).
 
     Examples
     --------
-    >>> KernelTask(max, "gpu")(3, 4)
+    >>> KernelTask(max, "gpu", work=12)(3, 4)
     4
     """
 
     function: Callable
     device: str = "cpu"
+    work: int = 0
 
     def __call__(self, *args, **kwargs):
         return self.function(*args, **kwargs)

@@ -49,7 +49,9 @@ from .options import DEVICES, check_choice, tunable
 
 __all__ = ["TaskRouting", "check_main_guard", "cluster", "cluster_error", "compute", "connect",
            "faults", "gpu_resources", "route_tasks", "session", "shutdown", "tls_security",
-           "worker_count"]
+           "work_progress", "work_topic", "worker_count"]
+
+logger = logging.getLogger(__name__)
 
 #: The port of Dask's dashboard when it is free.
 DASHBOARD_PORT = 8787
@@ -154,6 +156,8 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
                              f"scheduler given by address")
         client = connect(options["address"], security=security, timeout=timeout)
         route_tasks(client)
+        logger.info("connected to the Dask scheduler %s: %d workers", options["address"],
+                    worker_count(client))
         return client
     if security is not None:
         kwargs = dict(kwargs, security=security)
@@ -171,15 +175,23 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
 
         client = Client(_started(LocalCluster, options, kwargs, dashboard_address))
     route_tasks(client)
+    logger.info("started a %s of %d workers (%s); dashboard %s", type(client.cluster).__name__,
+                worker_count(client), ", ".join(f"{k}={v}" for k, v in sorted(options.items())),
+                client.dashboard_link)
     return client
 
 
 def _started(cluster_class, options: dict, kwargs: dict, dashboard_address):
-    """``cluster_class(**options, **kwargs)``.  When the dashboard port was swdask's choice
-    (``dashboard_address=None``) and another process took it between the check and the
-    start (two test processes, two notebooks), the cluster starts on a free port instead of
-    failing with "Port 8787 is already in use".  Workers that cannot start (Dask's "Nanny
-    failed to start", or a timeout) are a :class:`ClusterError` naming the cause."""
+    """``cluster_class(**options, **kwargs)``, the caller's ``kwargs`` first (their ``env``
+    added to swdask's: ``env={"NUMBA_NUM_THREADS": "1"}`` sets the workers' kernel threads).
+    When the dashboard port was swdask's choice (``dashboard_address=None``) and another
+    process took it between the check and the start (two test processes, two notebooks),
+    the cluster starts on a free port instead of failing with "Port 8787 is already in
+    use".  Workers that cannot start (Dask's "Nanny failed to start", or a timeout) are a
+    :class:`ClusterError` naming the cause."""
+    if "env" in options and "env" in kwargs:
+        kwargs = dict(kwargs, env={**options["env"], **kwargs["env"]})
+    options = {key: value for key, value in options.items() if key not in kwargs}
     try:
         try:
             return cluster_class(**options, **kwargs)
@@ -637,7 +649,10 @@ class TaskRouting(SchedulerPlugin):
     - its resources are :func:`gpu_resources` (GPU work to GPU workers), where a worker
       of the cluster advertises ``GPU`` (else there is nothing to route to, and a
       resource no worker has would leave the task waiting for ever);
-    - it may run ``retries`` more times where it raises (kernel tasks are pure).
+    - it may run ``retries`` more times where it raises (kernel tasks are pure);
+    - for a client that watches its work (:func:`work_progress`), its ``work`` is told to
+      that client when the graph arrives (``{"total": ...}``) and when the task is done
+      (``{"done": ...}``), as events of the topic :func:`work_topic`.
 
     Restrictions and retries given by the caller are kept.  :func:`route_tasks` installs
     it (:func:`cluster`, :func:`compute`, and every job planned while a client is current:
@@ -649,14 +664,21 @@ class TaskRouting(SchedulerPlugin):
 
     def __init__(self, retries: int = 0):
         self.retries = int(retries)
+        self.scheduler = None
+        self.watching = set()  # clients told of their kernel tasks' work
+        self.work = {}  # key -> (client, work) of their tasks not done yet
 
-    def update_graph(self, scheduler, *, tasks=(), **kwargs) -> None:
+    def update_graph(self, scheduler, *, tasks=(), client=None, **kwargs) -> None:
+        self.scheduler = scheduler
         gpu_workers = any(ws.resources.get("GPU", 0) > 0 for ws in scheduler.workers.values())
+        watched = client in self.watching
+        total = 0
         for key in tasks:
             ts = scheduler.tasks.get(key)
             if ts is None or ts.state != "released" or ts.run_spec is None:
                 continue  # computed, or running already: an earlier graph's task
-            if not any(True for _ in _kernel_tasks(ts.run_spec)):
+            kernels = list(_kernel_tasks(ts.run_spec))
+            if not kernels:
                 continue
             if gpu_workers and not ts.resource_restrictions:
                 resources = gpu_resources(ts.run_spec)
@@ -664,6 +686,28 @@ class TaskRouting(SchedulerPlugin):
                     ts.resource_restrictions = resources
             if not ts.retries:
                 ts.retries = self.retries
+            work = sum(kernel.work for kernel in kernels) if watched else 0
+            if work:
+                self.work[key] = (client, work)
+                total += work
+        if total:
+            scheduler.log_event(work_topic(client), {"total": total})
+
+    def transition(self, key, start, finish, *args, **kwargs) -> None:
+        if finish != "memory" and finish != "forgotten":  # every task's transitions: be quick
+            return
+        entry = self.work.pop(key, None)
+        if entry is not None and finish == "memory":
+            self.scheduler.log_event(work_topic(entry[0]), {"done": entry[1]})
+
+    def watch(self, client: str, on: bool) -> None:
+        """Tell ``client`` of its kernel tasks' work from now (``on``), or no longer."""
+        if on:
+            self.watching.add(client)
+            return
+        self.watching.discard(client)
+        for key in [key for key, (owner, _) in self.work.items() if owner == client]:
+            del self.work[key]
 
 
 def route_tasks(client) -> None:
@@ -672,14 +716,93 @@ def route_tasks(client) -> None:
     client.register_plugin(TaskRouting(retries=tunable("task-retries")))
 
 
-def compute(*collections, client=None, progress: bool = False):
-    """Compute Dask collections of a search, as the command line does.
+def work_topic(client: str) -> str:
+    """The topic of the events that tell ``client`` (its id) of its tasks' work."""
+    return f"swdask-work-{client}"
+
+
+def _watch(client: str, on: bool, dask_scheduler=None) -> bool:
+    """On the scheduler: :meth:`TaskRouting.watch`; False where the plugin is not there."""
+    watch = getattr(dask_scheduler.plugins.get(TaskRouting.name), "watch", None)
+    if watch is None:  # not installed yet (or another version's, preloaded)
+        return False
+    watch(client, on)
+    return True
+
+
+def _kernel_work(node) -> int:
+    """The work of the kernel tasks in a Dask task (``KernelTask.work``, fused ones too)."""
+    return sum(kernel.work for kernel in _kernel_tasks(node))
+
+
+@contextlib.contextmanager
+def work_progress(client, bar):
+    """Count into ``bar`` the work of the kernel tasks that ``client`` computes meanwhile.
+
+    Each kernel task says its work (:class:`swdask.backend.KernelTask`, e.g. the cells of
+    a score task); :class:`TaskRouting` tells the client the total of each graph it gets
+    and each task's work when the task is done, so that ``bar`` counts cells, not tasks,
+    and a task of many cells weighs as much as it costs.  At a success the bar is filled
+    (a task recomputed after a worker died is counted once; one computed earlier, not at
+    all).
+    """
+    state = {"bar": bar}
+
+    def handle(event) -> None:  # on the client's event loop
+        bar = state["bar"]
+        if bar is None:  # an event that came after the end
+            return
+        message = event[1]
+        if "total" in message:
+            bar.total = (bar.total or 0) + message["total"]
+            bar.refresh()
+        else:
+            bar.update(min(message["done"], max((bar.total or 0) - bar.n, 0)))
+
+    client.subscribe_topic(work_topic(client.id), handle)
+    if not client.run_on_scheduler(_watch, client.id, True):
+        route_tasks(client)
+        client.run_on_scheduler(_watch, client.id, True)
+    try:
+        yield
+    finally:
+        state["bar"] = None
+    with contextlib.suppress(Exception):  # counting is done; the run's outcome stands
+        client.run_on_scheduler(_watch, client.id, False)
+    if bar.total:
+        bar.update(bar.total - bar.n)
+
+
+class _LocalWork:
+    """:func:`work_progress` for Dask's threads in this process: a Dask callback that
+    counts each kernel task's work when it finishes."""
+
+    def __init__(self, bar):
+        from dask.callbacks import Callback
+
+        self.bar = bar
+        self.callback = Callback(start_state=self._start, posttask=self._done)
+
+    def _start(self, dsk, state) -> None:
+        self.bar.total = sum(_kernel_work(node) for node in dsk.values()) or None
+        self.bar.refresh()
+
+    def _done(self, key, result, dsk, state, worker_id) -> None:
+        work = _kernel_work(dsk[key])
+        if work:
+            self.bar.update(work)
+
+
+def compute(*collections, client=None, progress: bool = False, desc: str = "swdask"):
+    """Compute Dask collections of a job, as the command line does.
 
     On ``client`` (a ``distributed.Client``; default: the current one, if any) GPU work
     goes to the workers with a ``GPU`` resource, if there are any, read off the tasks
-    (:func:`route_tasks`), and ``progress`` shows Dask's progress bar on stderr (a widget
-    in Jupyter).  Without a client the collections run on Dask's threads in this process,
-    ``progress`` showing ``dask.diagnostics.ProgressBar`` on stderr.
+    (:func:`route_tasks`).  Without a client the collections run on Dask's threads in
+    this process.  ``progress`` shows progress on the standard error
+    (:func:`swdask.jobs.base.progress_bar`: a bar on a terminal or in Jupyter, a line
+    every ``swdask.progress-interval`` elsewhere) that counts the kernel tasks' work
+    (cells: :func:`work_progress`), not tasks.
 
     Parameters
     ----------
@@ -687,6 +810,8 @@ def compute(*collections, client=None, progress: bool = False):
         Dask collections, e.g. the hits and stats of ``search(..., return_stats=True)``.
     client : distributed.Client, optional
     progress : bool, default False
+    desc : str, default "swdask"
+        What the progress says is done (``"search"``).
 
     Returns
     -------
@@ -712,23 +837,19 @@ def compute(*collections, client=None, progress: bool = False):
     """
     import dask
 
+    from .jobs.base import progress_bar
+
     client = client or backend.current_client()
-    if client is None:
-        if not progress:
-            return dask.compute(*collections)
-        from dask.diagnostics import ProgressBar
-
-        with ProgressBar(out=sys.stderr):
-            return dask.compute(*collections)
-    route_tasks(client)
-    with faults():
-        futures = client.compute(list(collections))
-        if progress:
-            from distributed import progress as show_progress
-
-            with contextlib.redirect_stdout(sys.stderr):
-                show_progress(futures)
-        return tuple(client.gather(futures))
+    with progress_bar(progress, desc=desc, unit="cell", unit_scale=True, leave=False) as bar:
+        if client is None:
+            if not progress:
+                return dask.compute(*collections)
+            with _LocalWork(bar).callback:
+                return dask.compute(*collections)
+        route_tasks(client)
+        with faults(), work_progress(client, bar) if progress else contextlib.nullcontext():
+            futures = client.compute(list(collections))
+            return tuple(client.gather(futures))
 
 
 def cluster_error(exc: BaseException, then: str = "") -> ClusterError | None:

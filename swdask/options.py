@@ -20,8 +20,9 @@ from __future__ import annotations
 from .kernels.cpu.reference import MODES
 
 __all__ = ["ALLPAIRS_MODES", "ALPHABETS", "BINARY_OUTFMTS", "BLAST6_COLUMNS", "BLAST_KEYWORDS",
-           "DEVICES", "LONG_DEVICES", "MAX_HITS", "MODES", "OUTFMTS", "OUTFMT_EXTENSIONS",
-           "SEQUENCE_KEYWORDS", "STRANDS", "TUNABLES", "check_choice", "check_strand", "tunable"]
+           "DEVICES", "LOG_LEVELS", "LONG_DEVICES", "MAX_HITS", "MODES", "OUTFMTS",
+           "OUTFMT_EXTENSIONS", "SEQUENCE_KEYWORDS", "STRANDS", "TUNABLES", "check_choice",
+           "check_strand", "tunable"]
 
 #: Where a job's kernels run: ``"auto"`` decides by availability and expected time.
 DEVICES = ("auto", "cpu", "gpu")
@@ -37,6 +38,8 @@ STRANDS = ("both", "plus", "minus")
 #: Hits kept per query by default: BLAST+'s ``-max_target_seqs`` default.  A search reports
 #: how many queries reached it (``SearchStats.queries_at_max_hits``).
 MAX_HITS = 500
+#: Levels of ``swdask --log-level`` (the standard library's ``logging`` levels).
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: Formats of a search's hits file (``bam`` needs pysam: the ``[bam]`` extra).
 OUTFMTS = ("parquet", "blast6", "sam", "bam")
 #: The format an output's extension stands for (lower case); any other extension is Parquet's.
@@ -136,6 +139,10 @@ TUNABLES = {
     # died is rerun by Dask itself (distributed.scheduler.allowed-failures, 3).  Read once
     # per scheduler, when swdask's routing is installed on it.
     "task-retries": 1,
+    # How often a command whose standard error is not a terminal (a log file, a pipe, a batch
+    # job) prints its one-line progress: done, rate and time left.  On a terminal a bar
+    # redraws itself instead.
+    "progress-interval": "10s",
 }
 
 

@@ -24,12 +24,15 @@ set-up).
 """
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
 import threading
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 #: The kernels that can be prebuilt: name -> module that lists its example call.
 MODULES = {"local8": "score", "traceback": "traceback"}
@@ -150,6 +153,8 @@ def start(names) -> list:
         except OSError:  # no helper: each kernel compiles here on first use
             return []
         _helpers.update((name, helper) for name in missing)
+        logger.info("compiling %d CPU kernels missing from Numba's cache in a helper process "
+                    "(a first run on this machine): %s", len(missing), ", ".join(missing))
         return missing
 
 

@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import logging
 import os
 import pickle
 import struct
@@ -58,6 +59,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from numba import config, cuda
+
+logger = logging.getLogger(__name__)
 
 #: Bump when the entry layout changes: older entries then stop matching their key.
 FORMAT = 1
@@ -388,6 +391,8 @@ class Kernel:
                     pass
                 loaded += 1
             STATS["loaded"] += loaded
+            logger.debug("kernel %s: %d compiled shapes loaded from the cache", self.identity,
+                         loaded)
             return loaded
 
     def save_new(self) -> int:
@@ -427,6 +432,8 @@ class Kernel:
             self.dispatcher.compile(tuple(argtypes))
             STATS["compiled"] += 1
             STATS["compile_seconds"] += time.perf_counter() - start
+            logger.info("compiled CUDA kernel %s in %.1f s", self.identity,
+                        time.perf_counter() - start)
             self.save_new()
 
     def _ensure_loaded(self):
@@ -455,8 +462,11 @@ class _Launch:
         start = time.perf_counter()
         self.configured(*args)
         if len(dispatcher.overloads) != before:
+            seconds = time.perf_counter() - start
             STATS["compiled"] += len(dispatcher.overloads) - before
-            STATS["compile_seconds"] += time.perf_counter() - start
+            STATS["compile_seconds"] += seconds
+            logger.info("compiled CUDA kernel %s in %.1f s (saved for later processes)",
+                        self.kernel.identity, seconds)
             self.kernel.save_new()
 
 

@@ -17,6 +17,7 @@ neither pandas, Dask nor Numba.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -24,6 +25,7 @@ import sys
 
 from .. import __version__
 from ..errors import SwdaskError
+from ..options import LOG_LEVELS
 from . import align, align_long, allpairs, demo, ingest, search, significance, warmup
 from .common import (
     EXIT_BAD_INPUT,
@@ -49,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exact Smith-Waterman / Needleman-Wunsch alignment, fast on CPUs "
         "and NVIDIA GPUs, scaled with Dask.")
     parser.add_argument("--version", action="version", version=f"swdask {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log what swdask does on the standard error: -v for INFO, -vv for "
+                        "DEBUG (loggers swdask.*)")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, type=str.upper, metavar="LEVEL",
+                        help=f"the level of swdask's log: {', '.join(LOG_LEVELS)} (default "
+                        "WARNING, or what -v says)")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                        parser_class=Parser)
     for module in SUBCOMMANDS:
@@ -101,7 +109,8 @@ class _Stops:
     the command's one line.  Once the command is over (``done``) a signal changes nothing:
     its outputs are complete.  A stop raised where Python cannot let it out (a weakref
     callback, a ``__del__``: Python prints "Exception ignored" and goes on) is signalled
-    again, to be raised in the code that runs next.
+    again, to be raised in the code that runs next; once a stopped command is over, what
+    its cut-short work fails to clean up is not reported.
     """
 
     def __init__(self):
@@ -136,7 +145,37 @@ class _Stops:
             if not self.done:
                 signal.raise_signal(self.number)
             return
+        if self.done and self.number is not None:
+            # After a stop, what the stopped work left half made (an llvmlite object whose
+            # __init__ the stop cut short) fails in its __del__: noise after the one line.
+            return
         self.hook(unraisable)
+
+
+#: The format of swdask's log lines on the standard error.
+LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s: %(message)s"
+
+
+@contextlib.contextmanager
+def logged(args: argparse.Namespace):
+    """swdask's loggers (``swdask.*``) to the standard error at the level of ``--log-level``
+    or ``-v`` (INFO; ``-vv`` DEBUG; default WARNING) while a command runs, as they were
+    afterwards.  Other libraries' loggers (Dask's) are left as they are configured; a
+    command's error is its one line whatever the level."""
+    level = args.log_level or ("WARNING", "INFO", "DEBUG")[min(args.verbose, 2)]
+    logger = logging.getLogger("swdask")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    before = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False  # once, here: not again through a handler of the root logger
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(before[0])
+        logger.propagate = before[1]
 
 
 def _state(path) -> tuple | None:
@@ -176,7 +215,7 @@ def _main(argv, stops: _Stops) -> int:
         args.argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]  # SAM's @PG CL
         outputs = {path: _state(path) for path in (getattr(args, "output", None),
                                                    getattr(args, "sam", None)) if path}
-        with cpu_threads(args):
+        with logged(args), cpu_threads(args):
             COMMANDS[args.command](args)
         stops.done = True
     except (SwdaskError, ValueError, FileNotFoundError, FileExistsError) as exc:

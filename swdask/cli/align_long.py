@@ -7,9 +7,11 @@ import sys
 from ..options import LONG_DEVICES
 from .common import (
     add_input_options,
+    add_report_options,
     add_scheduler_options,
     add_scoring,
     add_threads,
+    check_summary,
     command_line,
     file_alphabet,
     positive,
@@ -18,6 +20,7 @@ from .common import (
     scoring_from_args,
     to_stdout,
     write_stdout,
+    write_summary,
 )
 
 NAME = "align-long"
@@ -92,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_threads(parser)
     add_scheduler_options(parser)
     parser.add_argument("--force", action="store_true", help="replace existing output files")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    add_report_options(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -115,6 +118,7 @@ def run(args: argparse.Namespace) -> None:
     if sam_file:
         check_output(sam_file, force=args.force, inputs=inputs, outputs=[args.output])
         output_format(sam_file, "sam")
+    check_summary(args, inputs=inputs, outputs=[args.output, sam_file], stdout=sam_stdout)
     alphabet = args.alphabet if args.alphabet != "auto" else file_alphabet(args)
     scoring = scoring_from_args(args, alphabet or "dna")
     access = scheduler_access(args)
@@ -132,12 +136,24 @@ def run(args: argparse.Namespace) -> None:
                 handle.writelines(result.sam_lines(command_line(args)))
     if sam_stdout:
         write_stdout(result.sam_lines(command_line(args)))
+    f = {"output": args.output, "sam": args.sam, "score": result.score,
+         "strand": result.strand, "query_start": result.query_start,
+         "query_end": result.query_end, "subject_start": result.subject_start,
+         "subject_end": result.subject_end, "pident": result.pident,
+         "cigar_length": None if result.cigar is None else len(result.cigar),
+         "cells": result.cells, "score_seconds": result.score_seconds,
+         "gcups": result.cells / result.score_seconds / 1e9 if result.score_seconds else 0.0,
+         "traceback_seconds": result.traceback_seconds, "device": result.device,
+         "gpu_workers": result.stats["gpu_workers"], "threads": result.stats["cpu_threads"],
+         "tile_rows": result.tile_rows, "tile_cols": result.tile_cols}
     if not args.quiet:
-        extra = f", {result.pident:.2f}% identity, CIGAR of {len(result.cigar):,} characters" \
+        where = place(result)  # 1-based, as a person reads it; the JSON keeps the table's
+        extra = f", {f['pident']:.2f}% identity, CIGAR of {f['cigar_length']:,} characters" \
             if args.traceback else ""
-        where = place(result)
-        gcups = result.cells / result.score_seconds / 1e9 if result.score_seconds else 0.0
-        print(f"score {result.score} on strand {result.strand}: {where}{extra}", file=sys.stderr)
-        print(f"{result.cells:,} cells in {result.score_seconds:.2f} s ({gcups:.2f} GCUPS) on "
-              f"{result.device}, {result.tile_rows} x {result.tile_cols} tiles; wrote "
+        workers = " and ".join(f"{n:,} {noun}{'s' * (n != 1)}" for n, noun in (
+            (f["gpu_workers"], "GPU worker"), (f["threads"], "CPU thread")) if n)
+        print(f"score {f['score']} on strand {f['strand']}: {where}{extra}", file=sys.stderr)
+        print(f"{f['cells']:,} cells in {f['score_seconds']:.2f} s ({f['gcups']:.2f} GCUPS) on "
+              f"{f['device']} ({workers}), {f['tile_rows']} x {f['tile_cols']} tiles; wrote "
               f"{args.output}" + (f" and {args.sam}" if args.sam else ""), file=sys.stderr)
+    write_summary(args, "align-long", f)

@@ -9,6 +9,7 @@ from ..options import ALLPAIRS_MODES, DEVICES
 from .common import (
     add_job_options,
     add_scoring,
+    check_summary,
     database_alphabet,
     in_process,
     job_session,
@@ -17,7 +18,10 @@ from .common import (
     progress_wanted,
     scoring_from_args,
     to_stdout,
+    where_ran,
+    where_text,
     whole,
+    write_summary,
 )
 
 NAME = "allpairs"
@@ -63,8 +67,9 @@ def run(args: argparse.Namespace) -> None:
     from ..jobs.allpairs import check_all_pairs_output, check_device, write_all_pairs
 
     to_stdout(args.output, instead="give a folder name")
-    check_all_pairs_output(args.output, resume=args.resume, force=args.force,
-                           inputs=[args.source, args.matrix])
+    inputs = [args.source, args.matrix]
+    check_all_pairs_output(args.output, resume=args.resume, force=args.force, inputs=inputs)
+    check_summary(args, inputs=inputs, outputs=[args.output])
     check_device(args.device, args.mode, here=in_process(args))
     alphabet = database_alphabet(args.source, args.alphabet)
     scoring = scoring_from_args(args, alphabet)
@@ -76,11 +81,20 @@ def run(args: argparse.Namespace) -> None:
                                 alphabet=args.alphabet, map_unknown=args.map_unknown,
                                 resume=args.resume, force=args.force, client=client,
                                 progress=progress_wanted(args))
+        where = where_ran(client)
     wall = time.perf_counter() - started
+    f = {"output": args.output, "sequences": stats.n_sequences, "pairs": stats.pairs,
+         "pairs_scored": stats.pairs_scored, "cells": stats.cells,
+         "kernel_seconds": stats.kernel_seconds, "kernel_gcups": stats.kernel_gcups,
+         "candidates": stats.candidates, "hits": stats.hits,
+         "block_pairs": stats.block_pairs + stats.block_pairs_skipped,
+         "block_pairs_skipped": stats.block_pairs_skipped, "seconds": wall,
+         "pairs_per_second": stats.pairs / max(wall, 1e-9), "device": stats.device, **where}
     if not args.quiet:
-        print(f"wrote {stats.hits:,} pairs to {args.output}: {stats.n_sequences:,} sequences, "
-              f"{stats.pairs:,} pairs, {stats.pairs_scored:,} scored ({stats.cells:,} cells, "
-              f"{stats.kernel_gcups:.2f} GCUPS in the kernel), {stats.candidates:,} traced back, "
-              f"{stats.block_pairs_skipped:,} of {stats.block_pairs + stats.block_pairs_skipped:,} "
-              f"block pairs skipped by length, {wall:.1f} s ({stats.pairs / max(wall, 1e-9):,.0f} "
-              f"pairs/s) on {stats.device}", file=sys.stderr)
+        print(f"wrote {f['hits']:,} pairs to {args.output}: {f['sequences']:,} sequences, "
+              f"{f['pairs']:,} pairs, {f['pairs_scored']:,} scored ({f['cells']:,} cells, "
+              f"{f['kernel_gcups']:.2f} GCUPS in the kernel), {f['candidates']:,} traced back, "
+              f"{f['block_pairs_skipped']:,} of {f['block_pairs']:,} block pairs skipped by "
+              f"length, {wall:.1f} s ({f['pairs_per_second']:,.0f} pairs/s) on {f['device']}, "
+              f"{where_text(f)}", file=sys.stderr)
+    write_summary(args, "allpairs", f)

@@ -191,11 +191,22 @@ def add_scheduler_options(group: argparse._ActionsContainer) -> None:
 
 def add_job_options(parser: argparse.ArgumentParser, *,
                     force_help: str = "replace an existing output file") -> None:
-    """Add the options that close a job's command: cluster, input, ``--force``, ``--quiet``."""
+    """Add the options that close a job's command: cluster, input, ``--force``, ``--quiet``,
+    ``--summary-json``."""
     add_cluster_options(parser)
     add_input_options(parser)
     parser.add_argument("--force", action="store_true", help=force_help)
-    parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    add_report_options(parser)
+
+
+def add_report_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--quiet`` and ``--summary-json`` (:func:`check_summary`, :func:`write_summary`)."""
+    parser.add_argument("--quiet", action="store_true", help="no progress and no summary on "
+                        "the standard error")
+    parser.add_argument("--summary-json", metavar="FILE", help="also write the summary's "
+                        "figures (cells, GCUPS, seconds, device, ...) as a JSON object to FILE, or "
+                        "- for the standard output where the output does not go there; with "
+                        "--quiet too")
 
 
 # -- what the commands do alike ------------------------------------------------------------
@@ -356,8 +367,76 @@ def to_stderr(line: str) -> None:
 
 
 def progress_wanted(args: argparse.Namespace) -> bool:
-    """Whether to show a progress bar: not ``--quiet``, and the standard error a terminal."""
-    return not getattr(args, "quiet", False) and sys.stderr.isatty()
+    """Whether to show progress (:func:`swdask.jobs.base.progress_bar`: a bar on a terminal,
+    a line every ``swdask.progress-interval`` elsewhere): unless ``--quiet``."""
+    return not getattr(args, "quiet", False)
+
+
+def check_summary(args: argparse.Namespace, *, inputs=(), outputs=(),
+                  stdout: bool = False) -> None:
+    """Check ``--summary-json`` before any work, as every output is
+    (:func:`swdask.jobs.base.check_output`; ``--force`` replaces it too).
+
+    Raises
+    ------
+    ValueError
+        ``--summary-json -`` where the command's output goes to the standard output
+        (``stdout``).
+    OutputExistsError, OutputError, InputNotFoundError
+        As :func:`swdask.jobs.base.check_output`.
+    """
+    path = args.summary_json
+    if path is None:
+        return
+    if path == STANDARD_STREAM:
+        if stdout:
+            raise ValueError("--summary-json -: the output goes to the standard output; give "
+                             "the summary a file name")
+        return
+    from ..jobs.base import check_output
+
+    check_output(path, force=args.force, inputs=inputs, outputs=outputs)
+
+
+def write_summary(args: argparse.Namespace, command: str, figures: dict) -> None:
+    """Write ``--summary-json``: the command, swdask's version and ``figures`` (those of the
+    summary line) as one JSON object, under a temporary name renamed into place when
+    complete, or to the standard output for ``-``."""
+    path = args.summary_json
+    if path is None:
+        return
+    import json
+
+    from .. import __version__
+
+    text = json.dumps({"command": command, "version": __version__, **figures}, indent=2,
+                      default=lambda value: value.item()) + "\n"  # NumPy's numbers
+    if path == STANDARD_STREAM:
+        write_stdout([text])
+        return
+    from ..jobs.base import atomic_path
+
+    with atomic_path(path, force=args.force) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+
+
+def where_ran(client=None) -> dict:
+    """Where a job ran, for its summary: ``{"threads": N}`` (Numba's threads in this
+    process) without a Dask ``client``, else ``{"dask_workers": N}`` (its workers now)."""
+    if client is None:
+        from ..kernels.cpu.score import kernel_threads
+
+        return {"threads": kernel_threads()}
+    from ..cluster import worker_count
+
+    return {"dask_workers": worker_count(client)}
+
+
+def where_text(figures: dict) -> str:
+    """The summary line's words for :func:`where_ran`'s figures: "2 threads", "1 Dask worker"."""
+    if "dask_workers" in figures:
+        return _count(figures["dask_workers"], "Dask worker")
+    return _count(figures["threads"], "thread")
 
 
 def command_line(args: argparse.Namespace) -> str | None:
@@ -413,9 +492,8 @@ def search_here(queries, database, **options) -> tuple:
     return search_in_process(queries, database, **options)
 
 
-def search_summary(stats: SearchStats, *, dask_workers: int | None = None,
-                   cap: bool = True) -> str:
-    """The one-line summary of a search's :class:`swdask.SearchStats`.
+def search_figures(stats: SearchStats, *, dask_workers: int | None = None) -> dict:
+    """The figures of a search's summary line (:func:`search_summary`) and JSON summary.
 
     Parameters
     ----------
@@ -423,23 +501,38 @@ def search_summary(stats: SearchStats, *, dask_workers: int | None = None,
     dask_workers : int, optional
         The workers of the Dask cluster that ran the search; default None: it ran in
         this process (``stats.workers`` is then Numba's thread count).
-    cap : bool, default True
-        Say how many queries reached ``--max-hits`` (the demo has no such option).
     """
     if dask_workers is None:
-        where = _count(stats.workers, "thread")
+        where = {"threads": stats.workers}
     else:  # stats.workers: those that ran score tasks (one per database partition at most)
-        where = _count(dask_workers, "Dask worker") + (
-            f" (score tasks on {stats.workers})" if stats.workers != dask_workers else "")
-    strands = " (both strands)" if stats.strands == 2 else ""
-    line = (f"{stats.n_queries:,} queries{strands} x {stats.n_subjects:,} subjects, "
-            f"{stats.cells:,} cells: score pass {stats.score_seconds:.2f} s "
-            f"({stats.kernel_gcups:.2f} GCUPS), traceback {stats.traceback_seconds:.2f} s, "
-            f"total {stats.total_seconds:.2f} s ({stats.gcups:.2f} GCUPS) on {stats.device}"
-            f"{f' ({stats.device_reason})' if stats.device_reason else ''}, {where}")
-    if cap and stats.queries_at_max_hits:
-        line += (f"; {_count(stats.queries_at_max_hits, 'query', 'queries')} reached "
-                 f"--max-hits {stats.max_hits}: raise it to see more")
+        where = {"dask_workers": dask_workers, "score_task_workers": stats.workers}
+    return {"queries": stats.n_queries, "strands": stats.strands, "subjects": stats.n_subjects,
+            "cells": stats.cells, "score_seconds": stats.score_seconds,
+            "kernel_gcups": stats.kernel_gcups, "traceback_seconds": stats.traceback_seconds,
+            "seconds": stats.total_seconds, "gcups": stats.gcups, "device": stats.device,
+            "device_reason": stats.device_reason, **where, "hits": stats.n_hits,
+            "max_hits": stats.max_hits, "queries_at_max_hits": stats.queries_at_max_hits}
+
+
+def search_summary(stats: SearchStats, *, dask_workers: int | None = None,
+                   cap: bool = True) -> str:
+    """The one-line summary of a search's :class:`swdask.SearchStats`, from
+    :func:`search_figures` (same parameters).  ``cap``: say how many queries reached
+    ``--max-hits`` (the demo has no such option)."""
+    f = search_figures(stats, dask_workers=dask_workers)
+    where = where_text(f)
+    if "score_task_workers" in f and f["score_task_workers"] != f["dask_workers"]:
+        where += f" (score tasks on {f['score_task_workers']})"
+    strands = " (both strands)" if f["strands"] == 2 else ""
+    reason = f" ({f['device_reason']})" if f["device_reason"] else ""
+    line = (f"{f['queries']:,} queries{strands} x {f['subjects']:,} subjects, "
+            f"{f['cells']:,} cells: score pass {f['score_seconds']:.2f} s "
+            f"({f['kernel_gcups']:.2f} GCUPS), traceback {f['traceback_seconds']:.2f} s, "
+            f"total {f['seconds']:.2f} s ({f['gcups']:.2f} GCUPS) on {f['device']}{reason}, "
+            f"{where}")
+    if cap and f["queries_at_max_hits"]:
+        line += (f"; {_count(f['queries_at_max_hits'], 'query', 'queries')} reached "
+                 f"--max-hits {f['max_hits']}: raise it to see more")
     return line
 
 

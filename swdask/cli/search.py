@@ -8,6 +8,7 @@ from ..options import BLAST_KEYWORDS, DEVICES, MAX_HITS, OUTFMTS, STRANDS, check
 from .common import (
     add_job_options,
     add_scoring,
+    check_summary,
     command_line,
     database_alphabet,
     in_process,
@@ -16,12 +17,14 @@ from .common import (
     positive_number,
     progress_wanted,
     scoring_from_args,
+    search_figures,
     search_here,
     search_summary,
     standard_input,
     to_stdout,
     whole,
     write_stdout,
+    write_summary,
 )
 
 NAME = "search"
@@ -85,9 +88,10 @@ def run(args: argparse.Namespace) -> None:
     outfmt = output_format(args.output, args.outfmt)  # "-" has no extension: Parquet
     stdout = to_stdout(args.output, outfmt,
                        instead="give --outfmt blast6 or sam, or a file name")
+    inputs = [args.queries, args.database, args.matrix]
     if not stdout:
-        check_output(args.output, force=args.force,
-                     inputs=[args.queries, args.database, args.matrix])
+        check_output(args.output, force=args.force, inputs=inputs)
+    check_summary(args, inputs=inputs, outputs=[args.output], stdout=stdout)
     fields = check_format(outfmt, args.columns, header=args.header)
     # Names and mode only: probing for a GPU here cost "auto" 0.3 s (the CUDA import and
     # driver) even where its cost rule then picks the CPU without touching CUDA.
@@ -123,7 +127,8 @@ def run(args: argparse.Namespace) -> None:
 
             with job_session(args) as client:
                 hits, stats = compute(*search(queries, args.database, **options),
-                                      client=client, progress=progress_wanted(args))
+                                      client=client, progress=progress_wanted(args),
+                                      desc="search")
                 dask_workers = worker_count(client)
     # The database's records of the hits, for the columns that show residues.
     sequences = {"command_line": command_line(args), "queries": queries,
@@ -140,3 +145,5 @@ def run(args: argparse.Namespace) -> None:
         where = "the standard output" if stdout else args.output
         print(f"wrote {len(hits):,} hits to {where} ({outfmt})", file=sys.stderr)
         print(search_summary(stats, dask_workers=dask_workers), file=sys.stderr)
+    write_summary(args, "search", {"output": args.output, "format": outfmt,
+                                   **search_figures(stats, dask_workers=dask_workers)})

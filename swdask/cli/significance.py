@@ -9,6 +9,7 @@ from ..options import DEVICES
 from .common import (
     add_job_options,
     add_scoring,
+    check_summary,
     database_alphabet,
     in_process,
     job_session,
@@ -17,7 +18,10 @@ from .common import (
     scoring_from_args,
     standard_input,
     to_stdout,
+    where_ran,
+    where_text,
     whole,
+    write_summary,
 )
 
 NAME = "significance"
@@ -63,9 +67,10 @@ def run(args: argparse.Namespace) -> None:
     from ..tables import check_table, for_file
 
     to_stdout(args.output)
-    check_output(args.output, force=args.force,
-                 inputs=[args.queries, args.subjects, args.pairs, args.pssm, args.matrix])
+    inputs = [args.queries, args.subjects, args.pairs, args.pssm, args.matrix]
+    check_output(args.output, force=args.force, inputs=inputs)
     output_format(args.output, "parquet")  # refuses a .tsv or .sam name
+    check_summary(args, inputs=inputs, outputs=[args.output])
     check_options(args.shuffles, args.seed, args.device, args.pairs)
     with standard_input(args.queries) as queries:
         scoring = scoring_from_args(args, database_alphabet(queries, args.alphabet))
@@ -76,16 +81,25 @@ def run(args: argparse.Namespace) -> None:
         if in_process(args):
             # The same frame as the Dask graph's, without importing Dask and building a
             # graph: a fresh process took 3.5 s for work done in 0.5 s once warm (H100 host).
-            table, _ = significance_in_process(queries, args.subjects,
-                                               progress=progress_wanted(args), **options)
+            table, stats = significance_in_process(queries, args.subjects,
+                                                   progress=progress_wanted(args), **options)
+            where = where_ran()
         else:
             with job_session(args) as client:
-                frame = significance(queries, args.subjects, **options)
-                (table,) = compute(frame, client=client, progress=progress_wanted(args))
+                lazy = significance(queries, args.subjects, return_stats=True, **options)
+                table, stats = compute(*lazy, client=client, progress=progress_wanted(args),
+                                       desc="significance")
+                where = where_ran(client)
     table = check_table(pa.Table.from_pandas(table, preserve_index=False), SIGNIFICANCE,
                         where="significance")
     with atomic_path(args.output, force=args.force) as tmp:
         pq.write_table(for_file(table), tmp)
+    seconds = time.perf_counter() - tick
+    f = {"output": args.output, "pairs": table.num_rows, "shuffles": args.shuffles,
+         "cells": stats.cells, "seconds": seconds, "gcups": stats.cells / seconds / 1e9,
+         "kernel_seconds": stats.kernel_seconds, "device": stats.device or args.device, **where}
     if not args.quiet:
-        print(f"wrote {table.num_rows:,} pairs to {args.output} ({args.shuffles} shuffles each, "
-              f"{time.perf_counter() - tick:.2f} s)", file=sys.stderr)
+        print(f"wrote {f['pairs']:,} pairs to {args.output} ({f['shuffles']} shuffles each): "
+              f"{f['cells']:,} cells in {seconds:.2f} s ({f['gcups']:.2f} GCUPS) on "
+              f"{f['device']}, {where_text(f)}", file=sys.stderr)
+    write_summary(args, "significance", f)

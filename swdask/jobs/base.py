@@ -21,6 +21,7 @@ import contextlib
 import errno
 import functools
 import hashlib
+import logging
 import math
 import operator
 import os
@@ -41,9 +42,11 @@ from typing import ClassVar
 from .. import backend
 from ..errors import InputNotFoundError, OutputError, OutputExistsError
 
+logger = logging.getLogger(__name__)
+
 __all__ = ["FILE", "Job", "OutputKind", "TaskStats", "TemporaryStore", "atomic_dir",
            "atomic_path", "atomic_paths", "check_output", "lazy_value", "progress_bar",
-           "reclaim", "stat", "temporary_folder"]
+           "progress_interval", "ProgressLines", "reclaim", "stat", "temporary_folder"]
 
 
 # --------------------------------------------------------------------------------------
@@ -159,15 +162,206 @@ def lazy_value(value, meta, *, name: str):
 
 def progress_bar(enabled: bool, *, desc: str, unit: str, total=None, initial: int = 0,
                  leave: bool = False, **options):
-    """A tqdm progress bar on stderr (a widget in Jupyter), or a disabled one that shows
-    nothing.  Use it as a context manager or ``close()`` it; ``update(n)`` counts."""
-    if enabled:
-        from tqdm.auto import tqdm  # imports IPython where it is installed: only when shown
-    else:
+    """Progress on the standard error: a tqdm bar on a terminal (a widget in Jupyter), one
+    line every ``swdask.progress-interval`` elsewhere (:class:`ProgressLines`), or nothing.
+
+    Parameters
+    ----------
+    enabled : bool
+        False: a bar that shows nothing (``--quiet``).
+    desc, unit : str
+        What is done and what it counts (``"search"``, ``"cell"``).
+    total : int, optional
+        How much there is to do; it may be set later (``bar.total = n``, then
+        ``bar.refresh()``).
+    initial : int, default 0
+        Done already (a resumed run).
+    leave : bool, default False
+        Whether a terminal's bar stays once closed.
+    **options
+        More of tqdm's options, for the bar.
+
+    Returns
+    -------
+    tqdm.tqdm or ProgressLines
+        Use it as a context manager or ``close()`` it; ``update(n)`` counts.
+    """
+    stream = sys.stderr
+    if not enabled or stream is None:
         from tqdm import tqdm
 
-    return tqdm(total=total, initial=initial, desc=desc, unit=unit, file=sys.stderr,
-                leave=leave, disable=not enabled, **options)
+        return tqdm(total=total, initial=initial, disable=True)
+    if _terminal(stream):
+        from tqdm.auto import tqdm  # imports IPython where it is installed: only when shown
+
+        return tqdm(total=total, initial=initial, desc=desc, unit=unit, file=stream,
+                    leave=leave, **options)
+    return ProgressLines(desc=desc, unit=unit, total=total, initial=initial, stream=stream)
+
+
+def _terminal(stream) -> bool:
+    """Whether ``stream`` shows a bar: a terminal, or the output of a Jupyter kernel (a
+    widget), where tqdm's own test (``tqdm.autonotebook``) says so."""
+    try:
+        if stream.isatty():
+            return True
+    except (AttributeError, ValueError):  # no isatty, or closed
+        return False
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+def progress_interval() -> float:
+    """Seconds between two lines of :class:`ProgressLines`: the tunable
+    ``swdask.progress-interval`` (:data:`swdask.options.TUNABLES`).
+
+    Raises
+    ------
+    ValueError
+        Not a positive duration (``"10s"``, ``"500ms"``, a number of seconds).
+    """
+    from dask.utils import parse_timedelta
+
+    from ..options import tunable
+
+    value = tunable("progress-interval")
+    try:
+        seconds = parse_timedelta(value, "s")
+    except (ValueError, KeyError, TypeError):
+        seconds = None
+    if not seconds or seconds <= 0:
+        raise ValueError(f"swdask.progress-interval must be a positive duration such as '10s', "
+                         f"got {value!r}")
+    return float(seconds)
+
+
+#: Seconds a run lasts before :class:`ProgressLines` reads its interval where Dask is not
+#: loaded: reading Dask's configuration imports Dask (0.3 s), which a short search never does.
+_FIRST_READ = 1.0
+
+
+class ProgressLines:
+    """Progress as one line on the standard error every ``swdask.progress-interval``
+    (10 s by default), for a standard error that is not a terminal: a log file, a pipe, a
+    batch job's output, where a redrawn bar is noise.  Each line says what is done, the
+    rate and the time left::
+
+        search: 1.21G of 4.83G cells (25%) in 00:10, 121M cells/s, ETA 00:30
+
+    A thread prints the lines, so they come while one long task runs too; a run shorter
+    than the interval prints none.  Once all is done, the lines keep the time and rate of
+    then and say the command is finishing (a search's traceback, writing the output).  It
+    counts as tqdm's bar does (``update(n)``, ``total``, ``n``, ``refresh()``, ``close()``,
+    a context manager), so callers need not know which of the two they have.
+
+    Parameters
+    ----------
+    desc, unit : str
+        What is done and what it counts.
+    total : int, optional
+        How much there is to do (may be set later).
+    initial : int, default 0
+        Done already; the rate counts what is done from now.
+    stream : file, optional
+        Default: the standard error.
+    interval : float, optional
+        Seconds between lines; default :func:`progress_interval`.
+
+    Examples
+    --------
+    >>> with ProgressLines(desc="search", unit="cell", total=4_000_000, interval=3600) as bar:
+    ...     bar.update(1_000_000)
+    ...     bar.line()
+    'search: 1.00M of 4.00M cells (25%) in 00:00, ... cells/s, ETA 00:00'
+    """
+
+    def __init__(self, *, desc: str, unit: str, total=None, initial: int = 0, stream=None,
+                 interval: float | None = None):
+        self.desc, self.unit = desc, unit.strip()
+        self.total, self.n = total, initial
+        self._initial = initial
+        self._done_at = None  # seconds from the start to when n reached the total
+        self._stream = sys.stderr if stream is None else stream
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self._stop = threading.Event()
+        if interval is None and "dask.config" in sys.modules:
+            interval = progress_interval()  # a bad value is the caller's one-line error
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True,
+                                        name="swdask-progress")
+        self._thread.start()
+
+    def update(self, n: int = 1) -> None:
+        """Count ``n`` more done."""
+        with self._lock:
+            self.n += n
+            if self._done_at is None and self.total and self.n >= self.total:
+                self._done_at = time.monotonic() - self._started
+
+    def refresh(self) -> None:
+        """Nothing: the next line shows the new figures (tqdm's bar redraws here)."""
+
+    def close(self) -> None:
+        """Stop the lines."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def line(self) -> str:
+        """The progress line, now."""
+        from tqdm import tqdm
+
+        with self._lock:
+            done, total, done_at = self.n, self.total, self._done_at
+        elapsed = time.monotonic() - self._started if done_at is None else done_at
+        units = self.unit if self.unit.endswith("s") else f"{self.unit}s"
+        rate = (done - self._initial) / elapsed if elapsed > 0 else 0.0
+        text = f"{self.desc}: {_amount(done)}"
+        if total:
+            text += f" of {_amount(total)} {units} ({100 * min(done / total, 1):.0f}%)"
+        else:
+            text += f" {units}"
+        text += f" in {tqdm.format_interval(elapsed)}, {_amount(rate)} {units}/s"
+        if done_at is not None:
+            text += "; finishing"
+        elif total:
+            left = (total - done) / rate if rate > 0 else None
+            text += f", ETA {'?' if left is None else tqdm.format_interval(max(left, 0))}"
+        return text
+
+    def _run(self, interval) -> None:
+        if interval is None:
+            if "dask.config" not in sys.modules and self._stop.wait(_FIRST_READ):
+                return
+            try:
+                interval = progress_interval()
+            except ValueError as exc:
+                logger.warning("%s; progress lines every 10 s", exc)
+                interval = 10.0
+        beat = 1  # lines at whole multiples of the interval from the start, none missed
+        while not self._stop.wait(max(self._started + beat * interval - time.monotonic(), 0)):
+            beat = int((time.monotonic() - self._started) / interval) + 1
+            try:
+                print(self.line(), file=self._stream, flush=True)
+            except (OSError, ValueError):  # the stream is closed (a reader that stopped)
+                return
+
+
+def _amount(x: float) -> str:
+    """``x`` as a progress line writes it: whole numbers up to 99,999, then 3 figures and
+    an SI prefix (tqdm's)."""
+    from tqdm import tqdm
+
+    if x < 100_000:
+        return f"{x:,.0f}" if x >= 10 or float(x).is_integer() else f"{x:.1f}"
+    return tqdm.format_sizeof(x)
 
 
 # --------------------------------------------------------------------------------------

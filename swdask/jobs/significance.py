@@ -28,9 +28,10 @@ References
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
@@ -44,7 +45,9 @@ from ..parquet_schemas import SIGNIFICANCE
 from ..scoring import Scoring, check_score
 from ..sequences.batch import SequenceBatch, as_batch
 from ..tables import check_table, to_pandas
-from .base import Job, TaskStats, progress_bar
+from .base import Job, TaskStats, lazy_value, progress_bar, stat
+
+logger = logging.getLogger(__name__)
 
 #: Residues (subjects and shuffles) per CPU chunk: the shuffled buffer stays in cache-
 #: friendly tens of MB.
@@ -264,6 +267,7 @@ class SignificanceStats(TaskStats):
     shuffle_seconds: float = 0.0
     fit_seconds: float = 0.0
     seconds: float = 0.0  #: task wall time
+    device: str = stat("join")  #: the devices that ran the kernels ("cpu", "gpu", "cpu+gpu")
 
     @property
     def gcups(self) -> float:
@@ -361,11 +365,17 @@ def _run_batch(job: SignificanceJob, query_ids) -> tuple[pd.DataFrame, Significa
                    np.concatenate(columns[name] + [np.zeros(0)]))
             for name in columns}
     frame = _frame(rows, job.shuffles, job.seed)
-    cells = sum(int(job.profiles[q].shape[1]) * int(job.subjects.lengths[job.pairs[q]].sum())
-                for q in query_ids) * (job.shuffles + 1)
-    stats = SignificanceStats(len(frame), cells, stats.kernel_seconds, stats.shuffle_seconds,
-                              stats.fit_seconds, time.perf_counter() - tick)
+    stats = SignificanceStats(len(frame), _cells(job, query_ids), stats.kernel_seconds,
+                              stats.shuffle_seconds, stats.fit_seconds,
+                              time.perf_counter() - tick, device)
     return frame, stats
+
+
+def _cells(job: SignificanceJob, query_ids) -> int:
+    """Cells of the pairs of the queries ``query_ids``: each query against its subjects
+    and all their shuffles."""
+    return sum(int(job.profiles[q].shape[1]) * int(job.subjects.lengths[job.pairs[q]].sum())
+               for q in query_ids) * (job.shuffles + 1)
 
 
 def _gather(batch: SequenceBatch, indices):
@@ -529,8 +539,8 @@ def significance_in_process(queries, subjects, *, scoring: Scoring | None = None
                             progress: bool = False):
     """:func:`significance` computed here, without Dask: returns ``(frame, stats)``.
 
-    Parameters and Raises are those of :func:`significance`; ``progress`` shows a tqdm
-    bar over the queries.
+    Parameters and Raises are those of :func:`significance`; ``progress`` shows progress
+    on the standard error in cells (every shuffle's; :func:`swdask.jobs.base.progress_bar`).
 
     Returns
     -------
@@ -554,17 +564,23 @@ def significance_in_process(queries, subjects, *, scoring: Scoring | None = None
     frames, stats = [], SignificanceStats()
     tick = time.perf_counter()
     batches = _query_batches(job)
-    with progress_bar(progress, desc="significance", unit="batch", total=len(batches),
-                      leave=True) as bar:
+    _log_plan(job, batches)
+    with progress_bar(progress, desc="significance", unit="cell", unit_scale=True,
+                      total=_cells(job, range(len(job.queries))), leave=True) as bar:
         for batch in batches:
             frame, batch_stats = _run_batch(job, batch)
             frames.append(frame)
             stats += batch_stats
-            bar.update(1)
+            bar.update(batch_stats.cells)
     frame = pd.concat(frames, ignore_index=True) if frames else _empty_frame()
-    stats = SignificanceStats(stats.pairs, stats.cells, stats.kernel_seconds,
-                              stats.shuffle_seconds, stats.fit_seconds, time.perf_counter() - tick)
-    return frame, stats
+    return frame, replace(stats, seconds=time.perf_counter() - tick,
+                          device=stats.device or job.device)
+
+
+def _log_plan(job: SignificanceJob, batches) -> None:
+    logger.info("significance: %d pairs of %d queries, %d shuffles each, %s cells, in %d "
+                "batches on %s", sum(len(p) for p in job.pairs), len(job.queries), job.shuffles,
+                f"{_cells(job, range(len(job.queries))):,}", len(batches), job.device)
 
 
 def _query_batches(job: SignificanceJob, per_task=None):
@@ -578,7 +594,8 @@ def _query_batches(job: SignificanceJob, per_task=None):
 
 def significance(queries, subjects, *, scoring: Scoring | None = None, shuffles: int = 1000,
                  seed: int = 0, pairs="all", pssm=None, device: str = "auto", alphabet="auto",
-                 map_unknown: bool = False, queries_per_task: int | None = None):
+                 map_unknown: bool = False, queries_per_task: int | None = None,
+                 return_stats: bool = False):
     """Pairwise statistical significance of (query, subject) pairs: a lazy Dask DataFrame.
 
     Parameters
@@ -606,6 +623,9 @@ def significance(queries, subjects, *, scoring: Scoring | None = None, shuffles:
         Read unknown letters as X/N instead of failing.
     queries_per_task : int, optional
         Queries per Dask task (default: all of them on a GPU, 8 on the CPU).
+    return_stats : bool, default False
+        Also return a lazy :class:`SignificanceStats` (a Dask scalar); compute it with the
+        frame (``dask.compute(frame, stats)``) so that the work runs once.
 
     Returns
     -------
@@ -614,7 +634,9 @@ def significance(queries, subjects, *, scoring: Scoring | None = None, shuffles:
         (``swdask.parquet_schemas.SIGNIFICANCE``), pairs in query order, then in pair
         order.  Its tasks declare their device (:class:`swdask.backend.KernelTask`):
         on a cluster of GPU and CPU workers those of ``device="gpu"`` go to the GPU
-        workers (:func:`swdask.gpu_resources`).
+        workers (:func:`swdask.gpu_resources`), and say their cells, which progress counts.
+    dask.dataframe.Scalar
+        Only with ``return_stats=True``: computes to a :class:`SignificanceStats`.
 
     Raises
     ------
@@ -651,6 +673,7 @@ def significance(queries, subjects, *, scoring: Scoring | None = None, shuffles:
     >>> frame.compute()[["subject", "score"]].to_string(index=False)
     'subject  score\\n   same    160'
     """
+    import dask
     import dask.dataframe as dd
     from dask.base import tokenize
 
@@ -658,14 +681,22 @@ def significance(queries, subjects, *, scoring: Scoring | None = None, shuffles:
                    pssm=pssm, device=device, alphabet=alphabet, map_unknown=map_unknown,
                    here=False)
     batches = _query_batches(job, queries_per_task)
+    _log_plan(job, batches)
     token = tokenize(job.queries.residues, job.subjects.residues, job.pairs, job.shuffles,
-                     job.seed, job.device)
-    if not batches:
-        return dd.from_pandas(_empty_frame(), npartitions=1)
-    return dd.from_map(backend.KernelTask(_frame_task, job.device), batches, job=job,
-                       meta=_empty_frame(), label=f"swdask-significance-{token[:8]}",
-                       enforce_metadata=False)
-
-
-def _frame_task(batch, job: SignificanceJob) -> pd.DataFrame:
-    return _run_batch(job, batch)[0]
+                     job.seed, job.device)[:8]
+    job_node = dask.delayed(job, name=f"swdask-significance-job-{token}")
+    # Each task declares its kernels' device (the cluster routes GPU work by it) and its
+    # cells (progress counts them).
+    parts = [dask.delayed(backend.KernelTask(_run_batch, job.device, work=_cells(job, batch)),
+                          nout=2, pure=True)(job_node, batch,
+                                             dask_key_name=(f"swdask-significance-{token}", k))
+             for k, batch in enumerate(batches)]
+    if parts:
+        frame = dd.from_delayed([frame for frame, _ in parts], meta=_empty_frame(),
+                                prefix=f"swdask-significance-frame-{token}", verify_meta=False)
+    else:
+        frame = dd.from_pandas(_empty_frame(), npartitions=1)
+    if not return_stats:
+        return frame
+    stats = dask.delayed(sum, pure=True)([stats for _, stats in parts], SignificanceStats())
+    return frame, lazy_value(stats, SignificanceStats, name=f"swdask-significance-stats-{token}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import numbers
 import os
 import shutil
@@ -29,6 +30,8 @@ from .fastx import check_alphabet, check_readable, iter_records, read_records, r
 from .store import METADATA_FILE, STORE_FORMAT, SequenceStore, metadata_checksum
 
 __all__ = ["PARTITION_RESIDUES", "ROW_GROUP_RESIDUES", "SPILL_RESIDUES", "ingest", "open_database"]
+
+logger = logging.getLogger(__name__)
 
 #: Default residues per Parquet file (one Dask partition each).
 PARTITION_RESIDUES = 16_777_216
@@ -365,6 +368,8 @@ def ingest(
         }
         metadata["checksum"] = metadata_checksum(metadata)
         (tmp / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+    logger.info("ingest: %s %s records (%s residues) into %s: %d files", f"{len(lengths):,}",
+                alphabet.name, f"{int(lengths.sum()):,}", output, len(partitions))
     return SequenceStore(output)
 
 

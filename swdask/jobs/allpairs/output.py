@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -26,6 +27,8 @@ from .tasks import AllPairsStats, BlockStats, allpairs_stats, block_pair
 __all__ = ["ALLPAIRS_OUTPUT", "MANIFEST", "MANIFEST_VERSION", "block_file",
            "check_all_pairs_output", "read_all_pairs", "write_all_pairs",
            "write_block_pair"]
+
+logger = logging.getLogger(__name__)
 
 MANIFEST = "_manifest.json"
 MANIFEST_VERSION = 1
@@ -271,6 +274,9 @@ def _write_run(job: AllPairsJob, manifest: dict, output: Path, done_infos: dict,
         todo.append((a, b))
     weights = _pair_counts(job, todo)
     done = sum(v.pairs_scored for v in infos.values())
+    logger.info("all pairs: %d sequences, %d block pairs to run (%d done before), %s pairs "
+                "to score, on %s", job.n_sequences, len(todo), len(infos),
+                f"{sum(weights.values()):,}", "Dask" if client is not None else "this process")
     def kept() -> str:  # what a cluster that cannot go on leaves: the run is resumable
         return (f"; the {len(infos)} of {len(job.block_pairs)} block pairs finished are kept "
                 f"in {output}: run again with --resume to finish")

@@ -1,6 +1,7 @@
 """Long pair alignment's API: :func:`align_long` and the :class:`LongAlignment` it returns."""
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -16,6 +17,8 @@ from .score import client_workers, local_cluster, score_pass
 from .traceback import trace_on_workers
 
 __all__ = ["LongAlignment", "align_long", "check_score_range", "reverse_complement"]
+
+logger = logging.getLogger(__name__)
 
 #: Reachable scores stay this far inside the int32 sentinel of the kernels.
 _SCORE_LIMIT = (1 << 30) - (1 << 20)
@@ -171,7 +174,8 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
     model : CostModel, optional
         Default :class:`CostModel` ().
     progress : bool, default False
-        Dask's progress bar on stderr.
+        Progress of the score pass on the standard error, in cells
+        (:func:`swdask.jobs.base.progress_bar`).
 
     Returns
     -------
@@ -241,6 +245,9 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
         if device == "gpu":
             cpu_threads = 0
         plan = plan_tiles(m, n, tile=tile, gpus=n_gpus, cpu_threads=cpu_threads, model=model)
+        logger.info("align-long: %s x %s residues in %d x %d tiles on %s (%d GPU workers, %d CPU "
+                    "threads), predicted %.2f s a strand", f"{m:,}", f"{n:,}", *plan.shape,
+                    device, n_gpus, cpu_threads, plan.predicted)
         a_future = client.scatter(a_codes, broadcast=True, hash=False)
         strands = [("+", b_codes)]
         if reverse_complement:
@@ -249,8 +256,9 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
         for strand, subject in strands:
             b_future = client.scatter(subject, broadcast=True, hash=False)
             started = time.perf_counter()
-            futures, best, stats = score_pass(client, a_future, b_future, plan, scoring,
-                                              device, progress)
+            futures, best, stats = score_pass(
+                client, a_future, b_future, plan, scoring, device, progress,
+                desc="align-long" if len(strands) == 1 else f"align-long (strand {strand})")
             results.append((best, strand, subject, b_future, futures,
                             time.perf_counter() - started, stats))
         # The better strand: higher score, then '+'.
@@ -288,7 +296,8 @@ def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str
         pident=fields.get("pident"), cells=m * n * len(strands), score_seconds=seconds,
         traceback_seconds=tb_seconds, device="+".join(sorted(devices)) or device,
         tile_rows=plan.shape[0], tile_cols=plan.shape[1],
-        stats={**stats, "predicted_seconds": plan.predicted, "plan": plan})
+        stats={**stats, "predicted_seconds": plan.predicted, "plan": plan,
+               "gpu_workers": n_gpus, "cpu_threads": cpu_threads})
 
 
 _rc = reverse_complement

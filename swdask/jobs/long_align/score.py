@@ -13,6 +13,7 @@ import numpy as np
 
 from ...kernels.cpu.score import kernel_threads
 from ...kernels.cpu.tile import better, matrix_boundaries, score_tile
+from ..base import progress_bar
 
 __all__ = ["TileResult", "client_workers", "local_cluster", "score_pass", "select_worker_gpu"]
 
@@ -110,9 +111,12 @@ def client_workers(client) -> tuple[int, int]:
     return gpus, threads
 
 
-def score_pass(client, a_future, b_future, plan, scoring, device, progress):
-    """Submit the tile DAG; return the futures and the best cell (score, i, j)."""
+def score_pass(client, a_future, b_future, plan, scoring, device, progress,
+               desc: str = "align-long"):
+    """Submit the tile DAG; return the futures and the best cell (score, i, j).
+    ``progress`` shows the cells of the tiles done (:func:`swdask.jobs.base.progress_bar`)."""
     from dask.base import tokenize
+    from distributed import as_completed
 
     matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
     n_p, n_q = plan.shape
@@ -131,20 +135,18 @@ def score_pass(client, a_future, b_future, plan, scoring, device, progress):
                 plan.cols[q + 1], futures.get((p - 1, q)), futures.get((p, q - 1)), matrix,
                 scoring.gap_open, scoring.gap_extend, device == "cpu",
                 key=f"swdask-tile-{token}-{p}-{q}", priority=-d, resources=resources)
-    summaries = [client.submit(_tile_summary, f, key=f"swdask-tile-best-{token}-{p}-{q}",
-                               priority=-(p + q)) for (p, q), f in futures.items()]
-    if progress:
-        import contextlib
-        import sys
-
-        from distributed import progress as show_progress
-
-        with contextlib.redirect_stdout(sys.stderr):
-            show_progress(summaries)
+    summaries = {client.submit(_tile_summary, f, key=f"swdask-tile-best-{token}-{p}-{q}",
+                               priority=-(p + q)): (p, q) for (p, q), f in futures.items()}
+    # Progress in cells: each tile weighs its own (the tiles of a row's end are smaller).
+    with progress_bar(progress, desc=desc, unit="cell", unit_scale=True,
+                      total=plan.rows[-1] * plan.cols[-1]) as bar:
+        for done in as_completed(summaries, loop=client.loop):
+            p, q = summaries[done]
+            bar.update((plan.rows[p + 1] - plan.rows[p]) * (plan.cols[q + 1] - plan.cols[q]))
     best = (0, 0, 0)
     kinds = {"cpu": 0, "gpu": 0}
     busy = {"cpu": 0.0, "gpu": 0.0}
-    for (score, i, j), kind, seconds in client.gather(summaries):
+    for (score, i, j), kind, seconds in client.gather(list(summaries)):
         kinds[kind] += 1
         busy[kind] += seconds
         if score > 0 and better(score, i, j, best[0], best[1], best[2]):

@@ -32,6 +32,7 @@ per running task whatever the database's size.
 """
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 import uuid
@@ -50,6 +51,15 @@ from . import plan, tasks
 from .plan import HITS_META, SearchJob, SearchStats, check_limits, prepare
 
 __all__ = ["search", "search_in_process"]
+
+logger = logging.getLogger(__name__)
+
+
+def _log_plan(job: SearchJob, where: str) -> None:
+    logger.info("search: %d queries%s against %s subjects (%s residues) in %d store files, "
+                "%s cells, %s, device %s", len(job.queries),
+                " (both strands)" if job.strands == 2 else "", f"{job.db_sequences:,}",
+                f"{job.db_residues:,}", len(job.files), f"{job.cells:,}", where, job.device)
 
 
 def search(queries, database, *, scoring: Scoring | None = None, mode: str = "local",
@@ -187,11 +197,14 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
     job = prepare(queries, database, scoring=scoring, mode=mode, max_hits=int(max_hits),
                   min_score=min_score, evalue=evalue, device=device, alphabet=alphabet,
                   map_unknown=map_unknown, owner="dask", strand=strand)
+    _log_plan(job, "on Dask")
     token = uuid.uuid4().hex
     job_node = dask.delayed(job, name=f"swdask-search-{token}")
-    # The task declares its kernels' device: the cluster routes GPU work by it.
-    score = dask.delayed(backend.KernelTask(tasks.score_partition, device), pure=True)
-    level = [score(job_node, number, dask_key_name=(f"swdask_score-{token}", number))
+    # The task declares its kernels' device (the cluster routes GPU work by it) and its
+    # cells (progress counts them).
+    level = [dask.delayed(backend.KernelTask(tasks.score_partition, device,
+                                             work=job.file_cells(number)), pure=True)(
+                 job_node, number, dask_key_name=(f"swdask_score-{token}", number))
              for number in range(len(job.files))]
     merge = dask.delayed(tasks.merge_candidates, pure=True)
     while True:
@@ -302,6 +315,9 @@ def search_in_process(queries, database, *, scoring: Scoring | None = None,
             from ...kernels.cpu import prebuild
 
             prebuild.start(prebuild.SEARCH)
+    _log_plan(job, f"in this process ({threads} threads)")
+    if reason:
+        logger.info("search: device auto chose %s: %s", chosen, reason)
     try:
         if chosen == "gpu":
             backend.check_device(chosen, mode)  # raises DeviceError where there is none

@@ -103,6 +103,7 @@ class SearchJob(Job):
     db_sequences: int
     statistics: bool  # local mode with published Karlin-Altschul parameters
     batch_size: int  # queries per traceback task (TRACEBACK_QUERIES when the graph was built)
+    file_residues: tuple = ()  # residues of each of ``files``
     keep: object = None  # a temporary store's TemporaryStore (a plain path once pickled)
 
     @property
@@ -114,6 +115,10 @@ class SearchJob(Job):
     def cells(self) -> int:
         """Cells of the whole score pass: residues scored (each strand) x database residues."""
         return int(self.rows.lengths.sum()) * self.db_residues
+
+    def file_cells(self, number: int) -> int:
+        """Cells of the score task of store file ``number`` (its weight in progress)."""
+        return int(self.rows.lengths.sum()) * int(self.file_residues[number])
 
     @property
     def strands(self) -> int:
@@ -249,4 +254,5 @@ def prepare(queries, database, *, scoring, mode, max_hits, min_score, evalue, de
                      min_score=min_score, evalue=evalue, device=device,
                      store_path=str(store.path), files=tuple(str(f) for f in store.files),
                      db_residues=store.n_residues, db_sequences=store.n_records,
-                     statistics=statistics, batch_size=TRACEBACK_QUERIES, keep=keep)
+                     statistics=statistics, batch_size=TRACEBACK_QUERIES, keep=keep,
+                     file_residues=tuple(int(p["n_residues"]) for p in store.partitions))
