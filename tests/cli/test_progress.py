@@ -113,10 +113,15 @@ def check_summary_line(command: str, lines: list[str], f: dict) -> None:
                       rf"skipped by length, [\d.]+ s \((?P<pairs_per_second>[\d,]+) pairs/s\) on "
                       rf"(?P<device>\w+), {threads}", lines[0])
     else:
-        got = figures(r"score (?P<score>\d+) on strand (?P<strand>[+-]): query "
-                      r"(?P<query_start>\d+)\.\.(?P<query_end>\d+), subject "
-                      r"(?P<subject_start>\d+)\.\.(?P<subject_end>\d+), (?P<pident>[\d.]+)% "
-                      r"identity, CIGAR of (?P<cigar_length>[\d,]+) characters", lines[0])
+        # The line is 1-based inclusive (as a person reads it), the JSON 0-based half-open
+        # (as the table): the plus strand's starts differ by one, the ends are the same.
+        got = figures(r"score (?P<score>\d+) on strand (?P<strand>\+): query "
+                      r"(?P<query_first>\d+)\.\.(?P<query_end>\d+), subject "
+                      r"(?P<subject_first>\d+)\.\.(?P<subject_end>\d+) \(1-based\), "
+                      r"(?P<pident>[\d.]+)% identity, CIGAR of (?P<cigar_length>[\d,]+) "
+                      r"characters", lines[0])
+        assert (int(got.pop("query_first")), int(got.pop("subject_first"))) == \
+            (f["query_start"] + 1, f["subject_start"] + 1)
         got.update(figures(r"(?P<cells>[\d,]+) cells in (?P<score_seconds>[\d.]+) s "
                            r"\((?P<gcups>[\d.]+) GCUPS\) on (?P<device>\w+) \((?P<threads>\d+) CPU "
                            r"threads?\), (?P<tile_rows>\d+) x (?P<tile_cols>\d+) tiles; wrote "
