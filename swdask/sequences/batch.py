@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import pandas as pd
 
-__all__ = ["MAX_LIST_RESIDUES", "SequenceBatch", "as_batch", "list_arrays", "one_sequence"]
+__all__ = ["MAX_LIST_RESIDUES", "SequenceBatch", "SequencesLike", "as_batch", "list_arrays",
+           "one_sequence"]
 
 #: Most residues of one Arrow ``list<uint8>`` column (int32 offsets).
 MAX_LIST_RESIDUES = 2**31 - 1
@@ -303,6 +304,11 @@ class SequenceBatch:
         return f"SequenceBatch({len(self)} sequences, {self.n_residues} residues, {self.alphabet.name})"
 
 
+#: A set of sequences as :func:`as_batch` takes it (type alias): a FASTA/FASTQ file or a
+#: store, a batch, ``{name: sequence}`` or sequences as letters.
+SequencesLike = str | os.PathLike | SequenceBatch | dict[str, str] | Sequence[str]
+
+
 def list_arrays(
     column: pa.ChunkedArray | pa.ListArray,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
@@ -328,8 +334,8 @@ def list_arrays(
     return offsets - offsets[0], values
 
 
-def as_batch(sequences: str | os.PathLike | SequenceBatch | dict[str, str] | Sequence[str],
-             alphabet: str | Alphabet = "auto", map_unknown: bool = False) -> SequenceBatch:
+def as_batch(sequences: SequencesLike, alphabet: str | Alphabet = "auto",
+             map_unknown: bool = False) -> SequenceBatch:
     """Sequences as a batch: the one normaliser of every job's sequence sets.
 
     Parameters
