@@ -28,7 +28,12 @@ shuffles).  Scores are exact int32 (:data:`NEG`, :data:`SCORE_LIMIT`).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .cpu.reference import OP_DEL, OP_INS, OP_MATCH
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Stands for the reference's -inf: E of column 0 and F of row 0.  Only ever lowered by
 #: one gap_extend before a max() with a finite value discards it, so it cannot wrap
@@ -38,7 +43,7 @@ NEG = -(1 << 30)
 SCORE_LIMIT = (1 << 30) - (1 << 20)
 
 
-def cell_bound(m: int, n: int, matrix, gap_open: int, gap_extend: int) -> int:
+def cell_bound(m: int, n: int, matrix: np.ndarray, gap_open: int, gap_extend: int) -> int:
     """The largest ``|H|``, ``|E|`` or ``|F|`` a pair of ``m`` x ``n`` residues can reach:
     ``(m + n + 1) * (max|s| + o + e)`` (one column of a path costs at most that much).
     Exact kernels need it below :data:`SCORE_LIMIT`."""

@@ -33,11 +33,19 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import DeviceError
 from .options import DEVICES, LONG_DEVICES, check_choice
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    from distributed import Client
+
+    from .kernels.cuda.launcher import KernelStats
+    from .scoring import Scoring
 
 __all__ = ["ALLPAIRS_GPU", "KERNEL_LOCK", "LOCAL_GPU", "GpuKernels", "KernelTask", "auto_device",
            "check_device", "check_long_device", "choose_device", "cluster_gpus",
@@ -120,7 +128,7 @@ class KernelTask:
     device: str = "cpu"
     work: int = 0
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
 
 
@@ -181,7 +189,7 @@ def check_device(device: str, mode: str = "local", *, here: bool = True,
 
 
 def job_device(device: str, mode: str = "local", *, kernels: GpuKernels = LOCAL_GPU,
-               client=None) -> str:
+               client: Client | None = None) -> str:
     """The device of a job's tasks, decided once, where the job is set up.
 
     Parameters
@@ -457,7 +465,7 @@ def cuda_driver_loadable() -> bool:
     return False
 
 
-def current_client():
+def current_client() -> Client | None:
     """The default ``distributed`` client, or None (without importing ``distributed``)."""
     if "distributed" not in sys.modules:
         return None
@@ -486,8 +494,12 @@ def worker_name() -> str:
 # --------------------------------------------------------------------------------------
 
 
-def score_all_gpu(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, subjects=None, *,
-                  packed=None, intra_threshold=None):
+def score_all_gpu(
+    q_res: npt.NDArray[np.uint8], q_off: npt.NDArray[np.int64], s_res: npt.NDArray[np.uint8],
+    s_off: npt.NDArray[np.int64], matrix: np.ndarray, gap_open: int, gap_extend: int,
+    subjects: npt.NDArray[np.int64] | None = None, *, packed: bool | None = None,
+    intra_threshold: int | None = None,
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32], KernelStats]:
     """:func:`swdask.kernels.cpu.score.score_all` for local alignment, on the GPU.
 
     The subjects go to the device once; the queries are scored in batches (two per
@@ -504,8 +516,11 @@ def score_all_gpu(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, subj
     return device_subjects.score_many(queries, matrix, gap_open, gap_extend, packed=packed)
 
 
-def top_hits_gpu(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, max_hits,
-                 min_score):
+def top_hits_gpu(
+    q_res: npt.NDArray[np.uint8], q_off: npt.NDArray[np.int64], s_res: npt.NDArray[np.uint8],
+    s_off: npt.NDArray[np.int64], matrix: npt.ArrayLike, gap_open: int, gap_extend: int,
+    max_hits: int, min_score: int | None,
+) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], float]:
     """Each query's candidate hits against a partition, selected on the GPU.
 
     Only the subjects that can be among a query's ``max_hits`` best (scores of at least
@@ -565,7 +580,8 @@ def choose_device(cells: int, threads: int, kernels_due: int = 0,
     return ("gpu" if gpu < cpu else "cpu"), reason
 
 
-def auto_device(lengths, db_residues: int, scoring, mode: str, threads: int) -> tuple[str, str]:
+def auto_device(lengths: np.ndarray, db_residues: int, scoring: Scoring, mode: str,
+                threads: int) -> tuple[str, str]:
     """``device="auto"`` for a search in this process: the GPU or the CPU by expected time
     (:func:`choose_device`), and why.
 

@@ -40,12 +40,21 @@ import os
 import socket
 import sys
 import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from . import backend
 from .errors import ClusterError, ClusterStartError, DeviceError, InputNotFoundError
 from .options import DEVICES, check_choice, tunable
+
+if TYPE_CHECKING:
+    from dask._task_spec import GraphNode
+    from dask.typing import Key
+    from distributed import Client
+    from distributed.scheduler import Scheduler
+    from distributed.security import Security
 
 __all__ = ["TaskRouting", "check_main_guard", "cluster", "cluster_error", "compute", "connect",
            "faults", "gpu_resources", "route_tasks", "session", "shutdown", "tls_security",
@@ -70,7 +79,8 @@ GPU_TASK_SHARE = {"GPU": 1 / GPU_WORKER_THREADS}
 
 def cluster(n_workers: int | None = None, *, scheduler: str | None = None, device: str = "auto",
             threads_per_worker: int | None = None, dashboard_address: str | None = None,
-            security=None, timeout=None, **kwargs):
+            security: Security | None = None, timeout: str | float | None = None,
+            **kwargs: Any) -> Client:
     """A Dask client for searches: a new GPU or CPU cluster here, or a running scheduler.
 
     Parameters
@@ -220,7 +230,8 @@ def _reason(exc: BaseException) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def tls_security(ca_file=None, cert=None, key=None):
+def tls_security(ca_file: os.PathLike | str | None = None, cert: os.PathLike | str | None = None,
+                 key: os.PathLike | str | None = None) -> Security:
     """Dask's ``Security`` for a TLS scheduler, from the CLI's ``--tls-ca-file``,
     ``--tls-cert`` and ``--tls-key``; with none of them, Dask's configuration
     (``distributed.comm.tls.ca-file``, ``.client.cert``, ``.client.key`` in a Dask config
@@ -357,7 +368,8 @@ def _ask_identity(address: str, timeout: float, security) -> dict:
     raise error
 
 
-def connect(scheduler: str, *, security=None, timeout=None):
+def connect(scheduler: str, *, security: Security | None = None,
+            timeout: str | float | None = None) -> Client:
     """A client of a running scheduler, found and checked within a bounded time.
 
     Parameters
@@ -584,7 +596,7 @@ def _kernel_tasks(node):
                 parts.extend(part)
 
 
-def gpu_resources(task) -> dict:
+def gpu_resources(task: GraphNode) -> dict[str, float]:
     """The resources a task needs: :data:`GPU_TASK_SHARE` (half a GPU) where it runs GPU
     kernels, none otherwise.
 
@@ -598,13 +610,14 @@ def gpu_resources(task) -> dict:
 
     Parameters
     ----------
-    task : dask task
+    task : dask._task_spec.GraphNode
         A node of a Dask graph (``dask._task_spec.GraphNode``, what the scheduler holds as
         ``TaskState.run_spec``), not a key: keys are names, and route nothing.
 
     Returns
     -------
-    dict
+    dict of str to float
+        ``{"GPU": 0.5}`` or ``{}``.
 
     Raises
     ------
@@ -634,7 +647,7 @@ def gpu_resources(task) -> dict:
     return dict(GPU_TASK_SHARE) if gpu else {}
 
 
-def worker_count(client) -> int:
+def worker_count(client: Client) -> int:
     """How many workers ``client``'s cluster has now."""
     return len(client.scheduler_info(n_workers=-1)["workers"])
 
@@ -662,13 +675,14 @@ class TaskRouting(SchedulerPlugin):
     name = "swdask-task-routing"
     idempotent = True
 
-    def __init__(self, retries: int = 0):
+    def __init__(self, retries: int = 0) -> None:
         self.retries = int(retries)
         self.scheduler = None
         self.watching = set()  # clients told of their kernel tasks' work
         self.work = {}  # key -> (client, work) of their tasks not done yet
 
-    def update_graph(self, scheduler, *, tasks=(), client=None, **kwargs) -> None:
+    def update_graph(self, scheduler: Scheduler, *, tasks: Iterable[Key] = (),
+                     client: str | None = None, **kwargs: Any) -> None:
         self.scheduler = scheduler
         gpu_workers = any(ws.resources.get("GPU", 0) > 0 for ws in scheduler.workers.values())
         watched = client in self.watching
@@ -710,7 +724,7 @@ class TaskRouting(SchedulerPlugin):
             del self.work[key]
 
 
-def route_tasks(client) -> None:
+def route_tasks(client: Client) -> None:
     """Install :class:`TaskRouting` on ``client``'s scheduler (once; later calls do
     nothing)."""
     client.register_plugin(TaskRouting(retries=tunable("task-retries")))
@@ -736,7 +750,7 @@ def _kernel_work(node) -> int:
 
 
 @contextlib.contextmanager
-def work_progress(client, bar):
+def work_progress(client: Client, bar: Any) -> Iterator[None]:
     """Count into ``bar`` the work of the kernel tasks that ``client`` computes meanwhile.
 
     Each kernel task says its work (:class:`swdask.backend.KernelTask`, e.g. the cells of
@@ -793,7 +807,8 @@ class _LocalWork:
             self.bar.update(work)
 
 
-def compute(*collections, client=None, progress: bool = False, desc: str = "swdask"):
+def compute(*collections: Any, client: Client | None = None, progress: bool = False,
+            desc: str = "swdask") -> tuple[Any, ...]:
     """Compute Dask collections of a job, as the command line does.
 
     On ``client`` (a ``distributed.Client``; default: the current one, if any) GPU work
@@ -869,7 +884,7 @@ def cluster_error(exc: BaseException, then: str = "") -> ClusterError | None:
 
 
 @contextlib.contextmanager
-def faults(then=None):
+def faults(then: Callable[[], str] | None = None) -> Iterator[None]:
     """Turn the errors of a cluster that cannot go on into one line (:func:`cluster_error`).
 
     Parameters
@@ -877,6 +892,11 @@ def faults(then=None):
     then : callable, optional
         Called at the failure; returns what to add to the message (a resumable job says
         what it kept).
+
+    Raises
+    ------
+    ClusterError
+        In place of an exception that means the cluster cannot go on.
     """
     try:
         yield
@@ -891,7 +911,9 @@ def faults(then=None):
 
 @contextlib.contextmanager
 def session(n_workers: int | None = None, *, scheduler: str | None = None,
-            device: str = "auto", announce=None, security=None, timeout=None):
+            device: str = "auto", announce: Callable[[str], object] | None = None,
+            security: Security | None = None,
+            timeout: str | float | None = None) -> Iterator[Client | None]:
     """The Dask client of one command-line run, closed at the end.
 
     No ``n_workers`` and no ``scheduler``: None (Dask's threads in this process).
@@ -917,7 +939,7 @@ def session(n_workers: int | None = None, *, scheduler: str | None = None,
         shutdown(client, cluster_too=scheduler is None)
 
 
-def shutdown(client, *, cluster_too: bool = True) -> None:
+def shutdown(client: Client, *, cluster_too: bool = True) -> None:
     """Close ``client`` and, with ``cluster_too``, the cluster it started (workers first,
     then the scheduler: no lost heartbeats).
 

@@ -16,6 +16,9 @@ ValueError: unknown device 'tpu'; choose one of: auto, cpu, gpu
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 # The kernels' own table: the order of MODES gives the mode codes the kernels take.
 from .kernels.cpu.reference import MODES
 
@@ -59,7 +62,7 @@ BLAST_KEYWORDS = BLAST6_COLUMNS + ("score", "nident", "gaps", "qlen", "slen", "c
                                    "qcovs", "qcovhsp") + SEQUENCE_KEYWORDS
 
 
-def check_choice(name: str, value, allowed) -> str:
+def check_choice(name: str, value: Any, allowed: Sequence[str]) -> str:
     """``value`` if it is one of ``allowed``; else a ValueError naming them all.
 
     Parameters
@@ -68,7 +71,7 @@ def check_choice(name: str, value, allowed) -> str:
         What is chosen, for the message ("device", "mode").
     value : object
         The choice given.
-    allowed : tuple of str
+    allowed : sequence of str
         The allowed values, in the order the message lists them.
 
     Returns
@@ -146,8 +149,19 @@ TUNABLES = {
 }
 
 
-def tunable(name: str):
+def tunable(name: str) -> Any:
     """The value of the tunable ``swdask.NAME`` (see :data:`TUNABLES`).
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`TUNABLES`.
+
+    Returns
+    -------
+    object
+        The configured value (as Dask's configuration holds it: a string such as
+        ``"10s"``, a number), else the default in :data:`TUNABLES`.
 
     Examples
     --------

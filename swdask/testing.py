@@ -15,6 +15,7 @@ The slow reference of every kernel's scores and paths is
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,13 +24,16 @@ from .kernels.cpu.reference import OP_DEL, OP_INS, OP_MATCH
 from .kernels.cpu.traceback import rescore
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from .scoring import Scoring
     from .sequences.batch import SequenceBatch
 
 __all__ = ["long_subjects", "path_summary", "planted_copy"]
 
 
-def path_summary(query, subject, query_start: int, subject_start: int, ops,
+def path_summary(query: Sequence[int] | np.ndarray, subject: Sequence[int] | np.ndarray,
+                 query_start: int, subject_start: int, ops: Iterable[int],
                  unknown: int) -> tuple[str, int, int, int, int]:
     """The CIGAR and counts of an alignment path, one column at a time in plain Python.
 
@@ -39,7 +43,7 @@ def path_summary(query, subject, query_start: int, subject_start: int, ops,
         Codes of the two sequences, whole.
     query_start, subject_start : int
         The path's first cell, 0-based.
-    ops : sequence of int
+    ops : iterable of int
         The path, first column first: ``OP_MATCH``, ``OP_INS`` (a query residue against a
         gap) or ``OP_DEL`` (a subject residue against a gap) of
         :mod:`swdask.kernels.cpu.reference`.
@@ -82,8 +86,8 @@ def path_summary(query, subject, query_start: int, subject_start: int, ops,
     return cigar, columns.count("="), columns.count("X"), gap_opens, len(columns)
 
 
-def planted_copy(codes, scoring: Scoring, *, spacing: int = 200,
-                 seed: int = 0) -> tuple[np.ndarray, int, np.ndarray]:
+def planted_copy(codes: npt.ArrayLike, scoring: Scoring, *, spacing: int = 200,
+                 seed: int = 0) -> tuple[npt.NDArray[np.uint8], int, npt.NDArray[np.uint8]]:
     """A copy of ``codes`` with known substitutions and indels, and its alignment's score.
 
     Every ``spacing`` residues (none within ``spacing`` of either end) one mutation, in
@@ -93,8 +97,8 @@ def planted_copy(codes, scoring: Scoring, *, spacing: int = 200,
 
     Parameters
     ----------
-    codes : numpy.ndarray of uint8
-        DNA codes (ACGT = 0-3).
+    codes : array-like of int
+        DNA codes (ACGT = 0-3); taken as uint8.
     scoring : Scoring
     spacing : int, default 200
     seed : int, default 0
@@ -103,8 +107,9 @@ def planted_copy(codes, scoring: Scoring, *, spacing: int = 200,
     Returns
     -------
     tuple
-        ``(copy, score, ops)``: the mutated copy, the planted alignment's score (by
-        :func:`swdask.kernels.cpu.traceback.rescore`) and its operations.
+        ``(copy, score, ops)``: the mutated copy (uint8 codes), the planted alignment's
+        score (by :func:`swdask.kernels.cpu.traceback.rescore`) and its operations (uint8
+        ``OP_*`` codes).
 
     Examples
     --------
@@ -144,7 +149,8 @@ def planted_copy(codes, scoring: Scoring, *, spacing: int = 200,
     return copy, int(score), ops
 
 
-def long_subjects(batch: SequenceBatch, lengths, rng: np.random.Generator) -> list[np.ndarray]:
+def long_subjects(batch: SequenceBatch, lengths: Iterable[int],
+                  rng: np.random.Generator) -> list[npt.NDArray[np.uint8]]:
     """Titin-like subjects: random records of ``batch`` end to end, cut to each length.
 
     Parameters

@@ -10,8 +10,10 @@ then a small run of each job on the bundled data, which builds the hand-written 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.resources import files
+from typing import Any
 
 
 @dataclass
@@ -46,7 +48,7 @@ class WarmupReport:
         return f"warmup on {self.device}: {kernels}{steps}"
 
 
-def kernel_specs() -> list:
+def kernel_specs() -> list[tuple[str, dict[str, Any]]]:
     """``(family, shape)`` of every generated CUDA kernel the jobs can launch on this GPU:
     the search kernels for the protein and DNA alphabets, the all-pairs kernel and the
     long-alignment tiles."""
@@ -63,7 +65,8 @@ def kernel_specs() -> list:
     return specs
 
 
-def warmup(device: str = "auto", *, jobs: int | None = None, progress=None) -> WarmupReport:
+def warmup(device: str = "auto", *, jobs: int | None = None,
+           progress: Callable[[str], object] | None = None) -> WarmupReport:
     """Build the kernels of ``device`` so that later processes start without compiling.
 
     Parameters

@@ -29,10 +29,16 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    from numba.core.dispatcher import Dispatcher
 
 #: The kernels that can be prebuilt: name -> module that lists its example call.
 MODULES = {"local8": "score", "traceback": "traceback"}
@@ -75,7 +81,7 @@ class _Helper:
                 self.done.add(line.strip())
 
 
-def read_only(values, dtype=np.uint8) -> np.ndarray:
+def read_only(values: npt.ArrayLike, dtype: npt.DTypeLike = np.uint8) -> np.ndarray:
     """``values`` as a read-only contiguous array of ``dtype`` (a view where possible).
 
     Numba compiles a kernel once per argument type, and read-only (Arrow) arrays are
@@ -107,7 +113,7 @@ def _examples(names):
     return {name: found[name] for name in names}
 
 
-def cached(kernel, arguments) -> bool:
+def cached(kernel: Dispatcher, arguments: Sequence[object]) -> bool:
     """Whether Numba's on-disk cache holds ``kernel`` for the types of ``arguments``.
 
     Reads the cache's index through Numba internals (``Dispatcher._cache``); when they
@@ -123,7 +129,7 @@ def cached(kernel, arguments) -> bool:
         return True
 
 
-def start(names) -> list:
+def start(names: Sequence[str]) -> list[str]:
     """Start a helper process that compiles the kernels ``names`` missing from the cache.
 
     Parameters
@@ -170,7 +176,7 @@ def wait(name: str) -> None:
             _helpers.pop(name, None)
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Compile the kernels named in ``argv`` into Numba's cache, in order, printing each
     name once it is there (the helper process)."""
     names = sys.argv[1:] if argv is None else list(argv)

@@ -45,6 +45,7 @@ as the continuous value it rounds, and biases lambda low by ~10%).  It censors a
 from __future__ import annotations
 
 import math
+from types import FunctionType
 
 import numpy as np
 from numba import njit, prange
@@ -252,7 +253,7 @@ def pair_significance(scores, start, copies):
     return mu, lam, above / n if n > 0 else 1.0
 
 
-def with_globals(function, **names):
+def with_globals(function: FunctionType, **names: object) -> FunctionType:
     """``function`` with some of its global names bound to other objects: how the
     plain-Python :func:`fisher_yates` calls the compiled Philox of its target (``@njit``
     here, a CUDA device function in :mod:`swdask.kernels.cuda.psse`), and
@@ -271,7 +272,9 @@ pair_significance_njit = njit(cache=True)(with_globals(
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def shuffle_chunk(res, src_off, lengths, base, keys, n_shuffles, seed, out, out_off):
+def shuffle_chunk(res: np.ndarray, src_off: np.ndarray, lengths: np.ndarray, base: np.ndarray,
+                  keys: np.ndarray, n_shuffles: int | np.integer, seed: int | np.integer,
+                  out: np.ndarray, out_off: np.ndarray) -> None:
     """Fill ``out`` with each subject of a chunk followed by its ``n_shuffles`` shuffles.
 
     Subject ``b`` (``res[src_off[b]:src_off[b]+lengths[b]]``) takes copies
@@ -289,7 +292,8 @@ def shuffle_chunk(res, src_off, lengths, base, keys, n_shuffles, seed, out, out_
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def fit_pairs(scores, copies, mu, lam, p_value):
+def fit_pairs(scores: np.ndarray, copies: int | np.integer, mu: np.ndarray, lam: np.ndarray,
+              p_value: np.ndarray) -> None:
     """For each pair ``b`` (``scores[b*copies]`` its real score, the next ``copies - 1``
     its shuffles' scores): the censored Gumbel fit and the P-value of the real score."""
     for b in prange(mu.shape[0]):
@@ -297,7 +301,8 @@ def fit_pairs(scores, copies, mu, lam, p_value):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def score_profile(profile, s_res, s_off, order, gap_open, gap_extend, scores):
+def score_profile(profile: np.ndarray, s_res: np.ndarray, s_off: np.ndarray, order: np.ndarray,
+                  gap_open: int, gap_extend: int, scores: np.ndarray) -> None:
     """Local (Smith-Waterman, Gotoh) scores of one query profile ``profile[code, row]``
     against subjects ``order`` (``scores[c]`` for subject ``order[c]``); a gap of k costs
     ``gap_open + k * gap_extend``.  For position-specific scoring (a PSSM), where the

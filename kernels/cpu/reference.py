@@ -32,6 +32,12 @@ and ``subject[subject_start:subject_end]``.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
 NEG = float("-inf")
 #: The alignment modes, and the one table from their names to the kernels' codes.
 MODES = ("local", "global", "semiglobal")
@@ -42,12 +48,14 @@ MODE_CODES = {name: code for code, name in enumerate(MODES)}
 OP_MATCH, OP_INS, OP_DEL = 0, 1, 2
 
 
-def align_reference(query, subject, matrix, gap_open, gap_extend, mode="local"):
+def align_reference(query: Iterable[int], subject: Iterable[int],
+                    matrix: Sequence[Sequence[int]] | np.ndarray, gap_open: int, gap_extend: int,
+                    mode: str = "local") -> tuple[int, int, int, int, int, list[int]]:
     """Align two code sequences with affine gaps, full matrices, plain Python.
 
     Parameters
     ----------
-    query, subject : sequence of int
+    query, subject : iterable of int
         Residue codes (rows of ``matrix`` for the query, columns for the subject).
     matrix : 2-D array-like of int
         Substitution scores indexed by codes.
@@ -131,7 +139,7 @@ def align_reference(query, subject, matrix, gap_open, gap_extend, mode="local"):
     return int(score), i, end[0], j, end[1], ops
 
 
-def mode_code(mode) -> int:
+def mode_code(mode: str) -> int:
     """Kernel code of a mode name (:data:`MODE_CODES`).
 
     Raises
@@ -150,7 +158,9 @@ def mode_code(mode) -> int:
         raise ValueError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}") from None
 
 
-def score_reference(query, subject, matrix, gap_open, gap_extend, mode="local"):
+def score_reference(query: Iterable[int], subject: Iterable[int],
+                    matrix: Sequence[Sequence[int]] | np.ndarray, gap_open: int,
+                    gap_extend: int, mode: str = "local") -> tuple[int, int, int]:
     """``(score, query_end, subject_end)`` of :func:`align_reference`."""
     score, _, qe, _, se, _ = align_reference(query, subject, matrix, gap_open, gap_extend, mode)
     return score, qe, se

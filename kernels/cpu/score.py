@@ -33,6 +33,7 @@ speed.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
@@ -44,6 +45,9 @@ from .prebuild import read_only
 from .reference import GLOBAL, LOCAL, mode_code
 from .simd import HAS_AVX2, LANES, column_sweep, first_rows, next_index, profile_u8
 from .traceback import traceback_pair
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 INT16_MAX = np.iinfo(np.int16).max
 #: Most cells (all pairs together) that :func:`_rescore` takes instead of a wider kernel
@@ -381,8 +385,11 @@ def _run_threads(work, threads):
         raise errors[0]
 
 
-def score_all(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, mode="local",
-              subjects=None):
+def score_all(
+    q_res: npt.NDArray[np.uint8], q_off: npt.NDArray[np.int64], s_res: npt.NDArray[np.uint8],
+    s_off: npt.NDArray[np.int64], matrix: np.ndarray, gap_open: int, gap_extend: int,
+    mode: str = "local", subjects: npt.NDArray[np.int64] | None = None,
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32]]:
     """Scores and end cells of every query against every subject.
 
     Parameters
@@ -448,7 +455,8 @@ def score_all(q_res, q_off, s_res, s_off, matrix, gap_open, gap_extend, mode="lo
     return scores, q_end, s_end
 
 
-def load_kernel(matrix, gap_open, gap_extend, mode="local") -> None:
+def load_kernel(matrix: np.ndarray, gap_open: int, gap_extend: int,
+                mode: str = "local") -> None:
     """Load (or compile) the kernel that :func:`score_all` runs first for this scoring.
 
     A tiny call of it: what follows then times the scoring alone.  The first call of a

@@ -49,8 +49,9 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -62,9 +63,12 @@ from ..directions import NEG, STATE_E, STATE_F, STATE_H  # noqa: F401 (public he
 from .score import kernel_threads
 from .traceback import decision_njit, row_best, subject_profile, walk_step_njit
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
 
 @njit(cache=True, nogil=True)
-def better(score_a, i_a, j_a, score_b, i_b, j_b):
+def better(score_a: int, i_a: int, j_a: int, score_b: int, i_b: int, j_b: int) -> bool:
     """Whether cell a beats cell b: higher score, then smaller ``j``, then smaller ``i``."""
     if score_a != score_b:
         return score_a > score_b
@@ -74,7 +78,10 @@ def better(score_a, i_a, j_a, score_b, i_b, j_b):
 
 
 @njit(cache=True, nogil=True)
-def score_tile(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e):
+def score_tile(
+    a: np.ndarray, b: np.ndarray, matrix: np.ndarray, gap_open: int, gap_extend: int,
+    top_h: np.ndarray, top_f: np.ndarray, left_h: np.ndarray, left_e: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int, int]:
     """Local (Smith-Waterman) scores of one tile: boundaries out and the best cell.
 
     Parameters
@@ -91,7 +98,8 @@ def score_tile(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e)
     Returns
     -------
     tuple
-        ``(bottom_h, bottom_f, right_h, right_e, best, best_i, best_j)``.
+        ``(bottom_h, bottom_f, right_h, right_e, best, best_i, best_j)``: four int32
+        arrays and three ints.
 
     Notes
     -----
@@ -151,8 +159,10 @@ def score_tile(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e)
 
 
 @njit(cache=True, nogil=True)
-def traceback_tile(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e,
-                   end_i, end_j, state):
+def traceback_tile(a: np.ndarray, b: np.ndarray, matrix: np.ndarray, gap_open: int,
+                   gap_extend: int, top_h: np.ndarray, top_f: np.ndarray, left_h: np.ndarray,
+                   left_e: np.ndarray, end_i: int, end_j: int,
+                   state: int) -> tuple[npt.NDArray[np.uint8], int, int, int, bool]:
     """Recompute a tile with direction bytes and walk the path back from a cell.
 
     Parameters
@@ -235,7 +245,7 @@ def traceback_tile(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, lef
     return ops_rev[:k].copy(), i, j, state, stopped
 
 
-def matrix_boundaries(h: int, w: int):
+def matrix_boundaries(h: int, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(top_h, top_f, left_h, left_e)`` of a tile on row 0 and column 0 of the matrix.
 
     Examples
@@ -263,7 +273,7 @@ class GridBoundaries(NamedTuple):
     tile: tuple
 
 
-def grid_lines(cuts, length: int, step: int = 1) -> tuple:
+def grid_lines(cuts: Iterable[int], length: int, step: int = 1) -> tuple[int, ...]:
     """``(0, *cuts, length)`` after checking that the cuts are interior, increasing and
     multiples of ``step``.
 
@@ -284,7 +294,9 @@ def grid_lines(cuts, length: int, step: int = 1) -> tuple:
     return lines
 
 
-def grid_tile_inputs(grid, rows, cols, p, q, top_h, top_f, left_h, left_e):
+def grid_tile_inputs(grid: GridBoundaries, rows: Sequence[int], cols: Sequence[int], p: int,
+                     q: int, top_h: np.ndarray, top_f: np.ndarray, left_h: np.ndarray,
+                     left_e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(top_h, top_f, left_h, left_e)`` of tile ``(p, q)`` of a grid with lines ``rows``
     and ``cols`` (from :func:`grid_lines`): slices of the grid's cut boundaries, or of
     the rectangle's own on its first tile row and column.  No copies."""
@@ -315,8 +327,10 @@ def _pool(threads):
         return _POOLS[threads]
 
 
-def score_grid(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e,
-               row_cuts=(), col_cuts=(), *, threads=None):
+def score_grid(a: np.ndarray, b: np.ndarray, matrix: np.ndarray, gap_open: int, gap_extend: int,
+               top_h: np.ndarray, top_f: np.ndarray, left_h: np.ndarray, left_e: np.ndarray,
+               row_cuts: Sequence[int] = (), col_cuts: Sequence[int] = (), *,
+               threads: int | None = None) -> GridBoundaries:
     """:func:`score_tile` of a rectangle cut into a grid, keeping every tile's boundaries.
 
     Parameters

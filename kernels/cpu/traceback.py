@@ -35,6 +35,9 @@ refuses a pair whose scores could leave ``+-2^30`` (only absurdly long, narrow o
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 from numba import njit
 
@@ -42,6 +45,11 @@ from ..directions import NEG, SCORE_LIMIT, STATE_H, cell_bound, decision, walk_s
 from . import prebuild
 from .prebuild import read_only
 from .reference import GLOBAL, LOCAL, OP_DEL, OP_INS, OP_MATCH, SEMIGLOBAL, mode_code
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from swdask.scoring import Scoring
 
 #: Largest direction matrix (cells, i.e. bytes) that :func:`align_codes` builds.
 MAX_TRACEBACK_CELLS = 1_000_000_000
@@ -56,7 +64,7 @@ _CIGAR_EQ, _CIGAR_X, _CIGAR_I, _CIGAR_D = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True, inline="always")
-def fill_profile(matrix, subject, cols, profile):
+def fill_profile(matrix: np.ndarray, subject: np.ndarray, cols: int, profile: np.ndarray) -> None:
     """Fill ``profile[a, j] = s(a, subject[j - 1])`` for ``j`` in ``1 .. cols`` (column 0
     is 0): a row of the DP then reads its substitution scores contiguously, and vectorises.
     Inlined into the kernels that call it (no compilation of its own)."""
@@ -67,7 +75,7 @@ def fill_profile(matrix, subject, cols, profile):
 
 
 @njit(cache=True, nogil=True)
-def subject_profile(matrix, subject, cols):
+def subject_profile(matrix: np.ndarray, subject: np.ndarray, cols: int) -> npt.NDArray[np.int32]:
     """``profile[a, j] = s(a, subject[j - 1])`` for ``j`` in ``1 .. cols`` (column 0 is 0),
     a new int32 array (see :func:`fill_profile`)."""
     profile = np.empty((matrix.shape[0], cols + 1), dtype=np.int32)
@@ -76,7 +84,8 @@ def subject_profile(matrix, subject, cols):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def row_best(h_row, cols, row_max, i, best, best_i, best_j):
+def row_best(h_row: np.ndarray, cols: int, row_max: int, i: int, best: int, best_i: int,
+             best_j: int) -> tuple[int, int, int]:
     """The best cell after row ``i`` (maximum ``row_max``): a later row wins a tie only
     at a smaller column, the reference's column-major rule.  Returns
     ``(best, best_i, best_j)``.  Inlined into its callers (no compilation of its own)."""
@@ -90,7 +99,9 @@ def row_best(h_row, cols, row_max, i, best, best_i, best_j):
                 break
     return best, best_i, best_j
 
-def traceback_pair(query, subject, matrix, gap_open, gap_extend, mode_code, end_i, end_j):
+def traceback_pair(query: npt.NDArray[np.uint8], subject: npt.NDArray[np.uint8],
+                   matrix: np.ndarray, gap_open: int, gap_extend: int, mode_code: int, end_i: int,
+                   end_j: int) -> tuple[int, int, int, int, int, npt.NDArray[np.uint8]]:
     """Align one pair with affine gaps and trace the path back, as the reference does.
 
     Parameters
@@ -295,7 +306,9 @@ def _traceback_kernel(query, subject, matrix, gap_open, gap_extend, mode_code, e
     return np.int64(score), i, ei, j, ej, k
 
 
-def summarize_path(query, subject, query_start, subject_start, ops, unknown_code):
+def summarize_path(query: npt.NDArray[np.uint8], subject: npt.NDArray[np.uint8],
+                   query_start: int, subject_start: int, ops: npt.NDArray[np.uint8],
+                   unknown_code: int) -> tuple[npt.NDArray[np.uint8], int, int, int, int]:
     """CIGAR and counts of a path.
 
     Parameters
@@ -347,7 +360,7 @@ def summarize_path(query, subject, query_start, subject_start, ops, unknown_code
             int(a.shape[0]) - matches, int(np.count_nonzero(run_kind >= _CIGAR_I)), n_ops)
 
 
-def cigar_string(cigar) -> str:
+def cigar_string(cigar: npt.NDArray[np.uint8]) -> str:
     """The ``str`` of a CIGAR returned by :func:`summarize_path`."""
     return np.asarray(cigar, dtype=np.uint8).tobytes().decode("ascii")
 
@@ -370,7 +383,7 @@ def check_traceback_size(rows: int, cols: int) -> int:
     return cells
 
 
-def check_score_range(m: int, n: int, scoring) -> None:
+def check_score_range(m: int, n: int, scoring: Scoring) -> None:
     """Refuse a pair whose cell scores could leave the kernels' exact int32 range.
 
     Every cell's ``|H|``, ``|E|``, ``|F|`` is at most ``(m + n) * (|s|max + o + e)`` (one
@@ -395,7 +408,8 @@ def _codes(sequence, scoring) -> np.ndarray:
     return np.ascontiguousarray(sequence, dtype=np.uint8)
 
 
-def align_codes(query, subject, scoring, mode="local", end=None) -> dict:
+def align_codes(query: np.ndarray | str, subject: np.ndarray | str, scoring: Scoring,
+                mode: str = "local", end: tuple[int, int] | None = None) -> dict[str, Any]:
     """Align one pair and describe the alignment: the traceback entry point of the API.
 
     Parameters
@@ -475,7 +489,9 @@ def align_codes(query, subject, scoring, mode="local", end=None) -> dict:
     }
 
 
-def rescore(query, subject, query_start, subject_start, ops, matrix, gap_open, gap_extend) -> int:
+def rescore(query: Sequence[int] | np.ndarray, subject: Sequence[int] | np.ndarray,
+            query_start: int, subject_start: int, ops: Iterable[int],
+            matrix: Sequence[Sequence[int]] | np.ndarray, gap_open: int, gap_extend: int) -> int:
     """Score of a path: substitutions minus ``gap_open + k * gap_extend`` per gap run.
 
     Parameters
@@ -484,7 +500,7 @@ def rescore(query, subject, query_start, subject_start, ops, matrix, gap_open, g
         The whole sequences' codes.
     query_start, subject_start : int
         Where the path starts (0-based).
-    ops : sequence of int
+    ops : iterable of int
         ``OP_MATCH``/``OP_INS``/``OP_DEL`` in forward order.
     matrix : 2-D array-like of int
     gap_open, gap_extend : int

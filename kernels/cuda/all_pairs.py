@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numba import config, cuda
@@ -66,6 +67,9 @@ from numba import config, cuda
 from . import codegen
 from .compile import Rendered, get_kernel
 from .inter_task import NEG, threads_per_block
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 #: Query rows per lane (unrolled registers).  12 rows give 384-row passes: a 1.5 kb 16S
 #: gene takes 4 passes with 6 % padding (the CUDASW++ 4.0 tile height measured best by
@@ -282,12 +286,12 @@ def render(rows: int = ROWS, *, dpx: bool = False) -> Rendered:
                     namespace=namespace, link=link)
 
 
-def signature(**shape) -> str:
+def signature(**shape: Any) -> str:
     """The argument types of a launch (the same for every shape)."""
     return SIGNATURE
 
 
-def shapes(dpx: bool) -> list:
+def shapes(dpx: bool) -> list[dict[str, Any]]:
     """The shape :func:`score_passing_pairs` launches by default, as ``render`` arguments."""
     return [{"rows": ROWS, "dpx": dpx}]
 
@@ -303,8 +307,13 @@ def _grid(n_pairs: int, threads: int) -> int:
     return min(wanted, resident)
 
 
-def score_passing_pairs(q_res, q_off, s_res, s_off, q_list, s_lo, s_count, matrix, gap_open, gap_extend,
-                bound, *, min_score=None, rows: int | None = None, dpx=None):
+def score_passing_pairs(
+    q_res: npt.NDArray[np.uint8], q_off: npt.NDArray[np.int64], s_res: npt.NDArray[np.uint8],
+    s_off: npt.NDArray[np.int64], q_list: npt.NDArray[np.int64], s_lo: npt.NDArray[np.int64],
+    s_count: npt.NDArray[np.int64], matrix: np.ndarray, gap_open: int, gap_extend: int,
+    bound: tuple[int, int, int, int, int], *, min_score: int | None = None,
+    rows: int | None = None, dpx: bool | None = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32], float, int]:
     """Global scores of the listed pairs on the GPU; only the pairs passing the filter
     come back.
 

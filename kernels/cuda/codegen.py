@@ -29,6 +29,9 @@ Every sum in the text is cast back to int32: Numba types int32 + int32 as int64,
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import Any
+
 from numba import config, cuda
 
 #: Hopper's 32-bit DPX instructions the kernel text may call, by the name it calls them.
@@ -47,7 +50,7 @@ def has_dpx() -> bool:
     return tuple(cuda.get_current_device().compute_capability) >= (9, 0)
 
 
-def dpx32_source(prefix: str, names) -> str:
+def dpx32_source(prefix: str, names: Iterable[str]) -> str:
     """CUDA C++ wrapping the :data:`DPX32` instructions ``names`` as ``<prefix>_<name>``,
     for linking into a kernel.  Numba's foreign-function convention: the result goes
     through the first pointer."""
@@ -56,7 +59,7 @@ def dpx32_source(prefix: str, names) -> str:
         f"{{ *out = {DPX32[name]}(a, b, c); return 0; }}\n" for name in names)
 
 
-def link_dpx32(namespace: dict, prefix: str, names) -> tuple:
+def link_dpx32(namespace: dict[str, Any], prefix: str, names: Sequence[str]) -> tuple[str]:
     """Declare the wrappers of :func:`dpx32_source` in a kernel's ``namespace`` under the
     names the text calls; returns the kernel's ``link`` (the wrappers' source)."""
     for name in names:
@@ -222,7 +225,7 @@ def shuffle_down(name: str, shift: int, *, shuffles: bool, scratch: str, guard: 
             "    cuda.syncthreads()"]
 
 
-def take_better(names, shift: int, width: int) -> list:
+def take_better(names: tuple[str, str, str], shift: int, width: int) -> list[str]:
     """Lines that take the ``o_`` values of ``names = (score, column, row)`` when the lane
     ``shift`` further on (within ``width`` lanes) holds a better cell: higher score, then
     smaller column, then smaller row."""
@@ -236,9 +239,11 @@ def take_better(names, shift: int, width: int) -> list:
     ]
 
 
-def best_reduction(width: int, *, shuffles: bool, scratch: str = "xch[0, {}]",
-                   guard: str = "tx + {shift} < {threads}", threads: int = 0,
-                   names=(("best", "best_j", "best_i"),)) -> list:
+def best_reduction(
+    width: int, *, shuffles: bool, scratch: str = "xch[0, {}]",
+    guard: str = "tx + {shift} < {threads}", threads: int = 0,
+    names: Sequence[tuple[str, str, str]] = (("best", "best_j", "best_i"),),
+) -> list[str]:
     """The whole reduction over ``width`` lanes (shifts 1, 2, 4, ... below ``width``) of
     each ``(score, column, row)`` triple of ``names``, by :func:`shuffle_down` (``scratch``,
     and ``guard`` with ``{shift}`` and ``{threads}`` for the simulator) and

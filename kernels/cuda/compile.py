@@ -55,12 +55,17 @@ import struct
 import threading
 import time
 import types
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from numba import config, cuda
 
 logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from numba.cuda.dispatcher import CUDADispatcher
 
 #: Bump when the entry layout changes: older entries then stop matching their key.
 FORMAT = 1
@@ -190,7 +195,8 @@ def _describe(value) -> str:
 # ---------------------------------------------------------------------------------------
 # Entries on disk.
 
-def entry_bytes(key: str, signature: str, payload: bytes, spec=None) -> bytes:
+def entry_bytes(key: str, signature: str, payload: bytes,
+                spec: dict[str, Any] | None = None) -> bytes:
     """An entry: magic, header length, a JSON header (format, key, argument types, the
     payload's SHA-256, and ``spec``, what re-creates the kernel for :func:`preload`),
     the payload."""
@@ -199,7 +205,7 @@ def entry_bytes(key: str, signature: str, payload: bytes, spec=None) -> bytes:
     return _MAGIC + struct.pack("<I", len(header)) + header + payload
 
 
-def read_entry(path: Path, key: str):
+def read_entry(path: Path, key: str) -> tuple[str, bytes] | None:
     """``(signature, payload)`` of an entry, or None (and the entry deleted) when it is
     corrupted, truncated or written for another key."""
     try:
@@ -333,7 +339,8 @@ class Kernel:
         ``{"kernel": "module:qualname"}``), kept in its entries for :func:`preload`.
     """
 
-    def __init__(self, dispatcher, identity: str, spec=None):
+    def __init__(self, dispatcher: CUDADispatcher, identity: str,
+                 spec: dict[str, Any] | None = None) -> None:
         self.dispatcher = dispatcher
         self.identity = identity
         self.spec = spec
@@ -347,7 +354,7 @@ class Kernel:
         return f"Kernel({self.identity.splitlines()[0]!r})"
 
     @property
-    def py_func(self):
+    def py_func(self) -> Callable[..., Any]:
         return self.dispatcher.py_func
 
     def key(self) -> str:
@@ -419,7 +426,7 @@ class Kernel:
                 pass
         return saved
 
-    def compile(self, signature) -> None:
+    def compile(self, signature: str) -> None:
         """Make the specialisation for ``signature`` ready (load or compile, then save)."""
         if self.simulated:
             return
@@ -498,7 +505,8 @@ def _source_file(rendered: Rendered, digest: str) -> Path:
     return path
 
 
-def identity_text(kind: str, name: str, source: str, namespace: dict, link, options: dict) -> str:
+def identity_text(kind: str, name: str, source: str, namespace: dict[str, Any],
+                  link: Iterable[str], options: dict[str, Any]) -> str:
     """What decides a kernel's machine code besides the shared toolchain facts: its text,
     the values its text reads, the linked sources and the jit options."""
     lines = [f"{kind} {name}", source]
@@ -508,7 +516,7 @@ def identity_text(kind: str, name: str, source: str, namespace: dict, link, opti
     return "\n".join(lines)
 
 
-def get_kernel(family: str, **shape) -> Kernel:
+def get_kernel(family: str, **shape: Any) -> Kernel:
     """The kernel of ``family`` for ``shape`` (rendered and wrapped once per process).
 
     Parameters
@@ -547,7 +555,8 @@ def get_kernel(family: str, **shape) -> Kernel:
         return kernel
 
 
-def jit(function=None, *, signatures=(), **options):
+def jit(function: Callable[..., Any] | None = None, *, signatures: Sequence[str] = (),
+        **options: Any) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """``numba.cuda.jit`` for a hand-written kernel, with its compiled code kept on disk.
 
     Use as ``@jit`` or ``@jit(signatures=(...), **options)`` at module level; nothing is
@@ -568,7 +577,7 @@ def jit(function=None, *, signatures=(), **options):
     return wrap(function) if function is not None else wrap
 
 
-def resolve(family: str, shape: dict):
+def resolve(family: str, shape: dict[str, Any]) -> tuple[Kernel, tuple[str, ...]]:
     """``(kernel, signatures)`` of a build spec: a family's kernel for a shape, or a
     hand-written kernel (``family="kernel"``, ``shape={"name": "module:qualname"}``)."""
     if family == "kernel":
@@ -623,7 +632,7 @@ def _family_module(family: str):
     return importlib.import_module(f"{__package__}.{FAMILIES[family]}")
 
 
-def signature(family: str, **shape) -> str:
+def signature(family: str, **shape: Any) -> str:
     """The argument types a launch of ``family`` passes (the family's ``signature``)."""
     return _family_module(family).signature(**shape)
 
@@ -631,7 +640,7 @@ def signature(family: str, **shape) -> str:
 # ---------------------------------------------------------------------------------------
 # Building ahead of time, in parallel.
 
-def is_cached(family: str, **shape) -> bool:
+def is_cached(family: str, **shape: Any) -> bool:
     """Whether the kernel of a build spec is saved for this device, for every declared
     signature (or nothing needs compiling: the simulator)."""
     kernel, signatures = resolve(family, shape)
@@ -659,7 +668,10 @@ def _build_one(family: str, shape: dict) -> tuple:
 _BUILDING = threading.Lock()
 
 
-def build(specs, *, jobs: int | None = None, progress=None) -> list:
+def build(
+    specs: Iterable[tuple[str, dict[str, Any]]], *, jobs: int | None = None,
+    progress: Callable[[str, dict[str, Any], float], object] | None = None,
+) -> list[tuple[str, dict[str, Any], float]]:
     """Compile the kernels of ``specs`` that are not saved yet, in parallel processes.
 
     Numba compiles under one lock per process, so parallel builds need processes; they

@@ -36,6 +36,8 @@ choosing the top hits on the device) is :mod:`swdask.kernels.cuda.launcher`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numba import config, cuda
@@ -43,6 +45,9 @@ from numba import config, cuda
 from . import codegen
 from .codegen import has_dpx
 from .compile import Rendered
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 THREADS = 128
 SIMULATOR_THREADS = 32
@@ -143,12 +148,12 @@ def render(rows: int = ROWS, group: int = 32, *, shared: bool = False, dpx: bool
                          f"-dpx{int(use_dpx)}", source=source, namespace=namespace, link=link)
 
 
-def signature(**shape) -> str:
+def signature(**shape: Any) -> str:
     """The argument types of a launch (the same for every shape)."""
     return SIGNATURE
 
 
-def shapes(alphabets, longest: int = 8192) -> list:
+def shapes(alphabets: Sequence[int], longest: int = 8192) -> list[dict[str, Any]]:
     """The shapes the launcher's 32-bit passes pick (:func:`choose_shape`, the int16
     shared profile, DPX where the GPU has it) for queries of 1 to ``longest`` residues,
     as ``render`` arguments (``alphabets``: matrix sizes; the kernel adds a pad code)."""
@@ -179,7 +184,7 @@ def choose_group(m: int, rows: int = ROWS) -> int:
     return group
 
 
-def query_profile(query, matrix, rows_total):
+def query_profile(query: np.ndarray, matrix: np.ndarray, rows_total: int) -> npt.NDArray[np.int32]:
     """int32 profile ``[code, row]`` with a pad code row last and pad rows past the query."""
     alpha = matrix.shape[0]
     profile = np.full((alpha + 1, max(rows_total, 1)), PAD_SCORE, dtype=np.int32)
@@ -187,7 +192,8 @@ def query_profile(query, matrix, rows_total):
     return profile
 
 
-def launch_plan(lengths, group, uniform=32):
+def launch_plan(lengths: np.ndarray, group: int,
+                uniform: int = 32) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """Per-warp step counts and boundary slots for pairs of these subject lengths, in order.
 
     Step counts are uniform over ``uniform`` threads: a warp with shuffles, a whole block

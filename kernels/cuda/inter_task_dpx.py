@@ -39,12 +39,18 @@ run them, so there the same kernel text calls pure-Python twins with the same wr
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 from numba import config, cuda
 
 from . import codegen
 from .compile import Rendered
 from .inter_task import PAD_SCORE, threads_per_block
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 #: Largest 16-bit value.
 MAX16 = 32767
@@ -58,19 +64,19 @@ SHARED_BYTES = 48 * 1024
 
 
 
-def fits_16bit(matrix, gap_open: int, gap_extend: int) -> bool:
+def fits_16bit(matrix: npt.ArrayLike, gap_open: int, gap_extend: int) -> bool:
     """Whether a scoring can use the 16-bit kernel (entries and gaps within bounds)."""
     matrix = np.asarray(matrix)
     return (matrix.size > 0 and int(np.abs(matrix).max()) <= MAX_ABS_ENTRY
             and 0 < gap_open + gap_extend <= MAX_GAP and gap_extend <= MAX_GAP)
 
 
-def overflow_limit(matrix) -> int:
+def overflow_limit(matrix: npt.ArrayLike) -> int:
     """The highest 16-bit score that proves no cell of the pair wrapped."""
     return MAX16 - max(int(np.asarray(matrix).max()), 0)
 
 
-def pack(low, high):
+def pack(low: npt.ArrayLike, high: npt.ArrayLike) -> npt.NDArray[np.int32]:
     """int32 words holding ``low`` in the low and ``high`` in the high 16 bits (numpy).
 
     Examples
@@ -83,7 +89,8 @@ def pack(low, high):
     return (high * 65536 + low).astype(np.int32)
 
 
-def pair_profile(query_a, query_b, matrix, rows_total: int):
+def pair_profile(query_a: np.ndarray, query_b: np.ndarray, matrix: npt.ArrayLike,
+                 rows_total: int) -> npt.NDArray[np.int32]:
     """Packed profile ``[code, row]``: query A's score low, query B's high; rows past
     each query score :data:`PAD_SCORE`.  There is no row for a pad code: columns past a
     subject's end read any code and the kernel ignores them (see :func:`kernel_source`)."""
@@ -368,12 +375,12 @@ def render(rows: int, group: int, alphabet: int, threads: int) -> Rendered:
                     namespace=namespace, link=() if simulated else (DPX16_SOURCE,))
 
 
-def signature(**shape) -> str:
+def signature(**shape: Any) -> str:
     """The argument types of a launch (the same for every shape); see the launcher."""
     return SIGNATURE
 
 
-def shapes(alphabets, longest: int = 8192) -> list:
+def shapes(alphabets: Iterable[int], longest: int = 8192) -> list[dict[str, Any]]:
     """Every shape :func:`choose_shape` picks for queries of 1 to ``longest`` residues
     (past a warp's span only the padding changes), as ``render`` arguments."""
     threads = threads_per_block()

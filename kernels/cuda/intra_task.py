@@ -54,6 +54,8 @@ warps with blocks of a few dozen Python threads.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numba import config, cuda
@@ -61,6 +63,9 @@ from numba import config, cuda
 from . import codegen
 from .compile import Rendered
 from .inter_task import NEG, PAD_SCORE
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 #: Subjects of at least this many residues go to this kernel, the others to the
 #: inter-task kernels (the one place the threshold lives; the launcher reads it).
@@ -251,12 +256,12 @@ def render(rows: int, warps: int, alphabet: int, *, lanes: int | None = None,
                     source=source, namespace=namespace)
 
 
-def signature(dtype: str = "int8", **shape) -> str:
+def signature(dtype: str = "int8", **shape: Any) -> str:
     """The argument types of a launch: the profile's type follows ``dtype``."""
     return SIGNATURE.replace("PROFILE", np.dtype(dtype).name)
 
 
-def shapes(alphabets, longest: int = 65_536) -> list:
+def shapes(alphabets: Iterable[int], longest: int = 65_536) -> list[dict[str, Any]]:
     """The shapes :func:`choose_shape` picks for queries up to ``longest`` residues with
     int8 profiles (every standard matrix), as ``render`` arguments."""
     lanes = lanes_per_warp()
@@ -307,7 +312,7 @@ def choose_shape(m: int, alphabet: int, lanes: int = 32, itemsize: int = 1) -> t
 PAD = {"int8": -128, "int16": PAD_SCORE, "int32": NEG}
 
 
-def profile_dtype(matrix) -> np.dtype:
+def profile_dtype(matrix: npt.ArrayLike) -> np.dtype:
     """The narrowest of int8, int16 and int32 holding every entry of ``matrix``.
 
     Examples
@@ -326,7 +331,8 @@ def profile_dtype(matrix) -> np.dtype:
     return np.dtype(np.int32)
 
 
-def query_profile(query, matrix, rows_total: int, dtype=None):
+def query_profile(query: np.ndarray, matrix: npt.ArrayLike, rows_total: int,
+                  dtype: npt.DTypeLike = None) -> np.ndarray:
     """Profile ``[code, row]`` of the query in ``dtype`` (default
     :func:`profile_dtype`), rows past it :data:`PAD` (no pad-code row: a block never
     reads past its subject).
@@ -343,7 +349,7 @@ def query_profile(query, matrix, rows_total: int, dtype=None):
     return profile
 
 
-def boundary_offsets(lengths):
+def boundary_offsets(lengths: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], int]:
     """Start of each pair's columns in the boundary buffer, and the buffer's size (int32
     words: two halves of (H, F) per column of every pair)."""
     lengths = np.asarray(lengths, np.int64)

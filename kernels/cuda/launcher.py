@@ -39,7 +39,9 @@ import contextlib
 import math
 import time
 import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numba import config, cuda
@@ -47,6 +49,14 @@ from numba import config, cuda
 from . import inter_task, inter_task_dpx, intra_task
 from .compile import build, get_kernel, is_cached, jit
 from .inter_task import has_dpx, launch_plan, threads_per_block
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    from numba.cuda.cudadrv.driver import Stream
+
+    #: A query's candidates: result columns (int64) and their int32 scores and ends.
+    Candidates = tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.int32],
+                       npt.NDArray[np.int32]]
 
 #: Bound on the score tables (scores and both ends, int32) on the device; two batches are
 #: in flight (one being scored, one being selected), each within half of it.
@@ -135,7 +145,9 @@ class DeviceSubjects:
         The subjects in launch order: the intra-task ones (:attr:`n_intra` of them) first.
     """
 
-    def __init__(self, s_res, s_off, subjects=None, *, stream=None, intra_threshold=None):
+    def __init__(self, s_res: np.ndarray, s_off: np.ndarray,
+                 subjects: npt.NDArray[np.int64] | None = None, *, stream: Stream | None = None,
+                 intra_threshold: int | None = None) -> None:
         self.stream = stream if stream is not None else cuda.stream()
         #: Streams of the pipeline: uploads, the intra-task kernel, the selection.
         self._copy = cuda.stream()
@@ -187,7 +199,10 @@ class DeviceSubjects:
 
     # -- one query, 32-bit (the reference launch, and the benchmark's variants) ----------
 
-    def score(self, query, matrix, gap_open, gap_extend, **options):
+    def score(
+        self, query: np.ndarray, matrix: npt.ArrayLike, gap_open: int, gap_extend: int,
+        **options: Any,
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32], float]:
         """Local scores and end cells of one ``query`` by the 32-bit kernels.
 
         Options (for the inter-task kernel): ``rows`` and ``group`` default to
@@ -306,7 +321,10 @@ class DeviceSubjects:
 
     # -- batches of queries -------------------------------------------------------------
 
-    def score_many(self, queries, matrix, gap_open, gap_extend, *, packed=None):
+    def score_many(
+        self, queries: Sequence[np.ndarray], matrix: np.ndarray, gap_open: int, gap_extend: int,
+        *, packed: bool | None = None,
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32], KernelStats]:
         """Scores and end cells of every query against every subject, copied back whole
         (for tests and small sets; a search uses :meth:`top_many`).
 
@@ -329,8 +347,9 @@ class DeviceSubjects:
             stats += batch_stats
         return (*outs, stats)
 
-    def top_many(self, queries, matrix, gap_open, gap_extend, max_hits, min_score=None, *,
-                 packed=None):
+    def top_many(self, queries: Sequence[np.ndarray], matrix: np.ndarray, gap_open: int,
+                 gap_extend: int, max_hits: int, min_score: int | None = None, *,
+                 packed: bool | None = None) -> tuple[list[Candidates], KernelStats]:
         """The subjects that can be among each query's ``max_hits`` best, chosen on the GPU.
 
         A histogram of each query's scores (:data:`HIST_BINS` bins, the last one
@@ -443,7 +462,8 @@ class DeviceSubjects:
             yield self._stage(rows, [queries[r] for r in rows], matrix, gap_open, gap_extend,
                               packed, sets[b % len(sets)], hists[b % len(sets)], b % len(sets))
 
-    def prepare(self, queries, matrix, packed) -> list:
+    def prepare(self, queries: Sequence[np.ndarray], matrix: np.ndarray,
+                packed: bool) -> list[tuple[str, dict[str, Any], float]]:
         """Build, in parallel processes, the kernels that scoring ``queries`` (longest
         first) will launch and that no earlier process on this machine has built
         (:func:`swdask.kernels.cuda.compile.build`); returns what was built."""
@@ -614,7 +634,8 @@ SEARCH_KERNELS = [("kernel", {"name": f"{__name__}:{name}"})
                   for name in ("_forward_kernel", "_walk_kernel")]
 
 
-def search_specs(lengths, matrix, packed: bool, *, short: bool = True) -> list:
+def search_specs(lengths: Sequence[int], matrix: np.ndarray, packed: bool, *,
+                 short: bool = True) -> list[tuple[str, dict[str, Any]]]:
     """Build specs (:func:`swdask.kernels.cuda.compile.build`) of a search of queries of
     ``lengths`` (longest first): :data:`SEARCH_KERNELS` and the inter-task kernels, the
     16-bit kernel per query pair when ``packed``, else the 32-bit kernel per query
@@ -638,7 +659,8 @@ def search_specs(lengths, matrix, packed: bool, *, short: bool = True) -> list:
     return specs
 
 
-def kernels_due(lengths, matrix, gap_open, gap_extend) -> int:
+def kernels_due(lengths: Iterable[int], matrix: npt.ArrayLike, gap_open: int,
+                gap_extend: int) -> int:
     """How many distinct search kernels for queries of ``lengths`` are not compiled on
     this machine yet (what ``device="auto"`` weighs)."""
     matrix = np.asarray(matrix)
@@ -781,7 +803,7 @@ def _scatter(where, score, qend, send, out_score, out_qend, out_send):
         out_send[where[i]] = send[i]
 
 
-def cut_score(hist, max_hits, floor):
+def cut_score(hist: npt.ArrayLike, max_hits: int, floor: int) -> int:
     """The lowest score that keeps at least ``max_hits`` subjects of a score histogram,
     never below ``floor``; ``floor`` itself when fewer than ``max_hits`` reach it.
 
@@ -799,7 +821,11 @@ def cut_score(hist, max_hits, floor):
     return max(int(len(hist) - 1 - enough[0]), int(floor))
 
 
-def score_query(query, s_res, s_off, subjects, matrix, gap_open, gap_extend, **options):
+def score_query(
+    query: np.ndarray, s_res: np.ndarray, s_off: np.ndarray,
+    subjects: npt.NDArray[np.int64] | None, matrix: npt.ArrayLike, gap_open: int,
+    gap_extend: int, **options: Any,
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32]]:
     """Local scores and end cells of one query against ``subjects`` by the 32-bit kernel
     (a one-off :class:`DeviceSubjects`); returns ``scores, query_end, subject_end``."""
     return DeviceSubjects(s_res, s_off, subjects).score(query, matrix, gap_open, gap_extend,

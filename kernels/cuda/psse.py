@@ -34,7 +34,9 @@ import contextlib
 import math
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numba import config, cuda
@@ -42,6 +44,11 @@ from numba import config, cuda
 from ..cpu import psse as cpu_psse
 from . import inter_task, inter_task_dpx
 from .compile import get_kernel, jit
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    from numba.cuda.cudadrv.driver import Stream
 
 #: Residues (subjects and their shuffles) of one chunk on the device.  With the 8 bytes
 #: per residue of a multi-pass query's boundary row, about 9 GiB at this size.
@@ -156,7 +163,8 @@ def resident_threads() -> int:
     return int(device.MULTIPROCESSOR_COUNT) * int(device.MAX_THREADS_PER_MULTIPROCESSOR)
 
 
-def chunk_subjects(lengths, n_shuffles, budget=None):
+def chunk_subjects(lengths: npt.ArrayLike, n_shuffles: int,
+                   budget: int | None = None) -> list[npt.NDArray[np.int64]]:
     """Split subjects (already in launch order) into chunks of at most ``budget``
     residues over all their copies (default :data:`CHUNK_RESIDUES`); returns a list of
     index arrays.  A subject longer than the budget gets a chunk of its own."""
@@ -191,7 +199,8 @@ class DeviceShuffles:
     stream : numba.cuda.cudadrv.driver.Stream, optional
     """
 
-    def __init__(self, residues, offsets, keys, n_shuffles, seed, *, stream=None):
+    def __init__(self, residues: np.ndarray, offsets: np.ndarray, keys: np.ndarray,
+                 n_shuffles: int, seed: int, *, stream: Stream | None = None) -> None:
         self.stream = stream if stream is not None else cuda.stream()
         offsets = np.ascontiguousarray(offsets, np.int64)
         self.lengths = np.diff(offsets)
@@ -228,11 +237,13 @@ class DeviceShuffles:
             self._buffers[name] = held
         return held[:size].reshape(shape) if len(shape) > 1 else held[:size]
 
-    def residues(self):
+    def residues(self) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
         """The shuffled buffer and its offsets, copied to the host (tests)."""
         return self.res.copy_to_host(stream=self.stream), self.off.copy_to_host(stream=self.stream)
 
-    def order(self, blocks):
+    def order(
+        self, blocks: tuple[int, ...],
+    ) -> tuple[DeviceNDArray, npt.NDArray[np.int64], dict[int, tuple[Any, ...]]]:
         """Device order of the copies of subjects ``blocks`` (tuple of chunk indices),
         with per-warp launch plans cached per group size."""
         if blocks not in self._orders:
@@ -248,7 +259,8 @@ class DeviceShuffles:
             self._orders[blocks] = (order, lengths, {})
         return self._orders[blocks]
 
-    def plan(self, blocks, group):
+    def plan(self, blocks: tuple[int, ...],
+             group: int) -> tuple[DeviceNDArray, npt.NDArray[np.int64], tuple[Any, ...]]:
         order, lengths, plans = self.order(blocks)
         if group not in plans:
             uniform = inter_task.threads_per_block() if config.ENABLE_CUDASIM else 32
@@ -259,15 +271,18 @@ class DeviceShuffles:
 
     # -- scoring ------------------------------------------------------------------------
 
-    def significance(self, profiles, blocks, gap_open, gap_extend, *, packed=None):
+    def significance(
+        self, profiles: Sequence[np.ndarray], blocks: Sequence[tuple[int, ...]], gap_open: int,
+        gap_extend: int, *, packed: bool | None = None,
+    ) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], DeviceStats]:
         """Scores, fits and P-values of query profiles against subject blocks.
 
         Parameters
         ----------
-        profiles : list of numpy.ndarray
+        profiles : sequence of numpy.ndarray
             Query profiles ``[code, row]`` (int, ``alphabet`` codes x query length):
             ``matrix[:, query]`` for a substitution matrix, or a PSSM.
-        blocks : list of tuple of int
+        blocks : sequence of tuple of int
             Per query, the chunk's subjects (indices) it is paired with.
         packed : bool, optional
             16-bit kernel (default: on Hopper and in the simulator, when the profiles and

@@ -66,6 +66,8 @@ barriers; the text of the kernel is otherwise the same, so CI checks its logic.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numba import config, cuda
@@ -258,20 +260,23 @@ def render(rows: int, width: int, warps: int, *, dpx: bool = False,
                     source=source, namespace=namespace, link=link)
 
 
-def signature(checkpoints: bool = False, **shape) -> str:
+def signature(checkpoints: bool = False, **shape: Any) -> str:
     """The argument types of a launch, with or without checkpoint outputs."""
     return f"void({SIGNATURE}, {CHECKPOINT_ARGUMENTS})" if checkpoints else f"void({SIGNATURE})"
 
 
-def shapes(dpx: bool) -> list:
+def shapes(dpx: bool) -> list[dict[str, Any]]:
     """The shapes :func:`shape` can choose (the score pass's and the grids'), with and
     without checkpoints, as ``render`` arguments."""
     return [{"rows": r, "width": w, "warps": WARPS_PER_BLOCK, "dpx": dpx, "checkpoints": c}
             for r, w in ((ROWS, WIDTH), (GRID_ROWS, GRID_WIDTH)) for c in (False, True)]
 
 
-def score_tile_gpu(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e, *,
-                   rows=None, width=None):
+def score_tile_gpu(
+    a: np.ndarray, b: np.ndarray, matrix: np.ndarray, gap_open: int, gap_extend: int,
+    top_h: np.ndarray, top_f: np.ndarray, left_h: np.ndarray, left_e: np.ndarray, *,
+    rows: int | None = None, width: int | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.int64, int, int]:
     """:func:`swdask.kernels.cpu.tile.score_tile` on the GPU (same arguments, same result).
 
     Parameters
@@ -286,7 +291,7 @@ def score_tile_gpu(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, lef
     -------
     tuple
         ``(bottom_h, bottom_f, right_h, right_e, best, best_i, best_j)`` as host arrays
-        and ints.
+        and integers (``best`` a numpy.int64).
 
     Notes
     -----
@@ -299,8 +304,12 @@ def score_tile_gpu(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, lef
                           rows=rows, width=width).tile
 
 
-def score_grid_gpu(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e,
-                   row_cuts=(), col_cuts=(), *, rows=None, width=None):
+def score_grid_gpu(
+    a: np.ndarray, b: np.ndarray, matrix: np.ndarray, gap_open: int, gap_extend: int,
+    top_h: np.ndarray, top_f: np.ndarray, left_h: np.ndarray, left_e: np.ndarray,
+    row_cuts: Sequence[int] = (), col_cuts: Sequence[int] = (), *, rows: int | None = None,
+    width: int | None = None,
+) -> GridBoundaries:
     """:func:`swdask.kernels.cpu.tile.score_grid` on the GPU: a tile and the boundaries of
     every tile of a grid over it, from one sweep of the tile.
 

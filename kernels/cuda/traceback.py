@@ -36,12 +36,17 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import config, cuda, int16, int32, uint32
 
 from ..directions import NEG, STATE_H, decision, walk_step
 from .compile import jit
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 #: Query rows per lane: the eight decision nibbles of a lane's rows make one 32-bit word.
 ROWS = 8
@@ -234,7 +239,7 @@ class _Marks:
         return [a.elapsed_time(b) / 1e3 for a, b in pairs]
 
 
-def fits(matrix) -> bool:
+def fits(matrix: npt.ArrayLike) -> bool:
     """Whether the GPU traceback takes this matrix: at most :data:`MAX_CODES` codes and
     entries that fit the int16 shared profile."""
     matrix = np.asarray(matrix)
@@ -246,8 +251,11 @@ def direction_bytes(end_i: int, end_j: int) -> int:
     return 4 * ((end_i + ROWS - 1) // ROWS) * end_j
 
 
-def trace_local(queries, subjects, ends, matrix, gap_open: int, gap_extend: int, *,
-                budget: int = DIRECTION_BYTES, stats: dict | None = None):
+def trace_local(
+    queries: Sequence[np.ndarray], subjects: Sequence[np.ndarray], ends: npt.ArrayLike,
+    matrix: np.ndarray, gap_open: int, gap_extend: int, *, budget: int = DIRECTION_BYTES,
+    stats: dict[str, float] | None = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[npt.NDArray[np.uint8]]]:
     """Paths of local alignments whose end cells are known, computed on the GPU.
 
     Parameters

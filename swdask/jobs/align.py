@@ -1,6 +1,7 @@
 """Align one pair: :func:`align` and the :class:`Alignment` it returns."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,7 +10,7 @@ from ..errors import InvalidSequenceError
 from ..kernels.cpu.reference import MODES, OP_DEL, OP_INS, OP_MATCH, mode_code
 from ..kernels.cpu.traceback import align_codes
 from ..scoring import Scoring
-from ..sequences.alphabet import get_alphabet
+from ..sequences.alphabet import Alphabet, get_alphabet
 from ..sequences.batch import one_sequence
 
 __all__ = ["MODES", "Alignment", "align", "alignment_from_codes", "check_mode"]
@@ -94,7 +95,8 @@ class Alignment:
         return self.format()
 
 
-def alignment_from_codes(query, subject, scoring: Scoring, mode: str = "local", *, end=None,
+def alignment_from_codes(query: np.ndarray, subject: np.ndarray, scoring: Scoring,
+                         mode: str = "local", *, end: tuple[int, int] | None = None,
                          query_name: str = "query", subject_name: str = "subject") -> Alignment:
     """Full alignment of two code arrays (the engine under :func:`align` and searches)."""
     result = align_codes(query, subject, scoring, mode, end=end)
@@ -133,8 +135,9 @@ def alignment_from_codes(query, subject, scoring: Scoring, mode: str = "local", 
     )
 
 
-def align(query, subject, *, scoring: Scoring | None = None, mode: str = "local",
-          alphabet=None, map_unknown: bool = False) -> Alignment:
+def align(query: str | os.PathLike | np.ndarray, subject: str | os.PathLike | np.ndarray, *,
+          scoring: Scoring | None = None, mode: str = "local",
+          alphabet: str | Alphabet | None = None, map_unknown: bool = False) -> Alignment:
     """Align two sequences exactly, with full traceback.
 
     Parameters
@@ -146,7 +149,7 @@ def align(query, subject, *, scoring: Scoring | None = None, mode: str = "local"
         Default: BLAST's default for the alphabet (BLOSUM62 11/1, or DNA 2/-3 5/2).
     mode : {"local", "global", "semiglobal"}, default "local"
         Smith-Waterman, Needleman-Wunsch, or end gaps free on both sequences.
-    alphabet : {"protein", "dna"}, optional
+    alphabet : {"protein", "dna"} or Alphabet, optional
         Default: the scoring's alphabet, else detected from the sequences.
     map_unknown : bool, default False
         Read letters outside the alphabet as ``X``/``N`` instead of failing.

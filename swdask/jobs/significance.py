@@ -31,8 +31,9 @@ import hashlib
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -43,17 +44,23 @@ from ..errors import EmptyInputError, InputNotFoundError, SchemaError, ScoringEr
 from ..options import DEVICES, check_choice
 from ..parquet_schemas import SIGNIFICANCE
 from ..scoring import Scoring, check_score
-from ..sequences.batch import SequenceBatch, as_batch
+from ..sequences.batch import SequenceBatch, SequencesLike, as_batch
 from ..tables import check_table, to_pandas
 from .base import Job, TaskStats, lazy_value, progress_bar, stat
 
 logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    import dask.dataframe as dd
 
 #: Residues (subjects and shuffles) per CPU chunk: the shuffled buffer stays in cache-
 #: friendly tens of MB.
 CPU_CHUNK_RESIDUES = 1 << 24
 #: Order of the 20 score columns of a PSI-BLAST ASCII PSSM.
 PSSM_LETTERS = "ARNDCQEGHILKMFPSTWYV"
+#: The pairs of a run (type alias): ``"all"``, a pairs file or hits table, or (query,
+#: subject) names.
+PairsLike = str | os.PathLike | Iterable[tuple[str, str]]
 
 
 def subject_key(name: str) -> np.uint64:
@@ -127,7 +134,7 @@ class Pssm:
         return prof
 
 
-def read_pssm(path) -> Pssm:
+def read_pssm(path: str | os.PathLike) -> Pssm:
     """Read PSI-BLAST's ASCII PSSM (``psiblast -out_ascii_pssm FILE``).
 
     The table after the ``Last position-specific scoring matrix computed`` line: a header
@@ -462,7 +469,7 @@ def _gpu_chunk(job: SignificanceJob, res, off, keys, query_ids, blocks):
 # --------------------------------------------------------------------------------------
 
 
-def check_options(shuffles: int, seed: int, device: str, pairs) -> None:
+def check_options(shuffles: int, seed: int, device: str, pairs: PairsLike) -> None:
     """Check the options of a significance run before any work is done.
 
     Parameters
@@ -473,7 +480,7 @@ def check_options(shuffles: int, seed: int, device: str, pairs) -> None:
         Seed of the shuffles: a whole number in [0, 2**63).
     device : {"auto", "cpu", "gpu"}
         The device asked for (only the name is checked here).
-    pairs : "all", path or other
+    pairs : "all", path or iterable of (query, subject) names
         The pairs to score; a string other than ``"all"`` must name an existing file.
         Pairs given as data (not a string) are checked where they are read.
 
@@ -533,10 +540,12 @@ def _prepare(queries, subjects, *, scoring, shuffles, seed, pairs, pssm, device,
                            seed=int(seed), device=device, uses_pssm=pssm is not None)
 
 
-def significance_in_process(queries, subjects, *, scoring: Scoring | None = None,
-                            shuffles: int = 1000, seed: int = 0, pairs="all", pssm=None,
-                            device: str = "auto", alphabet="auto", map_unknown: bool = False,
-                            progress: bool = False):
+def significance_in_process(queries: SequencesLike, subjects: SequencesLike, *,
+                            scoring: Scoring | None = None, shuffles: int = 1000, seed: int = 0,
+                            pairs: PairsLike = "all", pssm: str | os.PathLike | Pssm | None = None,
+                            device: str = "auto", alphabet: str = "auto",
+                            map_unknown: bool = False,
+                            progress: bool = False) -> tuple[pd.DataFrame, SignificanceStats]:
     """:func:`significance` computed here, without Dask: returns ``(frame, stats)``.
 
     Parameters and Raises are those of :func:`significance`; ``progress`` shows progress
@@ -592,10 +601,12 @@ def _query_batches(job: SignificanceJob, per_task=None):
     return [ids[k:k + per_task] for k in range(0, len(ids), max(per_task, 1))]
 
 
-def significance(queries, subjects, *, scoring: Scoring | None = None, shuffles: int = 1000,
-                 seed: int = 0, pairs="all", pssm=None, device: str = "auto", alphabet="auto",
-                 map_unknown: bool = False, queries_per_task: int | None = None,
-                 return_stats: bool = False):
+def significance(queries: SequencesLike, subjects: SequencesLike, *,
+                 scoring: Scoring | None = None, shuffles: int = 1000, seed: int = 0,
+                 pairs: PairsLike = "all", pssm: str | os.PathLike | Pssm | None = None,
+                 device: str = "auto", alphabet: str = "auto", map_unknown: bool = False,
+                 queries_per_task: int | None = None,
+                 return_stats: bool = False) -> dd.DataFrame | tuple[dd.DataFrame, Any]:
     """Pairwise statistical significance of (query, subject) pairs: a lazy Dask DataFrame.
 
     Parameters

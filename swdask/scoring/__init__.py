@@ -55,12 +55,18 @@ from __future__ import annotations
 import numbers
 import os
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import ScoringError
 from ..kernels.directions import SCORE_LIMIT, cell_bound
 from ..sequences.alphabet import DNA, PROTEIN, Alphabet, get_alphabet
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import parasail
+    from Bio.Align.substitution_matrices import Array
 
 #: Matrices loaded by name from Biopython, and the alphabet each scores.
 MATRICES = {
@@ -102,7 +108,7 @@ def _whole_number(value, what: str, allowed: tuple) -> int:
     return int(value)
 
 
-def check_score(value, what: str) -> int:
+def check_score(value: float, what: str) -> int:
     """``value`` as an int, if it is a whole number in :data:`SCORE_RANGE`.
 
     Parameters
@@ -150,7 +156,7 @@ class Scoring:
         DNA scores for identical and different nucleotides (default 2 and -3).  ``N``
         scores ``mismatch`` against everything, itself included.  Not combined with
         ``matrix``.
-    alphabet : {"protein", "dna"}, optional
+    alphabet : {"protein", "dna"} or Alphabet, optional
         Needed only when neither ``matrix`` nor ``match``/``mismatch`` tells it.
         Default "protein".
 
@@ -171,8 +177,10 @@ class Scoring:
     (15, 2)
     """
 
-    def __init__(self, matrix=None, *, gap_open=None, gap_extend=None, match=None,
-                 mismatch=None, alphabet=None):
+    def __init__(self, matrix: str | os.PathLike | Array | None = None, *,
+                 gap_open: int | None = None, gap_extend: int | None = None,
+                 match: int | None = None, mismatch: int | None = None,
+                 alphabet: str | Alphabet | None = None) -> None:
         if matrix is not None and (match is not None or mismatch is not None):
             raise ScoringError("give either a matrix or match/mismatch scores, not both")
         if match is not None or mismatch is not None:
@@ -222,7 +230,7 @@ class Scoring:
                 f"range of the kernels ({CELL_LIMIT:,}); use smaller scores or shorter sequences")
 
     @classmethod
-    def default(cls, alphabet) -> Scoring:
+    def default(cls, alphabet: str | Alphabet) -> Scoring:
         """BLAST's default scoring for ``alphabet`` ("protein" or "dna")."""
         return cls(alphabet=alphabet)
 
@@ -260,7 +268,7 @@ class Scoring:
             raise ValueError("score() takes sequences of equal length")
         return int(self.matrix[ca, cb].sum())
 
-    def query_profile(self, codes, dtype=np.int32) -> np.ndarray:
+    def query_profile(self, codes: npt.ArrayLike, dtype: npt.DTypeLike = np.int32) -> np.ndarray:
         """Query profile: ``profile[a, i]`` is the score of query residue i against code a.
 
         Shape ``(alphabet.size, len(codes))``, C order, so a kernel walking the subject
@@ -269,7 +277,7 @@ class Scoring:
         codes = np.asarray(codes, dtype=np.uint8)
         return np.ascontiguousarray(self.matrix[:, codes].astype(dtype))
 
-    def to_parasail(self):
+    def to_parasail(self) -> parasail.Matrix:
         """A parasail matrix with this scoring's scores (needs ``parasail`` installed)."""
         import parasail
 

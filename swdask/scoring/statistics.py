@@ -50,9 +50,15 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from importlib.resources import files
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from . import Scoring
 
 
 def _read_tables(name: str = "blast_gapped_params.tsv") -> tuple[dict, dict]:
@@ -134,7 +140,7 @@ class KarlinAltschul:
     spouge: Spouge | None = field(default=None, repr=False)
 
 
-def karlin_altschul(scoring) -> KarlinAltschul | None:
+def karlin_altschul(scoring: Scoring) -> KarlinAltschul | None:
     """The published gapped Karlin-Altschul parameters of a scoring, or None.
 
     Protein scorings are looked up by matrix name (one of BLAST's BLOSUM45/50/62/80/90,
@@ -206,7 +212,7 @@ def _match_mismatch(matrix):
     return (match, mismatch) if np.array_equal(block, expected) and mismatch < 0 < match else None
 
 
-def bitscore(score, params: KarlinAltschul):
+def bitscore(score: npt.ArrayLike, params: KarlinAltschul) -> float | np.ndarray:
     """Bit score ``(lambda * S - ln K) / ln 2`` of raw scores.
 
     Parameters
@@ -283,8 +289,9 @@ def length_adjustment(params: KarlinAltschul, query_length: int, db_residues: in
     return int(ell_min)
 
 
-def evalue(score, params: KarlinAltschul, query_length, db_residues: int, db_sequences: int,
-           *, subject_length=None):
+def evalue(score: npt.ArrayLike, params: KarlinAltschul, query_length: npt.ArrayLike,
+           db_residues: int, db_sequences: int, *,
+           subject_length: npt.ArrayLike | None = None) -> float | np.ndarray:
     """Expected number of chance hits scoring at least ``score`` in the whole database.
 
     Parameters
@@ -368,7 +375,8 @@ def _spouge(s, params, m, n, db_residues):
     return area * params.k * np.exp(-lam * s) * (db_residues / n)
 
 
-def annotate(hits: pd.DataFrame, scoring, *, db_residues: int, db_sequences: int) -> pd.DataFrame:
+def annotate(hits: pd.DataFrame, scoring: Scoring, *, db_residues: int,
+             db_sequences: int) -> pd.DataFrame:
     """A copy of a hits table with ``bitscore`` and ``evalue`` filled in, as BLAST+ would.
 
     Parameters

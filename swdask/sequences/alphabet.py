@@ -15,10 +15,14 @@ before validation.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import InvalidSequenceError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 INVALID = 255
 _WHITESPACE = b" \t\r\n\v\f"
@@ -68,7 +72,8 @@ class Alphabet:
         """Code of the unknown residue (``X`` or ``N``); never counted as an identity."""
         return self.letters.index(self.unknown)
 
-    def encode(self, sequence, *, map_unknown: bool = False, where: str = "sequence") -> np.ndarray:
+    def encode(self, sequence: str | bytes, *, map_unknown: bool = False,
+               where: str = "sequence") -> npt.NDArray[np.uint8]:
         """Encode a sequence into uint8 residue codes.
 
         Parameters
@@ -111,7 +116,7 @@ class Alphabet:
             )
         return codes
 
-    def decode(self, codes) -> str:
+    def decode(self, codes: npt.ArrayLike) -> str:
         """Letters of a code array (IUPAC codes come back as ``N``)."""
         return np.asarray(self.letters_array[np.asarray(codes, dtype=np.uint8)]).tobytes().decode("ascii")
 
@@ -143,7 +148,7 @@ ALPHABETS = {"protein": PROTEIN, "dna": DNA}
 _COMPLEMENT = np.array([DNA.letters.index(c) for c in "TGCAN"], dtype=np.uint8)
 
 
-def reverse_complement(codes) -> np.ndarray:
+def reverse_complement(codes: npt.ArrayLike) -> npt.NDArray[np.uint8]:
     """Reverse complement of DNA codes (``ACGTN`` order; N stays N).
 
     Parameters
@@ -165,7 +170,7 @@ def reverse_complement(codes) -> np.ndarray:
     return _COMPLEMENT[np.asarray(codes, dtype=np.uint8)][::-1].copy()
 
 
-def get_alphabet(name) -> Alphabet:
+def get_alphabet(name: str | Alphabet) -> Alphabet:
     """The alphabet called ``name`` (``"protein"`` or ``"dna"``); an Alphabet passes through.
 
     Raises

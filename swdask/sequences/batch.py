@@ -8,7 +8,9 @@ without copying them.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +20,12 @@ from ..parquet_schemas import SEQUENCES
 from ..tables import check_table
 from .alphabet import Alphabet, detect_alphabet, get_alphabet, reverse_complement
 
-__all__ = ["MAX_LIST_RESIDUES", "SequenceBatch", "as_batch", "list_arrays", "one_sequence"]
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import pandas as pd
+
+__all__ = ["MAX_LIST_RESIDUES", "SequenceBatch", "SequencesLike", "as_batch", "list_arrays",
+           "one_sequence"]
 
 #: Most residues of one Arrow ``list<uint8>`` column (int32 offsets).
 MAX_LIST_RESIDUES = 2**31 - 1
@@ -89,7 +96,7 @@ class SequenceBatch:
     # -- construction -----------------------------------------------------------------
 
     @classmethod
-    def from_arrow(cls, table: pa.Table, alphabet) -> SequenceBatch:
+    def from_arrow(cls, table: pa.Table, alphabet: str | Alphabet) -> SequenceBatch:
         """A batch from a table of schema ``SEQUENCES`` (residues are not copied).
 
         Parameters
@@ -121,7 +128,7 @@ class SequenceBatch:
         )
 
     @classmethod
-    def from_pandas(cls, frame, alphabet) -> SequenceBatch:
+    def from_pandas(cls, frame: pd.DataFrame, alphabet: str | Alphabet) -> SequenceBatch:
         """A batch from a pandas partition of :meth:`SequenceStore.to_dask`: as
         :meth:`from_arrow` (same ``alphabet``, same SchemaError), of a DataFrame with the
         columns of ``SEQUENCES`` (an Arrow list column of residues is used without copying;
@@ -130,7 +137,9 @@ class SequenceBatch:
         return cls.from_arrow(pa.Table.from_pandas(frame[columns], preserve_index=False), alphabet)
 
     @classmethod
-    def from_records(cls, records, alphabet, seq_ids=None) -> SequenceBatch:
+    def from_records(cls, records: Iterable[tuple[str, str, npt.ArrayLike]],
+                     alphabet: str | Alphabet,
+                     seq_ids: npt.ArrayLike | None = None) -> SequenceBatch:
         """A batch from ``(name, description, codes)`` tuples.
 
         Parameters
@@ -162,12 +171,13 @@ class SequenceBatch:
         )
 
     @classmethod
-    def concat(cls, batches, alphabet=None) -> SequenceBatch:
+    def concat(cls, batches: Iterable[SequenceBatch],
+               alphabet: str | Alphabet | None = None) -> SequenceBatch:
         """One batch holding the sequences of ``batches`` in order.
 
         Parameters
         ----------
-        batches : sequence of SequenceBatch
+        batches : iterable of SequenceBatch
             Batches of one alphabet.
         alphabet : Alphabet or str, optional
             Needed only when ``batches`` is empty.
@@ -211,7 +221,7 @@ class SequenceBatch:
         i = range(len(self))[i]
         return self.residues[self.offsets[i]: self.offsets[i + 1]]
 
-    def take(self, indices) -> SequenceBatch:
+    def take(self, indices: npt.ArrayLike) -> SequenceBatch:
         """A new batch of the sequences at ``indices``, in that order."""
         indices = np.asarray(indices, dtype=np.int64).reshape(-1)
         lengths = self.lengths[indices].astype(np.int64)
@@ -294,7 +304,14 @@ class SequenceBatch:
         return f"SequenceBatch({len(self)} sequences, {self.n_residues} residues, {self.alphabet.name})"
 
 
-def list_arrays(column) -> tuple[np.ndarray, np.ndarray]:
+#: A set of sequences as :func:`as_batch` takes it (type alias): a FASTA/FASTQ file or a
+#: store, a batch, ``{name: sequence}`` or sequences as letters.
+SequencesLike = str | os.PathLike | SequenceBatch | dict[str, str] | Sequence[str]
+
+
+def list_arrays(
+    column: pa.ChunkedArray | pa.ListArray,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
     """``offsets`` (int64, from 0) and ``values`` (uint8) of a ``list<uint8>`` column,
     without copying the values.
 
@@ -317,7 +334,8 @@ def list_arrays(column) -> tuple[np.ndarray, np.ndarray]:
     return offsets - offsets[0], values
 
 
-def as_batch(sequences, alphabet="auto", map_unknown: bool = False) -> SequenceBatch:
+def as_batch(sequences: SequencesLike, alphabet: str | Alphabet = "auto",
+             map_unknown: bool = False) -> SequenceBatch:
     """Sequences as a batch: the one normaliser of every job's sequence sets.
 
     Parameters
@@ -370,7 +388,9 @@ def as_batch(sequences, alphabet="auto", map_unknown: bool = False) -> SequenceB
     return SequenceBatch.from_records(records, alphabet)
 
 
-def one_sequence(value, alphabet, map_unknown: bool, default_name: str) -> tuple:
+def one_sequence(value: str | os.PathLike | np.ndarray, alphabet: str | Alphabet,
+                 map_unknown: bool,
+                 default_name: str) -> tuple[str, str | np.ndarray, Alphabet | None]:
     """One sequence given as letters, as a FASTA/FASTQ path (its first record) or as codes.
 
     Returns

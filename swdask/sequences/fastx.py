@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Literal
 
 import needletail
 import numpy as np
@@ -32,7 +33,7 @@ _WHITESPACE = re.compile(r"\s")
 _EMPTY_FILE_MESSAGE = "Is the file empty?"  # needletail's words for a file of < 2 bytes
 
 
-def check_readable(path) -> None:
+def check_readable(path: str | os.PathLike) -> None:
     """Raise a one-line swdask error unless ``path`` is a readable regular file.
 
     Raises
@@ -88,7 +89,7 @@ def split_header(header: str) -> tuple[str, str]:
 
 
 def iter_records(
-    path, *, alphabet: Alphabet, map_unknown: bool = False
+    path: str | os.PathLike, *, alphabet: Alphabet, map_unknown: bool = False
 ) -> Iterator[tuple[str, str, np.ndarray]]:
     """Read a FASTA/FASTQ file (plain or gzip) record by record, encoding each sequence.
 
@@ -146,7 +147,7 @@ def iter_records(
         yield name, description, codes
 
 
-def sniff_alphabet(paths) -> Alphabet:
+def sniff_alphabet(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Alphabet:
     """Guess the alphabet of FASTA/FASTQ files from their first records.
 
     Records are read, over the files in order, until at least ``SNIFF_RESIDUES``
@@ -154,7 +155,7 @@ def sniff_alphabet(paths) -> Alphabet:
 
     Parameters
     ----------
-    paths : str, os.PathLike or list of them
+    paths : str, os.PathLike or iterable of them
         FASTA/FASTQ files, plain or gzip.
 
     Returns
@@ -188,7 +189,7 @@ def sniff_alphabet(paths) -> Alphabet:
     return detect_alphabet("".join(sample).encode("ascii", "replace"))
 
 
-def check_alphabet(alphabet):
+def check_alphabet(alphabet: str | Alphabet) -> Alphabet | Literal["auto"]:
     """``"auto"`` or the :class:`Alphabet` of ``alphabet`` (a name or an Alphabet).
 
     Raises
@@ -212,7 +213,9 @@ def _detected_hint(exc: InvalidSequenceError, detected: Alphabet) -> InvalidSequ
     return InvalidSequenceError(f"{exc} ({hint})")
 
 
-def resolve_alphabet(alphabet, paths):
+def resolve_alphabet(
+    alphabet: Alphabet | Literal["auto"], paths: str | os.PathLike | Iterable[str | os.PathLike]
+) -> tuple[Alphabet, bool]:
     """``(Alphabet, detected)`` of an ``alphabet`` argument (see :func:`check_alphabet`):
     detected is True when it was sniffed from ``paths``."""
     if alphabet == "auto":
@@ -220,7 +223,8 @@ def resolve_alphabet(alphabet, paths):
     return alphabet, False
 
 
-def read_records(path, alphabet, detected, map_unknown):
+def read_records(path: str | os.PathLike, alphabet: Alphabet, detected: bool,
+                 map_unknown: bool) -> Iterator[tuple[str, str, np.ndarray]]:
     """:func:`iter_records`, with the auto-detection hint added to bad-letter errors
     (``detected`` as :func:`resolve_alphabet` gives it)."""
     records = iter_records(path, alphabet=alphabet, map_unknown=map_unknown)

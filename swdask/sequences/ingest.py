@@ -10,6 +10,7 @@ import os
 import shutil
 import tempfile
 from array import array
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ from ..errors import (
 )
 from ..jobs.base import OutputKind, atomic_dir, check_output, progress_bar, temporary_folder
 from ..parquet_schemas import SEQUENCES, SEQUENCES_VERSION
-from .alphabet import PROTEIN
+from .alphabet import PROTEIN, Alphabet
 from .batch import MAX_LIST_RESIDUES, SequenceBatch
 from .fastx import check_alphabet, check_readable, iter_records, read_records, resolve_alphabet
 from .store import METADATA_FILE, STORE_FORMAT, SequenceStore, metadata_checksum
@@ -188,10 +189,10 @@ STORE_OUTPUT = OutputKind("sequence store", folder=True, recognise=_is_store)
 
 
 def ingest(
-    inputs,
-    output,
+    inputs: str | os.PathLike | Iterable[str | os.PathLike],
+    output: str | os.PathLike,
     *,
-    alphabet="auto",
+    alphabet: str | Alphabet = "auto",
     partition_residues: int = PARTITION_RESIDUES,
     map_unknown: bool = False,
     force: bool = False,
@@ -201,7 +202,7 @@ def ingest(
 
     Parameters
     ----------
-    inputs : str, os.PathLike or list of them
+    inputs : str, os.PathLike or iterable of them
         FASTA/FASTQ files, plain or gzip.  Records are numbered (``seq_id``) from 0 over
         all inputs in the order given.
     output : str or os.PathLike
@@ -373,7 +374,9 @@ def ingest(
     return SequenceStore(output)
 
 
-def open_database(source, *, alphabet="auto", map_unknown: bool = False, tmpdir=None) -> SequenceStore:
+def open_database(source: str | os.PathLike, *, alphabet: str | Alphabet = "auto",
+                  map_unknown: bool = False,
+                  tmpdir: str | os.PathLike | None = None) -> SequenceStore:
     """A database to search: a store as it is, or a FASTA/FASTQ file ingested into a temporary store.
 
     Parameters

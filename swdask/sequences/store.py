@@ -47,7 +47,9 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -59,6 +61,9 @@ from ..tables import check_schema, check_table, to_pandas
 from .alphabet import DNA, PROTEIN_V1, Alphabet, get_alphabet
 from .batch import SequenceBatch, list_arrays
 from .fastx import check_alphabet, check_readable, read_records, resolve_alphabet
+
+if TYPE_CHECKING:
+    import dask.dataframe as dd
 
 __all__ = ["METADATA_FILE", "STORE_FORMAT", "SequenceStore", "fetch_sequences", "load_sequences",
            "metadata_checksum", "read_part"]
@@ -105,13 +110,13 @@ class SequenceStore:
     >>> shutil.rmtree(tmp)
     """
 
-    def __init__(self, path):
+    def __init__(self, path: str | os.PathLike) -> None:
         self._path = Path(path)
         self._metadata = _store_metadata(self._path)
         self.temporary = False
 
     @classmethod
-    def open(cls, path) -> SequenceStore:
+    def open(cls, path: str | os.PathLike) -> SequenceStore:
         """Open the store at ``path``.
 
         Parameters
@@ -177,12 +182,13 @@ class SequenceStore:
             f"{self.n_residues} residues, {len(self._metadata['partitions'])} partitions)"
         )
 
-    def to_dask(self, columns=None, filters=None):
+    def to_dask(self, columns: Sequence[str] | None = None,
+                filters: list[tuple[str, str, Any]] | None = None) -> dd.DataFrame:
         """The store as a lazy Dask DataFrame, one partition per Parquet file.
 
         Parameters
         ----------
-        columns : list of str, optional
+        columns : sequence of str, optional
             Columns to read (default: all of ``SEQUENCES``).
         filters : list of tuples, optional
             pyarrow filters in DNF, e.g. ``[("length", ">=", 100)]``.  Files whose
@@ -251,7 +257,7 @@ class SequenceStore:
         return SequenceBatch.from_arrow(read_part(self._path / partitions[i]["file"]),
                                         self.alphabet)
 
-    def iter_partitions(self, *, read_ahead: bool = False):
+    def iter_partitions(self, *, read_ahead: bool = False) -> Iterator[SequenceBatch]:
         """Yield a :class:`SequenceBatch` per Parquet file, shortest sequences first.
 
         With ``read_ahead=True`` the next file is read on a thread while the caller works
@@ -277,7 +283,7 @@ class SequenceStore:
         """Every sequence of the store in one batch, in store order (by length)."""
         return SequenceBatch.concat(self.iter_partitions(), alphabet=self.alphabet)
 
-    def check_alphabet(self, alphabet) -> None:
+    def check_alphabet(self, alphabet: Alphabet | Literal["auto"]) -> None:
         """Raise :class:`StoreError` unless ``alphabet`` is ``"auto"`` or the store's
         (an :class:`Alphabet`, see :func:`swdask.sequences.fastx.check_alphabet`)."""
         if alphabet != "auto" and alphabet.name != self.alphabet.name:
@@ -286,7 +292,9 @@ class SequenceStore:
             )
 
 
-def read_part(path, columns=None, filters=None, *, row_groups=None) -> pa.Table:
+def read_part(path: str | os.PathLike, columns: list[str] | None = None,
+              filters: list[tuple[str, str, Any]] | None = None, *,
+              row_groups: list[int] | None = None) -> pa.Table:
     """One part file of a store as an Arrow table of ``columns`` (default: all), checked.
 
     The one reader of part files: the file is checked against its partition's entry in
@@ -530,7 +538,8 @@ def _check_partitions(path: Path, meta_path: Path, metadata: dict) -> None:
         raise StoreError(f"{meta_path}: damaged store metadata: a partition file is listed twice")
 
 
-def load_sequences(source, *, alphabet="auto", map_unknown: bool = False) -> SequenceBatch:
+def load_sequences(source: str | os.PathLike, *, alphabet: str | Alphabet = "auto",
+                   map_unknown: bool = False) -> SequenceBatch:
     """Read a query set: a FASTA/FASTQ file or a sequence store, all in memory.
 
     Parameters

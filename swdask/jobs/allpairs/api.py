@@ -1,23 +1,31 @@
 """All-pairs as a lazy Dask DataFrame: one task per block pair."""
 from __future__ import annotations
 
+import os
 import uuid
+from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from ... import backend
 from ...parquet_schemas import ALLPAIRS
 from ...scoring import Scoring
+from ...sequences.store import SequenceStore
 from ...tables import to_pandas
 from ..base import lazy_value
 from . import tasks
 from .plan import BLOCK_SIZE, prepare
 
+if TYPE_CHECKING:
+    import dask.dataframe as dd
+
 __all__ = ["all_pairs"]
 
 
-def all_pairs(source, *, scoring: Scoring | None = None, mode: str = "global",
-              min_identity=0.97, min_score: int | None = None, device: str = "auto",
-              cigar: bool = False, block_size: int = BLOCK_SIZE, alphabet="auto",
-              map_unknown: bool = False, return_stats: bool = False):
+def all_pairs(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | None = None,
+              mode: str = "global", min_identity: float | Fraction = 0.97,
+              min_score: int | None = None, device: str = "auto", cigar: bool = False,
+              block_size: int = BLOCK_SIZE, alphabet: str = "auto", map_unknown: bool = False,
+              return_stats: bool = False) -> dd.DataFrame | tuple[dd.DataFrame, dd.Scalar]:
     """Every unordered pair of a sequence set with identity at least ``min_identity``:
     a lazy Dask DataFrame.
 
@@ -50,7 +58,7 @@ def all_pairs(source, *, scoring: Scoring | None = None, mode: str = "global",
     map_unknown : bool, default False
         As :func:`swdask.ingest`.
     return_stats : bool, default False
-        Also return a lazy :class:`AllPairsStats`.
+        Also return a lazy :class:`AllPairsStats` (a ``dask.dataframe.Scalar``).
 
     Returns
     -------

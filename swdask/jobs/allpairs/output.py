@@ -7,7 +7,10 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterable
+from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
@@ -23,6 +26,9 @@ from ...tables import for_file, to_pandas
 from ..base import OutputKind, atomic_dir, atomic_path, check_output, progress_bar
 from .plan import BLOCK_SIZE, AllPairsJob, block_lengths, pair_ranges, prepare
 from .tasks import AllPairsStats, BlockStats, allpairs_stats, block_pair
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 __all__ = ["ALLPAIRS_OUTPUT", "MANIFEST", "MANIFEST_VERSION", "block_file",
            "check_all_pairs_output", "read_all_pairs", "write_all_pairs",
@@ -101,8 +107,9 @@ def _complete(path: Path) -> bool:
     return (schema.metadata or {}).get(b"swdask.schema") == b"allpairs"
 
 
-def check_all_pairs_output(output, *, resume: bool = False, force: bool = False,
-                           inputs=()) -> str:
+def check_all_pairs_output(output: str | os.PathLike, *, resume: bool = False,
+                           force: bool = False,
+                           inputs: Iterable[object] = ()) -> Literal["new", "replace", "resume"]:
     """Check, before any work, that a run of :func:`write_all_pairs` may write the folder
     ``output``; return how it will: ``"new"``, ``"replace"`` or ``"resume"``.
 
@@ -133,11 +140,13 @@ def check_all_pairs_output(output, *, resume: bool = False, force: bool = False,
     return "replace" if present else "new"
 
 
-def write_all_pairs(source, output, *, scoring: Scoring | None = None, mode: str = "global",
-                    min_identity=0.97, min_score: int | None = None, device: str = "auto",
-                    cigar: bool = False, block_size: int = BLOCK_SIZE, alphabet="auto",
-                    map_unknown: bool = False, resume: bool = False, force: bool = False,
-                    client=None, progress: bool = False, gpu_rows: int | None = None) -> AllPairsStats:
+def write_all_pairs(source: str | os.PathLike | SequenceStore, output: str | os.PathLike, *,
+                    scoring: Scoring | None = None, mode: str = "global",
+                    min_identity: float | Fraction = 0.97, min_score: int | None = None,
+                    device: str = "auto", cigar: bool = False, block_size: int = BLOCK_SIZE,
+                    alphabet: str = "auto", map_unknown: bool = False, resume: bool = False,
+                    force: bool = False, client: Client | None = None, progress: bool = False,
+                    gpu_rows: int | None = None) -> AllPairsStats:
     """Run :func:`all_pairs` into a folder: one Parquet file per block pair, resumable.
 
     Each block pair's rows go to ``OUTPUT/pairs-AAAAA-BBBBB.parquet``, written under a
@@ -356,7 +365,7 @@ def _run_blocks(job: AllPairsJob, todo, out: str, client):
                 yield pending.pop(future), future.result()
 
 
-def read_all_pairs(output) -> pd.DataFrame:
+def read_all_pairs(output: str | os.PathLike) -> pd.DataFrame:
     """The rows of a :func:`write_all_pairs` folder, in block-pair order (pandas).
 
     Raises

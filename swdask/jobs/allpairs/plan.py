@@ -3,9 +3,10 @@ and the :class:`AllPairsJob` every block-pair task gets (see the package docstri
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -17,6 +18,10 @@ from ...scoring import Scoring
 from ...sequences.ingest import open_database
 from ...sequences.store import SequenceStore, read_part
 from ..base import Job, TemporaryStore
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    from distributed import Client
 
 __all__ = ["ALLPAIRS_MODES", "BLOCK_SIZE", "CANNOT_PASS", "MAX_DENOMINATOR", "NO_BOUND",
            "AllPairsJob", "Block", "IdentityBound", "as_threshold", "block_lengths",
@@ -31,7 +36,7 @@ NO_BOUND = -(1 << 62)
 CANNOT_PASS = 1 << 62
 
 
-def check_allpairs_mode(mode) -> str:
+def check_allpairs_mode(mode: str) -> str:
     """``mode`` if it is one of :data:`ALLPAIRS_MODES`, else ValueError naming them.
 
     Examples
@@ -46,7 +51,7 @@ def check_allpairs_mode(mode) -> str:
     return mode
 
 
-def as_threshold(value) -> Fraction:
+def as_threshold(value: float | Fraction | str) -> Fraction:
     """An identity threshold as the exact fraction used everywhere.
 
     A float is read as the decimal it prints as (``0.97`` is 97/100), a fraction with a
@@ -140,7 +145,8 @@ class IdentityBound:
     penalty: int
 
     @classmethod
-    def from_scoring(cls, scoring: Scoring, min_identity=0.97, mode: str = "global") -> IdentityBound:
+    def from_scoring(cls, scoring: Scoring, min_identity: float | Fraction = 0.97,
+                     mode: str = "global") -> IdentityBound:
         """The bound of a scoring, threshold and mode (see the class docstring).
 
         Raises
@@ -162,7 +168,7 @@ class IdentityBound:
         return cls(t, mode, ident, penalty)
 
     @property
-    def params(self) -> tuple:
+    def params(self) -> tuple[int, int, int, int, int]:
         """``(num, den, ident, penalty, local)``: the kernels' integer arguments."""
         t = self.threshold
         return (t.numerator, t.denominator, self.identity_score, self.penalty,
@@ -174,7 +180,7 @@ class IdentityBound:
             return True
         return min(m, n) >= self.threshold * max(m, n)
 
-    def lowest_score(self, m: int, n: int):
+    def lowest_score(self, m: int, n: int) -> int | float | None:
         """``L`` for lengths ``m`` and ``n`` in exact rational arithmetic (the reference
         of the integer formulas); None when the lengths rule identity ``t`` out, and
         ``-inf`` when nothing is bounded (``t = 0``)."""
@@ -193,7 +199,7 @@ class IdentityBound:
 
         return math.ceil(min(f(t * long_, long_), f(short, long_), f(short, short / t)))
 
-    def lowest_scores(self, m, n) -> np.ndarray:
+    def lowest_scores(self, m: npt.ArrayLike, n: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """``L`` of many pairs (numpy broadcasting of ``m`` and ``n``), int64, with
         :data:`CANNOT_PASS` where the lengths rule ``t`` out and :data:`NO_BOUND` for
         ``t = 0``: the formula of the GPU kernel
@@ -236,7 +242,7 @@ def block_lengths(store: SequenceStore, partition: int) -> np.ndarray:
     return read_part(store.files[partition], ["length"])["length"].to_numpy().astype(np.int64)
 
 
-def plan_blocks(store: SequenceStore, block_size: int) -> tuple:
+def plan_blocks(store: SequenceStore, block_size: int) -> tuple[Block, ...]:
     """Blocks of at most ``block_size`` consecutive sequences, each inside one partition."""
     blocks = []
     for part in range(len(store.partitions)):
@@ -258,7 +264,9 @@ def blocks_can_pass(bound: IdentityBound, a: Block, b: Block) -> bool:
     return True
 
 
-def pair_ranges(q_len, s_len, diagonal: bool, bound: IdentityBound):
+def pair_ranges(
+    q_len: npt.ArrayLike, s_len: npt.ArrayLike, diagonal: bool, bound: IdentityBound,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """For each query, the contiguous range of subjects to score.
 
     ``s_len`` is sorted (a block of the length-sorted store); a subject is in range when
@@ -321,8 +329,10 @@ def check_device(device: str, mode: str, *, here: bool) -> str:
     return backend.check_device(device, mode, here=here, kernels=AllPairsJob.gpu_kernels)
 
 
-def prepare(source, *, scoring, mode, min_identity, min_score, device, cigar, block_size,
-            alphabet, map_unknown, rows, client) -> AllPairsJob:
+def prepare(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | None, mode: str,
+            min_identity: float | Fraction, min_score: int | None, device: str, cigar: bool,
+            block_size: int, alphabet: str, map_unknown: bool, rows: int | None,
+            client: Client | None) -> AllPairsJob:
     """Check the arguments, open (or ingest) the sequences, decide the device once
     (:func:`swdask.backend.job_device`: here, or on ``client``'s workers) and plan the
     blocks and the block pairs that the lengths leave."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 
 import numba
@@ -210,7 +211,7 @@ class AllPairsStats:
         return self.cells / self.kernel_seconds / 1e9 if self.kernel_seconds else 0.0
 
 
-def allpairs_stats(job: AllPairsJob, blocks) -> AllPairsStats:
+def allpairs_stats(job: AllPairsJob, blocks: Iterable[BlockStats]) -> AllPairsStats:
     """The :class:`AllPairsStats` of a run from its block pairs' records."""
     total = sum(blocks, BlockStats())
     n = job.n_sequences

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -15,6 +17,10 @@ from ...sequences.batch import one_sequence
 from .plan import CostModel, plan_tiles
 from .score import client_workers, local_cluster, score_pass
 from .traceback import trace_on_workers
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from distributed import Client
 
 __all__ = ["LongAlignment", "align_long", "check_score_range", "reverse_complement"]
 
@@ -61,7 +67,7 @@ class LongAlignment:
     tile_cols: int = 0
     stats: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def to_table(self):
+    def to_table(self) -> pa.Table:
         """The one-row Arrow table (:data:`swdask.parquet_schemas.LONG_ALIGNMENTS`)."""
         import pyarrow as pa
 
@@ -72,7 +78,7 @@ class LongAlignment:
         table = pa.Table.from_pylist([row], schema=LONG_ALIGNMENTS)
         return check_table(table, LONG_ALIGNMENTS, where="long alignment")
 
-    def sam_lines(self, command_line: str | None = None):
+    def sam_lines(self, command_line: str | None = None) -> list[str]:
         """SAM v1.6 lines: header, then the query as the read against the subject.
 
         Raises
@@ -143,9 +149,11 @@ def _sequence(value, alphabet, name):
     return seq_name, np.ascontiguousarray(codes, dtype=np.uint8), seq_alphabet
 
 
-def align_long(a, b, *, scoring: Scoring | None = None, tile="auto", device: str = "auto",
-               traceback: bool = False, reverse_complement: bool = False, client=None,
-               model: CostModel | None = None, progress: bool = False) -> LongAlignment:
+def align_long(a: str | os.PathLike | np.ndarray, b: str | os.PathLike | np.ndarray, *,
+               scoring: Scoring | None = None, tile: int | Literal["auto"] = "auto",
+               device: str = "auto", traceback: bool = False, reverse_complement: bool = False,
+               client: Client | None = None, model: CostModel | None = None,
+               progress: bool = False) -> LongAlignment:
     """Best local alignment of two long sequences, tiled over Dask's CPU and GPU workers.
 
     Parameters

@@ -5,7 +5,9 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 
@@ -78,7 +80,7 @@ class TilePlan:
     predicted: float = 0.0
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, int]:
         return len(self.rows) - 1, len(self.cols) - 1
 
 
@@ -130,8 +132,8 @@ def simulate(plan: TilePlan, model: CostModel, gpus: int, cpu_threads: int) -> f
 MAX_TILES = 4096
 
 
-def plan_tiles(m: int, n: int, *, tile="auto", gpus: int = 0, cpu_threads: int = 1,
-               model: CostModel | None = None) -> TilePlan:
+def plan_tiles(m: int, n: int, *, tile: int | Literal["auto"] = "auto", gpus: int = 0,
+               cpu_threads: int = 1, model: CostModel | None = None) -> TilePlan:
     """Tile boundaries for an ``m x n`` matrix on ``gpus`` GPU workers and ``cpu_threads``
     CPU worker threads.
 
@@ -199,7 +201,8 @@ def plan_tiles(m: int, n: int, *, tile="auto", gpus: int = 0, cpu_threads: int =
     return best if best is not None else TilePlan(_cuts(m, 1), _cuts(n, 1))
 
 
-def calibrate(kinds=("cpu", "gpu"), *, size: int = 2048, repeats: int = 3) -> CostModel:
+def calibrate(kinds: Collection[str] = ("cpu", "gpu"), *, size: int = 2048,
+              repeats: int = 3) -> CostModel:
     """Measure the cost model's rates and overheads here.
 
     CPU: times tiles of ``size/4`` and ``size`` squared (random DNA, default scoring) and

@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...kernels.cpu.score import kernel_threads
 from ...kernels.cpu.tile import better, matrix_boundaries, score_tile
 from ..base import progress_bar
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+    from ...scoring import Scoring
+    from .plan import TilePlan
 
 __all__ = ["TileResult", "client_workers", "local_cluster", "score_pass", "select_worker_gpu"]
 
@@ -82,7 +89,7 @@ def _tile_summary(result: TileResult):
     return result.best, result.kind, result.seconds
 
 
-def local_cluster(device: str, gpus: int):
+def local_cluster(device: str, gpus: int) -> Client:
     """An in-process Dask cluster: ``gpus`` GPU workers (one thread, resource ``GPU=1``)
     and, unless ``device == "gpu"``, one CPU worker with a thread per remaining core
     (Numba's thread count: the cores, unless ``NUMBA_NUM_THREADS`` or ``--threads``)."""
@@ -103,7 +110,7 @@ def local_cluster(device: str, gpus: int):
     return Client(cluster, set_as_default=False)
 
 
-def client_workers(client) -> tuple[int, int]:
+def client_workers(client: Client) -> tuple[int, int]:
     """``(GPU workers, threads of the other workers)`` of ``client``'s cluster."""
     info = client.scheduler_info(n_workers=-1)["workers"].values()
     gpus = sum(1 for w in info if w.get("resources", {}).get("GPU", 0) > 0)
@@ -111,10 +118,14 @@ def client_workers(client) -> tuple[int, int]:
     return gpus, threads
 
 
-def score_pass(client, a_future, b_future, plan, scoring, device, progress,
-               desc: str = "align-long"):
-    """Submit the tile DAG; return the futures and the best cell (score, i, j).
-    ``progress`` shows the cells of the tiles done (:func:`swdask.jobs.base.progress_bar`)."""
+def score_pass(
+    client: Client, a_future: Future, b_future: Future, plan: TilePlan, scoring: Scoring,
+    device: str, progress: bool, desc: str = "align-long",
+) -> tuple[dict[tuple[int, int], Future], tuple[int, int, int], dict[str, Any]]:
+    """Submit the tile DAG; return the futures (by tile ``(p, q)``), the best cell
+    ``(score, i, j)`` and where the tiles ran (``tiles_on`` and ``busy_seconds`` by kind).
+    ``progress`` shows the cells of the tiles done (:func:`swdask.jobs.base.progress_bar`,
+    labelled ``desc``)."""
     from dask.base import tokenize
     from distributed import as_completed
 

@@ -13,6 +13,7 @@ the GPU), walked the same way.  The arithmetic of the grid's size is in the comm
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +26,17 @@ from ...kernels.cpu.tile import (
 )
 from ...kernels.cpu.traceback import cigar_string, summarize_path
 from .score import select_worker_gpu
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+    from ...kernels.cpu.tile import GridBoundaries
+    from ...scoring import Scoring
+    from .plan import TilePlan
+
+    #: What :func:`cpu_grid` and :func:`gpu_grid` return: row lines, column lines, the
+    #: grid's boundaries and where it was computed.
+    Grid = tuple[tuple[int, ...], tuple[int, ...], GridBoundaries, str]
 
 __all__ = ["GPU_TRACE_CELLS", "LEAF_CELLS", "TRACE_MAX_SPLIT", "TRACE_MEMORY", "cpu_grid",
            "gpu_grid", "trace_on_workers"]
@@ -96,7 +108,9 @@ def _grid_lines(length: int, side: float, step: int = 1) -> tuple:
     return (0, *sorted(c for c in cuts if 0 < c < length), length)
 
 
-def cpu_grid(a, b, matrix, o, e, top_h, top_f, left_h, left_e):
+def cpu_grid(a: np.ndarray, b: np.ndarray, matrix: np.ndarray, o: int, e: int,
+             top_h: np.ndarray, top_f: np.ndarray, left_h: np.ndarray,
+             left_e: np.ndarray) -> Grid:
     """The traceback grid of a rectangle on the CPU: ``(rows, cols, grid, "cpu")``."""
     h, w = len(a), len(b)
     side = _trace_side(h, w)
@@ -107,7 +121,9 @@ def cpu_grid(a, b, matrix, o, e, top_h, top_f, left_h, left_e):
     return rows, cols, grid, "cpu"
 
 
-def gpu_grid(a, b, matrix, o, e, top_h, top_f, left_h, left_e):
+def gpu_grid(a: np.ndarray, b: np.ndarray, matrix: np.ndarray, o: int, e: int,
+             top_h: np.ndarray, top_f: np.ndarray, left_h: np.ndarray,
+             left_e: np.ndarray) -> Grid:
     """The traceback grid on the GPU when the rectangle has :data:`GPU_TRACE_CELLS` and
     a cut fits the kernel's strips and sub-tiles (lines rounded to them), else
     :func:`cpu_grid`."""
@@ -225,8 +241,10 @@ def _add_stats(total: dict, part: dict) -> None:
     total["peak_boundary_bytes"] = max(total["peak_boundary_bytes"], part["peak_boundary_bytes"])
 
 
-def trace_on_workers(client, futures, plan, a_future, b_future, a, b, scoring, best,
-                     gpu_grids: bool) -> dict:
+def trace_on_workers(client: Client, futures: dict[tuple[int, int], Future], plan: TilePlan,
+                     a_future: Future, b_future: Future, a: np.ndarray, b: np.ndarray,
+                     scoring: Scoring, best: tuple[int, int, int],
+                     gpu_grids: bool) -> dict[str, Any]:
     """The path from the best end through the score pass's tiles (checkpoints), walked
     tile by tile, each tile a task on a Dask worker.
 
