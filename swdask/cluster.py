@@ -707,7 +707,7 @@ class TaskRouting(SchedulerPlugin):
         if total:
             scheduler.log_event(work_topic(client), {"total": total})
 
-    def transition(self, key, start, finish, *args, **kwargs) -> None:
+    def transition(self, key: Key, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         if finish != "memory" and finish != "forgotten":  # every task's transitions: be quick
             return
         entry = self.work.pop(key, None)

@@ -65,6 +65,8 @@ from .fastx import check_alphabet, check_readable, read_records, resolve_alphabe
 if TYPE_CHECKING:
     import dask.dataframe as dd
 
+    from .batch import SequencesLike
+
 __all__ = ["METADATA_FILE", "STORE_FORMAT", "SequenceStore", "fetch_sequences", "load_sequences",
            "metadata_checksum", "read_part"]
 
@@ -583,7 +585,9 @@ def load_sequences(source: str | os.PathLike, *, alphabet: str | Alphabet = "aut
     return SequenceBatch.from_records(read_records(source, alphabet, detected, map_unknown), alphabet)
 
 
-def fetch_sequences(source, seq_ids, *, alphabet="auto", map_unknown: bool = False) -> SequenceBatch:
+def fetch_sequences(source: SequenceStore | SequencesLike, seq_ids: Sequence[int] | np.ndarray,
+                    *, alphabet: str | Alphabet = "auto",
+                    map_unknown: bool = False) -> SequenceBatch:
     """The sequences of some ``seq_id`` values, from a store, a FASTA/FASTQ file or memory.
 
     What a writer needs to show a hit's residues: only the records asked for are kept.
