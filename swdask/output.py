@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -57,6 +58,22 @@ from .options import (
 from .parquet_schemas import HITS
 from .tables import check_table, for_file
 
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable, Iterator, Sequence
+    from types import ModuleType
+
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from .scoring import Scoring
+    from .sequences.alphabet import Alphabet
+    from .sequences.batch import SequencesLike
+    from .sequences.store import SequenceStore
+
+    #: BLAST keywords, as a sequence or one string separated by white space.
+    ColumnsLike = str | Sequence[str]
+
 #: The SAM specification version that :func:`sam_lines` writes (``@HD VN``).
 SAM_VERSION = "1.6"
 
@@ -66,7 +83,7 @@ def check_outfmt(outfmt: str) -> str:
     return check_choice("output format", outfmt, OUTFMTS)
 
 
-def output_format(path, outfmt: str | None = None) -> str:
+def output_format(path: os.PathLike | str, outfmt: str | None = None) -> str:
     """The format of the output file ``path``: ``outfmt``, or where it is None the one the
     extension stands for.
 
@@ -143,7 +160,7 @@ def _escape(char: str) -> str:
         else f"\\U{code:08x}"
 
 
-def blast_columns(columns=None) -> tuple[str, ...]:
+def blast_columns(columns: ColumnsLike | None = None) -> tuple[str, ...]:
     """The BLAST tabular columns that ``columns`` asks for, ``std`` expanded.
 
     Parameters
@@ -204,7 +221,8 @@ def blast_columns(columns=None) -> tuple[str, ...]:
     return tuple(chosen) or BLAST6_COLUMNS
 
 
-def check_format(outfmt: str, columns=None, *, header: bool = False) -> tuple[str, ...] | None:
+def check_format(outfmt: str, columns: ColumnsLike | None = None, *,
+                 header: bool = False) -> tuple[str, ...] | None:
     """Check an output format, its BLAST columns and header together, before any work is
     done; for BAM, that pysam can be imported.
 
@@ -248,7 +266,7 @@ def check_format(outfmt: str, columns=None, *, header: bool = False) -> tuple[st
     return blast_columns(columns)
 
 
-def pysam_module():
+def pysam_module() -> ModuleType:
     """pysam, imported; :class:`MissingDependencyError` in one line when it is not installed.
 
     BAM goes through pysam (htslib's writer) rather than a writer of our own; it is the
@@ -262,7 +280,7 @@ def pysam_module():
     return pysam
 
 
-def sequence_columns(columns) -> tuple[str, ...]:
+def sequence_columns(columns: Iterable[str] | None) -> tuple[str, ...]:
     """The keywords of ``columns`` that need the residues
     (:data:`swdask.options.SEQUENCE_KEYWORDS`), each once, in order.
 
@@ -274,7 +292,7 @@ def sequence_columns(columns) -> tuple[str, ...]:
     return tuple(dict.fromkeys(k for k in columns or () if k in SEQUENCE_KEYWORDS))
 
 
-def hits_table(hits) -> pa.Table:
+def hits_table(hits: dd.DataFrame | pd.DataFrame | pa.Table) -> pa.Table:
     """The hits as an Arrow table checked against :data:`swdask.parquet_schemas.HITS`.
 
     A lazy Dask DataFrame (what :func:`swdask.search` returns) is computed first.
@@ -286,9 +304,12 @@ def hits_table(hits) -> pa.Table:
     return check_table(hits, HITS, where="hits")
 
 
-def write_hits(hits, path, *, outfmt: str | None = None, columns=None, header: bool = False,
-               command_line: str | None = None, queries=None, subjects=None, scoring=None,
-               force: bool = False) -> Path:
+def write_hits(hits: dd.DataFrame | pd.DataFrame | pa.Table, path: os.PathLike | str, *,
+               outfmt: str | None = None, columns: ColumnsLike | None = None,
+               header: bool = False, command_line: str | None = None,
+               queries: SequencesLike | None = None,
+               subjects: SequenceStore | SequencesLike | None = None,
+               scoring: Scoring | None = None, force: bool = False) -> Path:
     """Write a hits table.
 
     Parameters
@@ -404,7 +425,8 @@ def write_hits(hits, path, *, outfmt: str | None = None, columns=None, header: b
     return Path(path)
 
 
-def check_sequences(columns, queries, subjects) -> None:
+def check_sequences(columns: Iterable[str] | None, queries: SequencesLike | None,
+                    subjects: SequenceStore | SequencesLike | None) -> None:
     """Raise ValueError when ``columns`` show residues (:func:`sequence_columns`) and the
     queries or the database searched are not given."""
     needed = sequence_columns(columns)
@@ -413,8 +435,11 @@ def check_sequences(columns, queries, subjects) -> None:
                          "database searched (queries=, subjects=)")
 
 
-def hit_lines(table: pa.Table, outfmt: str, *, columns=None, header: bool = False,
-              command_line: str | None = None, queries=None, subjects=None, scoring=None):
+def hit_lines(table: pa.Table, outfmt: str, *, columns: ColumnsLike | None = None,
+              header: bool = False, command_line: str | None = None,
+              queries: SequencesLike | None = None,
+              subjects: SequenceStore | SequencesLike | None = None,
+              scoring: Scoring | None = None) -> Iterator[str]:
     """The lines of a text output (``blast6`` or ``sam``) of a hits table: what
     :func:`write_hits` writes, for a caller that writes them elsewhere (the standard
     output).  Arguments as :func:`write_hits`'s.
@@ -528,7 +553,7 @@ def blast_coverage(covered: int, query_length: int) -> int:
     return int(percent)
 
 
-def query_coverages(rows) -> list[int]:
+def query_coverages(rows: Sequence[dict]) -> list[int]:
     """BLAST+'s ``qcovs`` of each row: the query coverage of all the rows of the same query
     and subject (both strands of a DNA subject count together, as in blastn), each query
     residue counted once (:func:`blast_coverage` of the union of the query intervals)."""
@@ -552,7 +577,8 @@ def query_coverages(rows) -> list[int]:
 _GAP = -1  # a gap in a row of aligned_rows
 
 
-def aligned_rows(row, query, subject) -> tuple[np.ndarray, np.ndarray]:
+def aligned_rows(row: dict, query: np.ndarray,
+                 subject: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The two rows of a hit's alignment as BLAST shows them: residue codes, -1 for a gap.
 
     Parameters
@@ -601,7 +627,8 @@ def aligned_rows(row, query, subject) -> tuple[np.ndarray, np.ndarray]:
     return rows[0], rows[1]
 
 
-def residue_columns(query_row, subject_row, alphabet, matrix) -> dict:
+def residue_columns(query_row: np.ndarray, subject_row: np.ndarray, alphabet: Alphabet,
+                    matrix: np.ndarray) -> dict:
     """BLAST's residue columns of an alignment (:func:`aligned_rows`): ``qseq`` and ``sseq``
     (letters, ``-`` for a gap), ``btop`` and ``positive``.
 
@@ -637,8 +664,10 @@ def residue_columns(query_row, subject_row, alphabet, matrix) -> dict:
             "positive": int(positive.sum())}
 
 
-def blast6_lines(table: pa.Table, columns=None, *, header: bool = False, queries=None,
-                 subjects=None, scoring=None):
+def blast6_lines(table: pa.Table, columns: ColumnsLike | None = None, *, header: bool = False,
+                 queries: SequencesLike | None = None,
+                 subjects: SequenceStore | SequencesLike | None = None,
+                 scoring: Scoring | None = None) -> Iterator[str]:
     """Lines of BLAST tabular output (``-outfmt 6``) for a hits table.
 
     Parameters
@@ -808,7 +837,8 @@ def _sam_float(value, fmt):
     return format(value, fmt)
 
 
-def sam_lines(table: pa.Table, *, command_line: str | None = None, queries=None):
+def sam_lines(table: pa.Table, *, command_line: str | None = None,
+              queries: SequencesLike | None = None) -> Iterator[str]:
     """Lines of SAM (v1.6) for a hits table: the queries as reads, the subjects as references.
 
     Parameters
@@ -957,7 +987,7 @@ def sam_lines(table: pa.Table, *, command_line: str | None = None, queries=None)
         yield "\t".join(fields) + "\n"
 
 
-def write_bam(lines, path) -> None:
+def write_bam(lines: Iterable[str], path: os.PathLike | str) -> None:
     """Write SAM lines (:func:`sam_lines`: the header, then the records) as BAM, with pysam.
 
     Each record is parsed by htslib from its SAM text (``AlignedSegment.fromstring``),

@@ -38,6 +38,7 @@ from . import parquet_schemas
 from .errors import SchemaError
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 __all__ = ["check_schema", "check_table", "for_file", "pandas_dtype", "to_pandas"]
@@ -103,7 +104,7 @@ def check_schema(schema: pa.Schema, expected: pa.Schema, *, where: str = "table"
         raise SchemaError(*exc.args) from None
 
 
-def pandas_dtype(arrow_type: pa.DataType):
+def pandas_dtype(arrow_type: pa.DataType) -> pd.api.extensions.ExtensionDtype | np.dtype | None:
     """The pandas dtype of an Arrow type in every table swdask hands out.
 
     ``int32`` and ``int64`` become pandas' nullable ``Int32`` and ``Int64``; ``float64``

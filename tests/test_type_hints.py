@@ -21,9 +21,6 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Source folders and the package they are installed as (pyproject's package-dir).
 PACKAGES = {"swdask": "swdask", "kernels": "swdask.kernels",
             "parquet_schemas": "swdask.parquet_schemas"}
-#: Modules whose hints are still to come (edited beside this work; issue 15, item 7).
-PENDING = ("swdask/output.py", "swdask/tables.py", "swdask/cli/", "swdask/jobs/base.py",
-           "swdask/jobs/search/")
 #: Compiled by ``numba.cuda.jit(device=True)`` as well as ``@njit``: a CUDA device
 #: function is typed by Numba from its arguments, and carries no annotations.
 CUDA_DEVICE_FUNCTIONS = {
@@ -37,9 +34,7 @@ CUDA_DEVICE_FUNCTIONS = {
 def _sources():
     for folder in PACKAGES:
         for path in sorted((ROOT / folder).rglob("*.py")):
-            relative = path.relative_to(ROOT).as_posix()
-            if not relative.startswith(PENDING):
-                yield relative
+            yield path.relative_to(ROOT).as_posix()
 
 
 def _module_name(relative: str) -> str:

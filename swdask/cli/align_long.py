@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ..options import LONG_DEVICES
 from .common import (
@@ -23,6 +24,9 @@ from .common import (
     write_summary,
 )
 
+if TYPE_CHECKING:
+    from ..jobs.long_align import LongAlignment
+
 NAME = "align-long"
 HELP = ("best local alignment of two long sequences (megabase DNA), tiled over CPU and GPU Dask "
         "workers")
@@ -36,7 +40,7 @@ def tile(text: str) -> str | int:
     return "auto" if text == "auto" else positive(text)
 
 
-def place(result) -> str:
+def place(result: LongAlignment) -> str:
     """Where a long alignment lies, as a person reads it: 1-based inclusive, as BLAST prints
     it (the one-row table keeps 0-based half-open).  On the minus strand the subject's
     interval is given on B as given, from its end (start > end, as blastn's

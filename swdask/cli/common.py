@@ -18,8 +18,16 @@ from typing import TYPE_CHECKING
 from ..options import ALPHABETS, BINARY_OUTFMTS, MODES
 
 if TYPE_CHECKING:  # for the annotations only: the modules load pandas and Numba
+    from collections.abc import Callable, Iterable, Iterator
+    from typing import Any
+
+    import pandas as pd
+    from distributed import Client
+
     from ..jobs.search import SearchStats
     from ..scoring import Scoring
+    from ..sequences.batch import SequencesLike
+    from ..sequences.store import SequenceStore
 
 #: The exit status of a usage error and of every error on bad input.
 EXIT_BAD_INPUT = 2
@@ -45,7 +53,8 @@ class Parser(argparse.ArgumentParser):
 # -- argument types ------------------------------------------------------------------------
 
 
-def number(text: str, kind: type = float, *, accept=None, wanted: str = "") -> int | float:
+def number(text: str, kind: type = float, *, accept: Callable[[int | float], bool] | None = None,
+           wanted: str = "") -> int | float:
     """``text`` read as a number, for an argparse ``type``; the message says what was wanted.
 
     Parameters
@@ -260,7 +269,7 @@ def file_alphabet(args: argparse.Namespace) -> str | None:
 
 
 @contextlib.contextmanager
-def cpu_threads(args: argparse.Namespace):
+def cpu_threads(args: argparse.Namespace) -> Iterator[None]:
     """Numba's thread count for the run of a command with ``--threads N``.
 
     ``NUMBA_NUM_THREADS=N`` in the environment, before this process imports Numba (the
@@ -317,7 +326,7 @@ def to_stdout(path: str, outfmt: str = "parquet", *, option: str = "-o",
 
 
 @contextlib.contextmanager
-def standard_input(path: str):
+def standard_input(path: str) -> Iterator[str]:
     """``path``; for ``-``, the standard input (FASTA/FASTQ, plain or gzip) copied to a
     temporary file that is removed at the end.  Errors name ``<stdin>``, not that file.
 
@@ -350,7 +359,7 @@ def standard_input(path: str):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def write_stdout(lines) -> None:
+def write_stdout(lines: Iterable[str]) -> None:
     """Write ``lines`` to the standard output; a reader that stops early (``| head``)
     ends the writing quietly, as it ends ``cat``."""
     try:
@@ -372,7 +381,8 @@ def progress_wanted(args: argparse.Namespace) -> bool:
     return not getattr(args, "quiet", False)
 
 
-def check_summary(args: argparse.Namespace, *, inputs=(), outputs=(),
+def check_summary(args: argparse.Namespace, *, inputs: Iterable[object] = (),
+                  outputs: Iterable[os.PathLike | str | None] = (),
                   stdout: bool = False) -> None:
     """Check ``--summary-json`` before any work, as every output is
     (:func:`swdask.jobs.base.check_output`; ``--force`` replaces it too).
@@ -420,7 +430,7 @@ def write_summary(args: argparse.Namespace, command: str, figures: dict) -> None
         temporary.write_text(text, encoding="utf-8")
 
 
-def where_ran(client=None) -> dict:
+def where_ran(client: Client | None = None) -> dict:
     """Where a job ran, for its summary: ``{"threads": N}`` (Numba's threads in this
     process) without a Dask ``client``, else ``{"dask_workers": N}`` (its workers now)."""
     if client is None:
@@ -477,9 +487,11 @@ def scheduler_access(args: argparse.Namespace) -> dict:
             "timeout": args.scheduler_timeout}
 
 
-def search_here(queries, database, **options) -> tuple:
+def search_here(queries: SequencesLike, database: str | os.PathLike | SequenceStore,
+                **options: Any) -> pd.DataFrame | tuple[pd.DataFrame, SearchStats]:
     """A search without ``--workers`` or ``--scheduler``: the in-process engine
-    (:func:`swdask.search_in_process`, the same hits as the Dask graph).  Its kernels take
+    (:func:`swdask.search_in_process`, the same hits as the Dask graph), whose result it
+    returns (the hits, and their statistics with ``return_stats=True``).  Its kernels take
     every core already, so Dask's threads would add only their start-up: importing Dask
     takes about a second on a small machine, longer than a whole small search."""
     if options.get("device", "auto") != "gpu":

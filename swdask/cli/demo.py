@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import time
 from importlib.resources import files
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from .common import (
@@ -14,6 +15,9 @@ from .common import (
     search_summary,
     to_stdout,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NAME = "demo"
 HELP = "search bundled Swiss-Prot queries against a bundled database and print the best hits"
@@ -31,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="replace an existing output file")
 
 
-def hits_shown(hits):
+def hits_shown(hits: pd.DataFrame) -> pd.DataFrame:
     """The demo's table of hits, for a person: BLAST tabular's names and conventions
     (``pident`` in percent, ``qstart qend sstart send`` 1-based inclusive), E-values as
     numbers, long CIGARs cut."""

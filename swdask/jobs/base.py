@@ -37,10 +37,18 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import backend
 from ..errors import InputNotFoundError, OutputError, OutputExistsError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+    from typing import TextIO
+
+    import dask.dataframe as dd
+    from dask.delayed import Delayed
+    from tqdm import tqdm
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +90,7 @@ class TemporaryStore:
     gets) is the path alone, so only the client's object ever removes the store.
     """
 
-    def __init__(self, path):
+    def __init__(self, path: os.PathLike | str) -> None:
         self.path = str(path)
         self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, True)
 
@@ -105,11 +113,12 @@ _REDUCE = {"sum": operator.add, "min": min, "max": max, "union": operator.or_, "
 _ZERO = {"sum": 0, "min": math.inf, "max": -math.inf, "union": frozenset(), "join": ""}
 
 
-def stat(reduce: str = "sum", default=None):
+def stat(reduce: str = "sum", default: Any = None) -> Any:
     """A field of a :class:`TaskStats` record that adds up by ``reduce``: ``"sum"``,
     ``"min"`` (a start time), ``"max"`` (an end time), ``"union"`` (a frozenset of
     names) or ``"join"`` (names joined by ``+``, e.g. ``"cpu+gpu"``).  Its default is
-    the rule's zero unless given."""
+    the rule's zero unless given.  A ``dataclasses.Field``, typed ``Any`` as
+    ``dataclasses.field`` is, so that it stands as the default of a field of any type."""
     return field(default=_ZERO[reduce] if default is None else default,
                  metadata={"reduce": reduce})
 
@@ -142,7 +151,7 @@ class TaskStats:
             for f in fields(self)})
 
 
-def lazy_value(value, meta, *, name: str):
+def lazy_value(value: Delayed, meta: Any, *, name: str) -> dd.Scalar:
     """A ``dask.delayed`` value (a job's statistics) as a ``dask.dataframe.Scalar``.
 
     ``dask.compute(frame, scalar)`` then computes the job's DataFrame and the value in one
@@ -160,8 +169,8 @@ def lazy_value(value, meta, *, name: str):
 # --------------------------------------------------------------------------------------
 
 
-def progress_bar(enabled: bool, *, desc: str, unit: str, total=None, initial: int = 0,
-                 leave: bool = False, **options):
+def progress_bar(enabled: bool, *, desc: str, unit: str, total: int | None = None,
+                 initial: int = 0, leave: bool = False, **options: Any) -> tqdm | ProgressLines:
     """Progress on the standard error: a tqdm bar on a terminal (a widget in Jupyter), one
     line every ``swdask.progress-interval`` elsewhere (:class:`ProgressLines`), or nothing.
 
@@ -276,8 +285,8 @@ class ProgressLines:
     'search: 1.00M of 4.00M cells (25%) in 00:00, ... cells/s, ETA 00:00'
     """
 
-    def __init__(self, *, desc: str, unit: str, total=None, initial: int = 0, stream=None,
-                 interval: float | None = None):
+    def __init__(self, *, desc: str, unit: str, total: int | None = None, initial: int = 0,
+                 stream: TextIO | None = None, interval: float | None = None) -> None:
         self.desc, self.unit = desc, unit.strip()
         self.total, self.n = total, initial
         self._initial = initial
@@ -447,7 +456,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def reclaim(folder) -> list[str]:
+def reclaim(folder: os.PathLike | str) -> list[str]:
     """Remove the temporaries that killed runs left in ``folder``; return their names.
 
     Only what is provably ours and stale goes: a hidden name of the form
@@ -484,7 +493,7 @@ def reclaim(folder) -> list[str]:
     return removed
 
 
-def temporary_folder(near, *, mode: int = 0o700) -> Path:
+def temporary_folder(near: os.PathLike | str, *, mode: int = 0o700) -> Path:
     """A new private folder ``.NAME.HOST-PID.RANDOM.tmp`` beside ``near`` (e.g. a temporary
     store in the system's temporary folder), after reclaiming stale ones there.  The
     caller removes it; if the process is killed first, the next call reclaims it."""
@@ -548,8 +557,9 @@ def _check_folder(path: Path) -> Path:
     return folder
 
 
-def check_output(path, *, force: bool = False, kind: OutputKind | None = FILE, inputs=(),
-                 outputs=()) -> Path:
+def check_output(path: os.PathLike | str, *, force: bool = False,
+                 kind: OutputKind | None = FILE, inputs: Iterable[object] = (),
+                 outputs: Iterable[os.PathLike | str | None] = ()) -> Path:
     """Check, before any work, that an output can be written to ``path``.
 
     Parameters
@@ -565,7 +575,8 @@ def check_output(path, *, force: bool = False, kind: OutputKind | None = FILE, i
         The run's inputs (paths; anything else is ignored): the output is none of them,
         nor inside an input folder, by any name (symbolic and hard links included).
     outputs : iterable, default ()
-        The run's other outputs: none of them is the same file.
+        The run's other outputs (paths; None, an output not asked for, is skipped):
+        none of them is the same file.
 
     Returns
     -------
@@ -739,7 +750,8 @@ def _exchange(source: Path, target: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_paths(paths, *, force: bool = False):
+def atomic_paths(paths: Iterable[os.PathLike | str], *,
+                 force: bool = False) -> Iterator[list[Path]]:
     """Yield temporary files beside ``paths``; when the block ends without an error, put
     them all in place together.
 
@@ -786,7 +798,7 @@ def atomic_paths(paths, *, force: bool = False):
 
 
 @contextlib.contextmanager
-def atomic_path(path, *, force: bool = False):
+def atomic_path(path: os.PathLike | str, *, force: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it to ``path``.
 
     One file of :func:`atomic_paths`: the temporary file exists (empty) when yielded,
@@ -813,7 +825,8 @@ def atomic_path(path, *, force: bool = False):
 
 
 @contextlib.contextmanager
-def atomic_dir(path, *, force: bool = False, kind: OutputKind):
+def atomic_dir(path: os.PathLike | str, *, force: bool = False,
+               kind: OutputKind) -> Iterator[Path]:
     """Yield a new temporary folder beside ``path``; on success it becomes ``path``.
 
     The folder has the permissions the user's umask gives a new folder.  At the end,

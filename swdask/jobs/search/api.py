@@ -36,6 +36,7 @@ import logging
 import shutil
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
@@ -50,6 +51,14 @@ from ..base import lazy_value, progress_bar
 from . import plan, tasks
 from .plan import HITS_META, SearchJob, SearchStats, check_limits, prepare
 
+if TYPE_CHECKING:
+    import os
+
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from ...sequences.batch import SequencesLike
+
 __all__ = ["search", "search_in_process"]
 
 logger = logging.getLogger(__name__)
@@ -62,10 +71,11 @@ def _log_plan(job: SearchJob, where: str) -> None:
                 f"{job.db_residues:,}", len(job.files), f"{job.cells:,}", where, job.device)
 
 
-def search(queries, database, *, scoring: Scoring | None = None, mode: str = "local",
-           max_hits: int = MAX_HITS, min_score: int | None = None, evalue: float | None = None,
-           device: str = "auto", alphabet="auto", map_unknown: bool = False,
-           strand: str | None = None, return_stats: bool = False):
+def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, *,
+           scoring: Scoring | None = None, mode: str = "local", max_hits: int = MAX_HITS,
+           min_score: int | None = None, evalue: float | None = None, device: str = "auto",
+           alphabet: str = "auto", map_unknown: bool = False, strand: str | None = None,
+           return_stats: bool = False) -> dd.DataFrame | tuple[dd.DataFrame, dd.Scalar]:
     """Search queries against a database: a lazy Dask DataFrame of the best hits.
 
     Exact scores of every (query, subject) pair, each query's ``max_hits`` best subjects,
@@ -232,12 +242,14 @@ def search(queries, database, *, scoring: Scoring | None = None, mode: str = "lo
 # --------------------------------------------------------------------------------------
 
 
-def search_in_process(queries, database, *, scoring: Scoring | None = None,
-                      mode: str = "local", max_hits: int = MAX_HITS, min_score: int | None = None,
+def search_in_process(queries: SequencesLike, database: str | os.PathLike | SequenceStore, *,
+                      scoring: Scoring | None = None, mode: str = "local",
+                      max_hits: int = MAX_HITS, min_score: int | None = None,
                       evalue: float | None = None, device: str = "auto",
-                      threads: int | None = None, alphabet="auto", map_unknown: bool = False,
-                      strand: str | None = None, progress: bool = False,
-                      return_stats: bool = False):
+                      threads: int | None = None, alphabet: str = "auto",
+                      map_unknown: bool = False, strand: str | None = None,
+                      progress: bool = False, return_stats: bool = False,
+                      ) -> pd.DataFrame | tuple[pd.DataFrame, SearchStats]:
     """Search queries against a database in this process, without Dask.
 
     The same search as :func:`search` (same arguments, same hits), run partition after

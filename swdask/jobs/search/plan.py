@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 import shutil
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +19,12 @@ from ...sequences.ingest import open_database
 from ...sequences.store import SequenceStore
 from ...tables import to_pandas
 from ..base import Job, TemporaryStore
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Sequence
+
+    from ...sequences.batch import SequencesLike
 
 __all__ = ["HITS_META", "MERGE_FAN_IN", "SCORE_TABLE_BYTES", "TRACEBACK_QUERIES", "SearchJob",
            "SearchStats", "check_limits", "prepare", "strand_rows"]
@@ -143,19 +150,19 @@ class SearchJob(Job):
             return rows % 2
         return np.full(len(rows), int(self.strand == "minus"), np.int32)
 
-    def query_codes(self, position: int, minus) -> np.ndarray:
+    def query_codes(self, position: int, minus: bool) -> np.ndarray:
         """The codes a hit of query ``position`` was scored with: the query's, or with
         ``minus`` those of its reverse complement (a row of :attr:`rows`)."""
         return self.rows.codes(position * self.strands + int(minus and self.strand == "both"))
 
-    def positions(self, query_ids) -> np.ndarray:
+    def positions(self, query_ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Positions in :attr:`queries` of queries given by ``seq_id``."""
         ids = self.queries.seq_id
         order = np.argsort(ids, kind="stable")
         return order[np.searchsorted(ids, np.asarray(query_ids), sorter=order)]
 
 
-def check_limits(max_hits, min_score, evalue) -> None:
+def check_limits(max_hits: int, min_score: int | None, evalue: float | None) -> None:
     """Raise ValueError unless ``max_hits`` is a positive whole number, ``min_score`` a
     whole number or None and ``evalue`` a positive number or None."""
     if isinstance(max_hits, bool) or not isinstance(max_hits, (int, np.integer)) or max_hits < 1:
@@ -190,8 +197,10 @@ def strand_rows(queries: SequenceBatch, strand: str) -> SequenceBatch:
     return both.take(np.column_stack([np.arange(n), np.arange(n) + n]).ravel())
 
 
-def prepare(queries, database, *, scoring, mode, max_hits, min_score, evalue, device,
-            alphabet, map_unknown, owner, strand=None) -> SearchJob:
+def prepare(queries: SequencesLike, database: str | os.PathLike | SequenceStore, *,
+            scoring: Scoring | None, mode: str, max_hits: int, min_score: int | None,
+            evalue: float | None, device: str, alphabet: str, map_unknown: bool, owner: str,
+            strand: str | None = None) -> SearchJob:
     """Open the database and the queries and check that they go together.
 
     ``device`` is the job's, already decided.  A FASTA database is ingested into a

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,13 @@ from ...tables import check_table, to_pandas
 from ..align import alignment_from_codes
 from ..base import TaskStats, stat
 from .plan import SCORE_TABLE_BYTES, SearchJob, SearchStats
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    import numpy.typing as npt
+
+    from ...scoring import Scoring
 
 __all__ = [
     "Candidates",
@@ -98,7 +106,7 @@ class Candidates:
     stats: ScoreStats
 
 
-def search_stats(job: SearchJob, scored: ScoreStats, traced, *, n_queries: int,
+def search_stats(job: SearchJob, scored: ScoreStats, traced: Iterable[TraceStats], *, n_queries: int,
                  n_subjects: int, cells: int) -> SearchStats:
     """The :class:`SearchStats` of a Dask search from its tasks' records."""
     traced = sum(traced, TraceStats())
@@ -171,7 +179,10 @@ def score_partition(job: SearchJob, number: int) -> Candidates:
         workers=frozenset([backend.worker_name()])))
 
 
-def score_pass(device, q_res, q_off, s_res, s_off, scoring, mode, max_hits, min_score):
+def score_pass(device: str, q_res: npt.NDArray[np.uint8], q_off: npt.NDArray[np.int64],
+               s_res: npt.NDArray[np.uint8], s_off: npt.NDArray[np.int64], scoring: Scoring,
+               mode: str, max_hits: int, min_score: int | None,
+               ) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], float]:
     """Candidate hits of some queries against some subjects, and the kernel seconds.
 
     One ``(columns, scores, query_ends, subject_ends)`` per query: at least every
@@ -195,7 +206,8 @@ def score_pass(device, q_res, q_off, s_res, s_off, scoring, mode, max_hits, min_
     return candidates, seconds
 
 
-def best_of(found, seq_id, max_hits):
+def best_of(found: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], seq_id: np.ndarray,
+            max_hits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A query's ``max_hits`` best candidates of a partition: by score, ties by seq_id."""
     keep, scores, q_end, s_end = found
     if keep.size > max_hits:
@@ -328,7 +340,7 @@ def _changed(path) -> StoreError:
                       "during the search?")
 
 
-def trace(work, scoring, mode, device="cpu") -> list:
+def trace(work: list[tuple], scoring: Scoring, mode: str, device: str = "cpu") -> list[tuple]:
     """Rows of the hits table for ``work``, a list of :func:`hit_row` arguments.
 
     On the GPU (``device="gpu"``, local mode) all pairs go to
@@ -384,8 +396,9 @@ def _trace_gpu(work, scoring, gpu_traceback) -> list:
     return rows
 
 
-def hit_row(query_name, query_id, query, subject_name, subject_id, subject, score, q_end, s_end,
-            rank, scoring, mode) -> tuple:
+def hit_row(query_name: str, query_id: int, query: np.ndarray, subject_name: str,
+            subject_id: int, subject: np.ndarray, score: int, q_end: int, s_end: int,
+            rank: int, scoring: Scoring, mode: str) -> tuple:
     """One row of the hits table (:data:`_HIT_COLUMNS`): the traceback of a scored pair."""
     aln = alignment_from_codes(query, subject, scoring, mode, end=(q_end, s_end))
     if aln.score != score:  # the score and traceback kernels must agree to the bit
@@ -396,7 +409,7 @@ def hit_row(query_name, query_id, query, subject_name, subject_id, subject, scor
             aln.cigar, len(query), len(subject), query_id, subject_id, rank)
 
 
-def on_strands(rows, minus, stranded: bool) -> list:
+def on_strands(rows: Iterable[tuple], minus: Iterable[bool], stranded: bool) -> list[tuple]:
     """Rows of :func:`trace` with their strand: ``"plus"``/``"minus"`` where ``stranded``
     (DNA), else None.  A minus-strand row was traced on the query's reverse complement;
     its query region is counted again on the query as given (the CIGAR keeps the subject's
@@ -413,7 +426,7 @@ def on_strands(rows, minus, stranded: bool) -> list:
     return out
 
 
-def hits_frame(rows) -> pd.DataFrame:
+def hits_frame(rows: Sequence[tuple]) -> pd.DataFrame:
     """The hits table of some rows (:func:`on_strands`), as a pandas DataFrame of HITS's
     dtypes."""
     data = {name: [r[k] for r in rows] for k, name in enumerate(_HIT_COLUMNS)}
