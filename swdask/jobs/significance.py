@@ -219,6 +219,7 @@ def _read_pairs(pairs, queries: SequenceBatch, subjects: SequenceBatch) -> list:
         if not os.path.exists(path):
             raise InputNotFoundError(f"{path}: no such pairs file")
         if path.endswith(".parquet") or os.path.isdir(path):
+            import pyarrow.compute as pc
             import pyarrow.parquet as pq
 
             try:
@@ -229,6 +230,12 @@ def _read_pairs(pairs, queries: SequenceBatch, subjects: SequenceBatch) -> list:
                 if column not in table.column_names:
                     raise SchemaError(f"{path}: column {column!r} is missing (a hits table "
                                       "has 'query' and 'subject')")
+            minus = (pc.sum(pc.equal(table.column("strand"), "minus")).as_py() or 0
+                     if "strand" in table.column_names else 0)
+            if minus:  # shuffles of the subject against the query as given: plus only
+                raise SchemaError(f"{path}: {minus:,} hit(s) on the minus strand; significance "
+                                  "aligns each query as given, so give plus-strand hits "
+                                  "(search with --strand plus)")
             names = list(zip(table.column("query").to_pylist(),
                              table.column("subject").to_pylist()))
         else:

@@ -235,6 +235,12 @@ def test_pairs_from_tsv_and_hits(tmp_path):
                              "score": [1, 2]}), hits)
     frame, _ = significance_in_process(QUERIES, SUBJECTS, pairs=hits, shuffles=5, device="cpu")
     assert list(zip(frame["query"], frame.subject)) == [("q1", "s40"), ("qx", "sxy")]
+    # A DNA search's minus-strand hits would be scored on the wrong strand: refused.
+    pq.write_table(pa.table({"query": ["qx", "q1"], "subject": ["sxy", "s40"],
+                             "strand": ["plus", "minus"]}), hits)
+    with pytest.raises(SchemaError, match=r"hits.parquet: 1 hit\(s\) on the minus strand; "
+                       r"significance aligns each query as given"):
+        significance_in_process(QUERIES, SUBJECTS, pairs=hits, shuffles=5, device="cpu")
     tsv.write_text("q1 s2\n")
     with pytest.raises(SchemaError, match=r"pairs.tsv: line 1: expected two tab-separated names"):
         significance_in_process(QUERIES, SUBJECTS, pairs=tsv, shuffles=5, device="cpu")
