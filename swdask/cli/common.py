@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..options import ALPHABETS, BINARY_OUTFMTS, MODES
@@ -341,10 +342,13 @@ def standard_input(path: str) -> Iterator[str]:
     import shutil
     import tempfile
 
+    from ..jobs.base import temporary_folder
+
     if sys.stdin is None or sys.stdin.isatty():
         raise ValueError("-: the standard input is a terminal; pipe FASTA/FASTQ into it or "
                          "give a file")
-    folder = tempfile.mkdtemp(prefix="swdask-stdin-")
+    # The temporaries' one mechanism: a copy left by a killed run is reclaimed by the next.
+    folder = temporary_folder(Path(tempfile.gettempdir()) / "swdask-stdin")
     copy = os.path.join(folder, "stdin")
     try:
         with open(copy, "wb") as handle:
