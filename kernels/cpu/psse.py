@@ -46,9 +46,13 @@ from __future__ import annotations
 
 import math
 from types import FunctionType
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit, prange
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 #: Philox4x32 round multipliers and Weyl key increments (Salmon et al. 2011).
 PHILOX_M0 = 0xD2511F53
@@ -251,6 +255,28 @@ def pair_significance(scores, start, copies):
         elif scores[start + t] == real:
             above += 0.5
     return mu, lam, above / n if n > 0 else 1.0
+
+
+def chunk_subjects(lengths: npt.ArrayLike, n_shuffles: int,
+                   budget: int) -> list[npt.NDArray[np.int64]]:
+    """Split subjects (already in launch order) into chunks of at most ``budget``
+    residues over all their copies; returns a list of index arrays.  A subject longer
+    than the budget gets a chunk of its own.
+
+    Plain Python, here rather than beside the GPU kernels, so that the CPU path plans its
+    chunks without importing Numba's CUDA target (0.26 s of a 1.1 s CLI run, 2 cores).
+    """
+    chunks, current, used = [], [], 0
+    for i, n in enumerate(np.asarray(lengths, np.int64)):
+        size = int(n) * (n_shuffles + 1)
+        if current and used + size > budget:
+            chunks.append(np.array(current, np.int64))
+            current, used = [], 0
+        current.append(i)
+        used += size
+    if current:
+        chunks.append(np.array(current, np.int64))
+    return chunks
 
 
 def with_globals(function: FunctionType, **names: object) -> FunctionType:

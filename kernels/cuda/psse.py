@@ -165,22 +165,11 @@ def resident_threads() -> int:
 
 def chunk_subjects(lengths: npt.ArrayLike, n_shuffles: int,
                    budget: int | None = None) -> list[npt.NDArray[np.int64]]:
-    """Split subjects (already in launch order) into chunks of at most ``budget``
-    residues over all their copies (default :data:`CHUNK_RESIDUES`); returns a list of
-    index arrays.  A subject longer than the budget gets a chunk of its own."""
+    """:func:`swdask.kernels.cpu.psse.chunk_subjects` with the GPU's budget by default
+    (:data:`CHUNK_RESIDUES`, :data:`SIMULATOR_CHUNK_RESIDUES` in the simulator)."""
     if budget is None:
         budget = SIMULATOR_CHUNK_RESIDUES if config.ENABLE_CUDASIM else CHUNK_RESIDUES
-    chunks, current, used = [], [], 0
-    for i, n in enumerate(np.asarray(lengths, np.int64)):
-        size = int(n) * (n_shuffles + 1)
-        if current and used + size > budget:
-            chunks.append(np.array(current, np.int64))
-            current, used = [], 0
-        current.append(i)
-        used += size
-    if current:
-        chunks.append(np.array(current, np.int64))
-    return chunks
+    return cpu_psse.chunk_subjects(lengths, n_shuffles, budget)
 
 
 class DeviceShuffles:

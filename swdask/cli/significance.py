@@ -59,7 +59,6 @@ def run(args: argparse.Namespace) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..cluster import compute
     from ..jobs.base import atomic_path, check_output
     from ..jobs.significance import check_options, significance, significance_in_process
     from ..output import output_format
@@ -85,6 +84,8 @@ def run(args: argparse.Namespace) -> None:
                                                    progress=progress_wanted(args), **options)
             where = where_ran()
         else:
+            from ..cluster import compute  # Dask and distributed: 0.3 s, only for a cluster
+
             with job_session(args) as client:
                 lazy = significance(queries, args.subjects, return_stats=True, **options)
                 table, stats = compute(*lazy, client=client, progress=progress_wanted(args),

@@ -245,9 +245,12 @@ def progress_interval() -> float:
     return float(seconds)
 
 
-#: Seconds a run lasts before :class:`ProgressLines` reads its interval where Dask is not
-#: loaded: reading Dask's configuration imports Dask (0.3 s), which a short search never does.
-_FIRST_READ = 1.0
+#: Seconds a run lasts before :class:`ProgressLines` reads its interval where neither Dask
+#: is loaded nor the environment sets it: reading Dask's configuration imports Dask, 0.3-0.7
+#: s of one core that holds the GIL against the run's own Python work.  At 1 s a CLI search
+#: of 2-5 s paid it in the middle of its run (seen on 2 cores, 2026-11-27); a configured
+#: interval shorter than this applies from then on.
+_FIRST_READ = 5.0
 
 
 class ProgressLines:
@@ -347,7 +350,9 @@ class ProgressLines:
 
     def _run(self, interval) -> None:
         if interval is None:
-            if "dask.config" not in sys.modules and self._stop.wait(_FIRST_READ):
+            configured = ("dask.config" in sys.modules
+                          or "DASK_SWDASK__PROGRESS_INTERVAL" in os.environ)
+            if not configured and self._stop.wait(_FIRST_READ):
                 return
             try:
                 interval = progress_interval()

@@ -404,7 +404,7 @@ def _gather(batch: SequenceBatch, indices):
 def _cpu_chunks(lengths, n_shuffles):
     """Subjects cut into chunks of at most :data:`CPU_CHUNK_RESIDUES` residues over all
     their shuffled copies (the GPU path's rule, with the CPU's budget)."""
-    from ..kernels.cuda.psse import chunk_subjects
+    from ..kernels.cpu.psse import chunk_subjects
 
     return chunk_subjects(lengths, n_shuffles, budget=CPU_CHUNK_RESIDUES)
 
