@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     modules of pandas, pyarrow and Numba one by one, which took 0.4 to 0.7 s of every
     run on a 2-core machine.
     """
+    if argv is None:
+        _skip_numba_blas_probe()
     stops = _Stops()
     stops.install()
     try:
@@ -98,6 +100,35 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         _exit(status)
     return status
+
+
+class _NumbaBlasProbe:
+    """An import hook that refuses ``scipy.linalg`` to one caller alone: the probe Numba
+    runs when its CPU target first loads (``numba.np.arraymath._check_blas``), which
+    imports SciPy's linear algebra, 0.1-0.27 s of every run on 2 cores where SciPy is
+    installed (profiled, 2026-11-27), for no kernel of swdask's.
+
+    The probe's answer only picks how one rarely used ``np.inner``-like helper is built
+    (a loop instead of BLAS); ``np.dot`` and ``np.linalg`` in compiled code import SciPy
+    themselves when they compile, and any other import of SciPy goes through.
+    """
+
+    def find_spec(self, name, path=None, target=None):  # noqa: ANN001 - importlib's protocol
+        if name == "scipy.linalg" or name.startswith("scipy.linalg."):
+            frame = sys._getframe(1)
+            while frame is not None:
+                code = frame.f_code
+                if code.co_name == "_check_blas" and code.co_filename.endswith(
+                        os.path.join("numba", "np", "arraymath.py")):
+                    raise ModuleNotFoundError(f"{name}: not for Numba's start-up probe")
+                frame = frame.f_back
+        return None
+
+
+def _skip_numba_blas_probe() -> None:
+    """Install :class:`_NumbaBlasProbe`, in the ``swdask`` command's own process only."""
+    if "numba.np.arraymath" not in sys.modules:
+        sys.meta_path.insert(0, _NumbaBlasProbe())
 
 
 class _Stops:
