@@ -1,11 +1,13 @@
-"""Traceback of local alignments on the GPU: 4 bits of decisions a cell, paths walked on
-the device.
+"""Traceback of alignments on the GPU (local, global, semiglobal): 4 bits of decisions a
+cell, paths walked on the device.
 
 The score kernels give each hit its score and end cell; this module recovers the path.
 It follows :func:`swdask.kernels.cpu.traceback.traceback_pair` to the bit (the same
 recurrences over the same prefix rectangle ``end_i x end_j``, the same decision bits
 with the same tie preferences, the same walk), so a GPU search reports the alignments a
-CPU search reports.  Local mode only, as the GPU score kernels.
+CPU search reports.  The three modes of the CPU kernels: local (the search's GPU hits),
+global (all-pairs' candidates) and semiglobal; they differ only in the matrix's first row
+and column, the floor of H (0 in local mode) and what the walk does at the border.
 
 Layout
 ------
@@ -22,7 +24,7 @@ nibbles of a lane's rows at one column make one 32-bit word, stored at
 ``directions[base + strip * cols + j]`` (strip = row // 8): a lane writes consecutive
 words as it sweeps, so the writes of a warp merge in L2.  A pair costs half a byte per
 cell of its rectangle: 8 GB hold the rectangles of 16 x 10^9 cells, and
-:func:`trace_local` batches pairs under a memory budget.
+:func:`trace_paths` batches pairs under a memory budget.
 
 A second kernel, one thread per pair, walks the nibbles from the end cell with the CPU
 kernel's state machine and writes the operations in reverse; the host reverses them and
@@ -42,6 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import config, cuda, int16, int32, uint32
 
+from ..cpu.reference import GLOBAL, LOCAL, OP_DEL, OP_INS, mode_code
 from ..directions import NEG, STATE_H, decision, walk_step
 from .compile import jit
 
@@ -84,12 +87,13 @@ else:
 
 
 @jit(signatures=(("void(int32[::1], int64[::1], int32[::1], uint8[::1], int64[::1], int32[::1], "
-                  "int32[::1], int64[::1], int64[::1], int32, int32, int32, uint32[::1], "
-                  "int32[::1], int32[::1])"),))
+                  "int32[::1], int64[::1], int64[::1], int32, int32, int32, int32, "
+                  "uint32[::1], int32[::1], int32[::1])"),))
 def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i, ends_j,
-                    dir_base, bound_base, n_codes, gap_oe, gap_e, directions, boundary,
+                    dir_base, bound_base, n_codes, gap_oe, gap_e, mode, directions, boundary,
                     end_score):
-    """Decision nibbles of the prefix rectangle of every pair (one block per pair).
+    """Decision nibbles of the prefix rectangle of every pair (one block per pair), in
+    ``mode`` (a :func:`~swdask.kernels.cpu.reference.mode_code`).
 
     ``profiles[profile_base[p] + code * profile_rows[p] + row]`` is the int32 score of
     query row ``row`` against ``code``; ``s_res[s_start[p]:]`` the subject's codes;
@@ -120,6 +124,9 @@ def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i
     neg = int32(NEG)
     gap_oe = int32(gap_oe)
     gap_e = int32(gap_e)
+    local = mode == LOCAL
+    glob = mode == GLOBAL
+    floor = zero if local else neg
     for p in range(passes):
         # The block stages this pass's rows of the profile once.
         cuda.syncthreads()
@@ -129,12 +136,18 @@ def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i
             sprof[code, row] = int16(profiles[pbase + code * prows + p * PASS_ROWS + row])
         cuda.syncthreads()
         strip = p * LANES + lane
+        # Column 0: H(i, 0) is 0, or -(o + i e) in global mode (a leading gap); the lane's
+        # first diagonal is H of the row above its first row.
         for k in range(ROWS):
             h[k] = zero
+            if glob:
+                h[k] = int32(-(gap_oe + (strip * ROWS + k) * gap_e))
             e[k] = neg
         out_h = zero
         out_f = neg
         diag_in = zero
+        if glob and strip > 0:
+            diag_in = int32(-(gap_oe + (strip * ROWS - 1) * gap_e))
         for step in range(cols + LANES - 1):
             j = step - lane
             in_h = _from_previous_lane(out_h, scratch, 0, lane)
@@ -144,7 +157,7 @@ def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i
                     in_h = boundary[bbase + 2 * j]
                     in_f = boundary[bbase + 2 * j + 1]
                 else:
-                    in_h = zero
+                    in_h = int32(-(gap_oe + j * gap_e)) if glob else zero  # H(0, j + 1)
                     in_f = neg
             if j >= 0 and j < cols:
                 code = s_res[start + j]
@@ -160,9 +173,9 @@ def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i
                     e_val = max(int32(e[k] - gap_e), int32(left - gap_oe))
                     f_val = max(int32(f - gap_e), int32(up - gap_oe))
                     via_diag = int32(diag + int32(sprof[code, lane * ROWS + k]))
-                    value = max(max(via_diag, zero), max(e_val, f_val))
+                    value = max(max(via_diag, floor), max(e_val, f_val))
                     src = _decision(value, e_val, f_val, via_diag, int32(left - gap_oe),
-                                    int32(up - gap_oe), True)
+                                    int32(up - gap_oe), local)
                     word |= uint32(src) << uint32(4 * k)
                     if at_end and k == last_k:
                         picked = value
@@ -190,10 +203,13 @@ def _nibble(directions, base, cols, i, j):
 
 
 @jit(signatures=(("void(uint32[::1], int64[::1], int32[::1], int32[::1], int64[::1], uint8[::1], "
-                  "int32[::1], int32[::1], int32[::1])"),))
-def _walk_kernel(directions, dir_base, ends_i, ends_j, ops_base, ops, out_len, out_i, out_j):
+                  "int32, int32[::1], int32[::1], int32[::1])"),))
+def _walk_kernel(directions, dir_base, ends_i, ends_j, ops_base, ops, mode, out_len, out_i,
+                 out_j):
     """The path of every pair from its end cell (one thread per pair), operations in
-    reverse order at ``ops[ops_base[p]:]``; the start cell in ``out_i/out_j``."""
+    reverse order at ``ops[ops_base[p]:]``; the start cell in ``out_i/out_j``.  In global
+    mode a path that meets the first row or column goes on along it to (0, 0), as the CPU
+    kernel's does."""
     pair = cuda.grid(1)
     if pair >= ends_i.shape[0]:
         return
@@ -210,6 +226,16 @@ def _walk_kernel(directions, dir_base, ends_i, ends_j, ops_base, ops, out_len, o
                                           path, k)
         if stop:
             break
+    if mode == GLOBAL and state == STATE_H:
+        # The border's gap: at most one of i, j is non-zero here.
+        for _ in range(j):
+            path[k] = OP_DEL
+            k += 1
+        for _ in range(i):
+            path[k] = OP_INS
+            k += 1
+        i = 0
+        j = 0
     out_len[pair] = k
     out_i[pair] = i
     out_j[pair] = j
@@ -251,12 +277,12 @@ def direction_bytes(end_i: int, end_j: int) -> int:
     return 4 * ((end_i + ROWS - 1) // ROWS) * end_j
 
 
-def trace_local(
+def trace_paths(
     queries: Sequence[np.ndarray], subjects: Sequence[np.ndarray], ends: npt.ArrayLike,
-    matrix: np.ndarray, gap_open: int, gap_extend: int, *, budget: int = DIRECTION_BYTES,
-    stats: dict[str, float] | None = None,
+    matrix: np.ndarray, gap_open: int, gap_extend: int, *, mode: str = "local",
+    budget: int = DIRECTION_BYTES, stats: dict[str, float] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[npt.NDArray[np.uint8]]]:
-    """Paths of local alignments whose end cells are known, computed on the GPU.
+    """Paths of alignments whose end cells are known, computed on the GPU.
 
     Parameters
     ----------
@@ -265,11 +291,15 @@ def trace_local(
         pairs).
     ends : numpy.ndarray of int, shape (n, 2)
         ``(query_end, subject_end)`` of each pair's end cell, as a score kernel found it
-        (exclusive ends; ``(0, 0)`` for a pair of score 0).
+        (exclusive ends; ``(0, 0)`` for a local pair of score 0; ``(m, n)``, the whole
+        pair, in global mode).
     matrix : numpy.ndarray of int
         Substitution scores by code (see :func:`fits`).
     gap_open, gap_extend : int
         A gap of k residues costs ``gap_open + k * gap_extend``.
+    mode : {"local", "global", "semiglobal"}, default "local"
+        As :func:`swdask.kernels.cpu.traceback.traceback_pair`: the paths, starts and
+        scores are that function's for the same end cells.
     budget : int, default DIRECTION_BYTES
         Device bytes of decision words per launch; pairs are launched in batches under it
         (a pair larger than the budget gets a launch of its own).
@@ -290,9 +320,10 @@ def trace_local(
     Raises
     ------
     ValueError
-        A matrix the kernel cannot hold (see :func:`fits`).
+        A matrix the kernel cannot hold (see :func:`fits`), or an unknown mode.
     """
     started = time.perf_counter()
+    code = mode_code(mode)
     ends = np.asarray(ends, dtype=np.int64).reshape(-1, 2)
     n = len(ends)
     matrix = np.ascontiguousarray(matrix, dtype=np.int32)
@@ -312,20 +343,20 @@ def trace_local(
     for k in order:
         if batch and used + sizes[k] > budget:
             _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_extend,
-                    scores, starts, paths, timing)
+                    code, scores, starts, paths, timing)
             batch, used = [], 0
         batch.append(int(k))
         used += int(sizes[k])
     if batch:
-        _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_extend, scores,
-                starts, paths, timing)
+        _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_extend, code,
+                scores, starts, paths, timing)
     if stats is not None:
         stats.update(timing, seconds=time.perf_counter() - started)
     return scores, starts, paths
 
 
-def _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_extend, scores,
-            starts, paths, timing):
+def _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_extend, code,
+            scores, starts, paths, timing):
     """One forward launch and one walk launch over the pairs ``batch``."""
     count = len(batch)
     e_i = ends[batch, 0].astype(np.int32)
@@ -378,14 +409,15 @@ def _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_exten
         marks.mark()
         _forward_kernel[count, LANES, stream](
             d_prof, args[0], args[1], d_res, d_s_start, d_ei, d_ej, d_dir_base, d_bound_base,
-            np.int32(n_codes), np.int32(gap_open + gap_extend), np.int32(gap_extend), d_dirs,
-            d_bound, d_score)
+            np.int32(n_codes), np.int32(gap_open + gap_extend), np.int32(gap_extend),
+            np.int32(code), d_dirs, d_bound, d_score)
         marks.mark()
         out_len = cuda.device_array(count, np.int32, stream=stream)
         out_i = cuda.device_array(count, np.int32, stream=stream)
         out_j = cuda.device_array(count, np.int32, stream=stream)
         _walk_kernel[max(1, math.ceil(count / threads)), threads, stream](
-            d_dirs, d_dir_base, d_ei, d_ej, d_ops_base, d_ops, out_len, out_i, out_j)
+            d_dirs, d_dir_base, d_ei, d_ej, d_ops_base, d_ops, np.int32(code), out_len, out_i,
+            out_j)
         marks.mark()
     end_scores = d_score.copy_to_host(stream=stream)
     lengths = out_len.copy_to_host(stream=stream)
@@ -397,6 +429,11 @@ def _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_exten
     forward, walk = marks.seconds()
     timing["forward_seconds"] += forward
     timing["walk_seconds"] += walk
+    if code == GLOBAL:
+        # An empty rectangle runs no forward pass: its score is the border's one gap.
+        empty = (e_i == 0) | (e_j == 0)
+        gap = e_i.astype(np.int64) + e_j
+        end_scores = np.where(empty & (gap > 0), -(gap_open + gap * gap_extend), end_scores)
     for slot, k in enumerate(batch):
         scores[k] = end_scores[slot]
         starts[k] = first_i[slot], first_j[slot]

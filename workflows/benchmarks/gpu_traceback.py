@@ -5,7 +5,7 @@ Workload: the hits a search traces back, in the shape of the GPU benchmark's wor
 each of 375, 1,000, 2,000 and 5,000 residues), each against ``--hits`` (default 100)
 related subjects (the query with 15% substitutions, a deletion and an insertion, as a
 search's top hits are), local alignment, BLOSUM62 11/1, the end cells from the CPU score
-kernel.  It prints, for the GPU (:func:`swdask.kernels.cuda.traceback.trace_local`): the
+kernel.  It prints, for the GPU (:func:`swdask.kernels.cuda.traceback.trace_paths`): the
 forward kernel's and the walk's CUDA-event time and the wall time of the call (uploads,
 profiles, copies back), as GCUPS over the cells of the traced rectangles; for the CPU
 (the search's traceback on every core): the wall time of ``--cpu-pairs`` pairs, as GCUPS.
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
 
     from swdask.jobs.search.tasks import hit_row, trace
     from swdask.kernels.cpu.score import score_all
-    from swdask.kernels.cuda.traceback import trace_local
+    from swdask.kernels.cuda.traceback import trace_paths
     from swdask.scoring import Scoring
     from swdask.sequences.store import load_sequences
 
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     warm_up = 0 if args.quick else 1  # the simulator compiles nothing
     for attempt in range(1 - warm_up, args.repeats + 1):
         stats = {}
-        scores, starts, paths = trace_local([p[0] for p in pairs], [p[1] for p in pairs], ends,
+        scores, starts, paths = trace_paths([p[0] for p in pairs], [p[1] for p in pairs], ends,
                                             scoring.matrix, 11, 1, stats=stats)
         assert all(int(scores[k]) == pairs[k][2] for k in range(len(pairs))), "score mismatch"
         if attempt:

@@ -344,7 +344,7 @@ def trace(work: list[tuple], scoring: Scoring, mode: str, device: str = "cpu") -
     """Rows of the hits table for ``work``, a list of :func:`hit_row` arguments.
 
     On the GPU (``device="gpu"``, local mode) all pairs go to
-    :func:`swdask.kernels.cuda.traceback.trace_local` at once.  On the CPU the traceback
+    :func:`swdask.kernels.cuda.traceback.trace_paths` at once.  On the CPU the traceback
     kernel releases the GIL, so the pairs are spread over Numba's thread count (the
     worker's share of the cores).  The largest pairs go first; rows come back in ``work``
     order.
@@ -376,7 +376,7 @@ def _trace_gpu(work, scoring, gpu_traceback) -> list:
     from ...kernels.cpu.traceback import cigar_string, summarize_path
 
     with backend.KERNEL_LOCK:
-        scores, starts, paths = gpu_traceback.trace_local(
+        scores, starts, paths = gpu_traceback.trace_paths(
             [item[2] for item in work], [item[5] for item in work],
             np.array([(item[7], item[8]) for item in work], dtype=np.int64).reshape(-1, 2),
             scoring.matrix, scoring.gap_open, scoring.gap_extend)

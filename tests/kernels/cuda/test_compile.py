@@ -224,7 +224,7 @@ def test_declared_signatures_are_what_the_launchers_pass(monkeypatch):
 
     _, q_end, s_end = score_all(seqs[1], np.array([0, 20]), seqs[2], np.array([0, 34]),
                                 protein.matrix, 11, 1)
-    traceback.trace_local([seqs[1]], [seqs[2]], np.array([[q_end[0, 0], s_end[0, 0]]]),
+    traceback.trace_paths([seqs[1]], [seqs[2]], np.array([[q_end[0, 0], s_end[0, 0]]]),
                           protein.matrix, 11, 1)
     checked = set()
     for (family, shape, _), kernel in room._KERNELS.items():

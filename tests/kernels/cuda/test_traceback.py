@@ -29,19 +29,34 @@ def local_end(query, subject, scoring):
     return int(scores[0, 0]), int(q_end[0, 0]), int(s_end[0, 0])
 
 
-def check_pairs(pairs, scoring, label, budget=gpu_traceback.DIRECTION_BYTES):
+def cpu_end(query, subject, scoring, mode):
+    """Score and end cell where each mode's traceback starts: the CPU score kernel's best
+    local cell; the corner (m, n) in global mode; the CPU traceback's own choice on the
+    last row or column in semiglobal mode."""
+    if mode == "local":
+        return local_end(query, subject, scoring)
+    if mode == "global":
+        return None, len(query), len(subject)
+    score, _, qe, _, se, _ = traceback_pair(
+        query, subject, np.ascontiguousarray(scoring.matrix, np.int32), scoring.gap_open,
+        scoring.gap_extend, mode_code(mode), -1, -1)
+    return int(score), int(qe), int(se)
+
+
+def check_pairs(pairs, scoring, label, budget=gpu_traceback.DIRECTION_BYTES, mode="local"):
     ends, wanted = [], []
     for query, subject in pairs:
-        score, qe, se = local_end(query, subject, scoring)
+        _, qe, se = cpu_end(query, subject, scoring, mode)
         ends.append((qe, se))
-        wanted.append((score,) + traceback_pair(
+        wanted.append(traceback_pair(
             query, subject, np.ascontiguousarray(scoring.matrix, np.int32), scoring.gap_open,
-            scoring.gap_extend, mode_code("local"), qe, se))
-    scores, starts, ops = gpu_traceback.trace_local(
+            scoring.gap_extend, mode_code(mode), qe, se))
+    scores, starts, ops = gpu_traceback.trace_paths(
         [q for q, _ in pairs], [s for _, s in pairs], np.array(ends), scoring.matrix,
-        scoring.gap_open, scoring.gap_extend, budget=budget)
-    for k, (score, _, qs, _, ss, _, path) in enumerate(wanted):
-        where = f"{label}, pair {k} (lengths {len(pairs[k][0])} x {len(pairs[k][1])}, end {ends[k]})"
+        scoring.gap_open, scoring.gap_extend, mode=mode, budget=budget)
+    for k, (score, qs, _, ss, _, path) in enumerate(wanted):
+        where = (f"{label} {mode}, pair {k} (lengths {len(pairs[k][0])} x {len(pairs[k][1])}, "
+                 f"end {ends[k]})")
         assert (starts[k, 0], starts[k, 1]) == (qs, ss), where
         np.testing.assert_array_equal(ops[k], path, err_msg=where)
         assert scores[k] == score, where
@@ -69,7 +84,8 @@ def mutated(codes, rng, alphabet_size, rate=0.15):
 
 @pytest.mark.parametrize("scoring", [Scoring(), Scoring("PAM30", gap_open=9, gap_extend=1)],
                          ids=["BLOSUM62-11-1", "PAM30-9-1"])
-def test_gpu_traceback_matches_cpu_on_real_proteins(scoring):
+@pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])
+def test_gpu_traceback_matches_cpu_on_real_proteins(scoring, mode):
     rng = np.random.default_rng(7)
     pairs = []
     for query in windows(PROTEIN, rng, 3, 7, 24):  # 7-9 rows: a lane's word boundary
@@ -80,11 +96,14 @@ def test_gpu_traceback_matches_cpu_on_real_proteins(scoring):
     pairs.append((queries[0], np.zeros(0, np.uint8)))  # no columns
     pairs.append((np.zeros(0, np.uint8), subjects[0]))  # no rows
     pairs.append((np.array([22, 22, 22], np.uint8), np.array([22, 22], np.uint8)))  # X only
-    check_pairs(pairs, scoring, repr(scoring))
+    pairs.append((np.zeros(0, np.uint8), np.zeros(0, np.uint8)))  # nothing at all
+    check_pairs(pairs, scoring, repr(scoring), mode=mode)
 
 
-def test_gpu_traceback_several_passes_and_dna():
-    """Queries longer than a pass (256 rows) against short subjects; DNA with N."""
+@pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])
+def test_gpu_traceback_several_passes_and_dna(mode):
+    """Queries longer than a pass (256 rows) against short subjects; DNA with N: the
+    pass boundary carries H and F, and in global mode the first column's gap too."""
     scoring = Scoring(alphabet="dna")
     gene = DNA.codes(3)
     query = gene[:300].copy()
@@ -92,7 +111,7 @@ def test_gpu_traceback_several_passes_and_dna():
     subject = np.concatenate([gene[250:262], gene[100:106]]).astype(np.uint8)
     pairs = [(query, subject), (query[:257].copy(), gene[240:258].copy()),
              (gene[:256].copy(), gene[250:256].copy())]
-    check_pairs(pairs, scoring, "DNA 2/-3 5/2")
+    check_pairs(pairs, scoring, "DNA 2/-3 5/2", mode=mode)
 
 
 def test_gpu_traceback_batches_under_a_small_budget():
@@ -106,5 +125,5 @@ def test_gpu_traceback_batches_under_a_small_budget():
 def test_gpu_traceback_refuses_a_matrix_beyond_int16():
     scoring = Scoring(alphabet="dna")
     with pytest.raises(ValueError, match="at most 32 codes and entries within"):
-        gpu_traceback.trace_local([np.zeros(1, np.uint8)], [np.zeros(1, np.uint8)],
+        gpu_traceback.trace_paths([np.zeros(1, np.uint8)], [np.zeros(1, np.uint8)],
                                   np.array([[1, 1]]), scoring.matrix * 10000, 5, 2)
