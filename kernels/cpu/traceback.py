@@ -470,15 +470,42 @@ def align_codes(query: np.ndarray | str, subject: np.ndarray | str, scoring: Sco
     score, qs, qe, ss, se, ops = traceback_pair(
         q, s, matrix, scoring.gap_open, scoring.gap_extend, code, end_i, end_j
     )
+    return describe(q, s, score, (qs, ss), (qe, se), ops, scoring.alphabet.unknown_code)
+
+
+def describe(query: npt.NDArray[np.uint8], subject: npt.NDArray[np.uint8], score: int,
+             start: tuple[int, int], end: tuple[int, int], ops: npt.NDArray[np.uint8],
+             unknown_code: int) -> dict[str, Any]:
+    """The dict of :func:`align_codes` for a path found by any traceback kernel (this
+    module's or the GPU's, :func:`swdask.kernels.cuda.traceback.trace_paths`).
+
+    Parameters
+    ----------
+    query, subject : numpy.ndarray of uint8
+        The whole sequences' codes.
+    score : int
+    start, end : tuple of int
+        ``(query, subject)`` positions where the path starts and ends (0-based, the end
+        exclusive).
+    ops : numpy.ndarray of uint8
+        The path, in forward order.
+    unknown_code : int
+        As :func:`summarize_path`.
+
+    Returns
+    -------
+    dict
+        As :func:`align_codes`.
+    """
     cigar, matches, mismatches, gap_opens, length = summarize_path(
-        q, s, qs, ss, ops, scoring.alphabet.unknown_code
+        query, subject, start[0], start[1], ops, unknown_code
     )
     return {
         "score": int(score),
-        "query_start": int(qs),
-        "query_end": int(qe),
-        "subject_start": int(ss),
-        "subject_end": int(se),
+        "query_start": int(start[0]),
+        "query_end": int(end[0]),
+        "subject_start": int(start[1]),
+        "subject_end": int(end[1]),
         "ops": ops,
         "cigar": cigar_string(cigar),
         "matches": int(matches),

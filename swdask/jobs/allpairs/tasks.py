@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from ... import backend
 from ...kernels.cpu.score import score_all
-from ...kernels.cpu.traceback import align_codes
+from ...kernels.cpu.traceback import align_codes, describe
 from ...parquet_schemas import ALLPAIRS
 from ...sequences.batch import SequenceBatch
 from ...sequences.store import SequenceStore
@@ -86,17 +86,16 @@ def _score_gpu(qa, sb, q_list, s_lo, s_count, job: AllPairsJob):
     return found, seconds, abandoned
 
 
-def _trace(qa, sb, found, job: AllPairsJob) -> list:
-    """Rows of the passing pairs, traced back on Numba's thread count (the kernel
-    releases the GIL); rows in ``found`` order."""
+def _trace(qa, sb, found, job: AllPairsJob, device: str = "cpu") -> list:
+    """Rows of the passing pairs, traced back on the GPU (``device="gpu"``, all pairs of
+    the block pair in one call) or on Numba's thread count (the CPU kernel releases the
+    GIL); rows in ``found`` order."""
     qi, sj, score, q_end, s_end = found
     n = len(qi)
     rows = [None] * n
     scoring, mode = job.scoring, job.mode
 
-    def trace(k):
-        q, s = qa.codes(int(qi[k])), sb.codes(int(sj[k]))
-        r = align_codes(q, s, scoring, mode, end=(int(q_end[k]), int(s_end[k])))
+    def keep(k, r):
         if r["score"] != score[k]:  # the score and traceback kernels must agree to the bit
             raise AssertionError(f"kernel mismatch for {qa.names[qi[k]]} / {sb.names[sj[k]]}: "
                                  f"score pass {score[k]}, traceback {r['score']}")
@@ -104,7 +103,28 @@ def _trace(qa, sb, found, job: AllPairsJob) -> list:
             rows[k] = (qa.names[qi[k]], sb.names[sj[k]], int(qa.seq_id[qi[k]]), int(sb.seq_id[sj[k]]),
                        r["score"], r["identity"], r["matches"], r["align_length"], r["mismatches"],
                        r["gap_opens"], r["query_start"], r["query_end"], r["subject_start"],
-                       r["subject_end"], len(q), len(s), r["cigar"] if job.cigar else None)
+                       r["subject_end"], int(qa.lengths[qi[k]]), int(sb.lengths[sj[k]]),
+                       r["cigar"] if job.cigar else None)
+
+    if device == "gpu" and n:
+        from ...kernels.cuda import traceback as gpu_traceback
+
+        if gpu_traceback.fits(scoring.matrix):
+            queries = [qa.codes(int(i)) for i in qi]
+            subjects = [sb.codes(int(j)) for j in sj]
+            ends = np.stack([q_end, s_end], axis=1)
+            with backend.KERNEL_LOCK:
+                scores, starts, paths = gpu_traceback.trace_paths(
+                    queries, subjects, ends, scoring.matrix, scoring.gap_open,
+                    scoring.gap_extend, mode=mode)
+            for k in range(n):
+                keep(k, describe(queries[k], subjects[k], scores[k], starts[k], ends[k],
+                                 paths[k], scoring.alphabet.unknown_code))
+            return [row for row in rows if row is not None]
+
+    def trace(k):
+        q, s = qa.codes(int(qi[k])), sb.codes(int(sj[k]))
+        keep(k, align_codes(q, s, scoring, mode, end=(int(q_end[k]), int(s_end[k]))))
 
     threads = min(numba.get_num_threads(), n)
     if threads <= 1:
@@ -150,7 +170,7 @@ def block_pair(job: AllPairsJob, a: int, b: int) -> tuple[pa.Table, BlockStats]:
     else:
         found, seconds, abandoned = _score_cpu(qa, sb, q_list, s_lo, s_count, job)
     tick = time.perf_counter()
-    rows = _trace(qa, sb, found, job)
+    rows = _trace(qa, sb, found, job, device)
     traced = time.perf_counter() - tick
     rows.sort(key=lambda r: (r[2], r[3]))
     return _table(rows), BlockStats(
