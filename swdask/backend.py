@@ -77,8 +77,8 @@ class GpuKernels:
 
     Examples
     --------
-    >>> str(ALLPAIRS_GPU.refusal_for("local"))
-    '--device gpu: the all-pairs GPU kernel computes global alignments; run --mode local with --device cpu (or auto)'
+    >>> str(LOCAL_GPU.refusal_for("global"))
+    '--device gpu: the GPU kernels compute local alignments; run --mode global with --device cpu (or auto)'
     """
 
     modes: tuple
@@ -92,8 +92,9 @@ class GpuKernels:
 
 #: Search and significance: Smith-Waterman kernels.
 LOCAL_GPU = GpuKernels(("local",), "the GPU kernels compute local alignments")
-#: All-against-all: the warp-per-pair kernel computes Needleman-Wunsch.
-ALLPAIRS_GPU = GpuKernels(("global",), "the all-pairs GPU kernel computes global alignments")
+#: All-against-all: the warp-per-pair kernel computes Needleman-Wunsch or Smith-Waterman.
+ALLPAIRS_GPU = GpuKernels(("global", "local"), "the all-pairs GPU kernel computes global and "
+                          "local alignments")
 
 
 @dataclass(frozen=True)

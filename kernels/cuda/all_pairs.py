@@ -81,6 +81,9 @@ SIMULATOR_ROWS = 2
 GROUP = 32
 #: Largest alphabet of the shared matrix (codes 0..31).
 MAX_ALPHABET = 32
+#: Substitution score of the rows past a query's end (a lane's last pass): far below any
+#: real cell, and 383 such rows stay well inside int32.
+PAD_SCORE = -(1 << 20)
 #: Bound sentinels (int64): "no bound" (every score passes) and "cannot pass".
 NO_BOUND = -(1 << 62)
 CANNOT_PASS = 1 << 62
@@ -120,11 +123,14 @@ def lowest_score(m, n, num, den, ident, penalty, local):
 _lowest_score_device = cuda.jit(device=True)(lowest_score)
 
 
-def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
+def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool, local: bool = False) -> str:
     """Source of the kernel for ``rows`` register rows per lane (see the module docstring).
 
     ``shuffles``: lanes exchange through warp shuffles (GPU) or shared memory and block
     barriers (simulator, whose blocks are one warp).  ``dpx``: Hopper's fused max.
+    ``local``: Smith-Waterman (H floored at 0, the best cell and its end kept by each lane
+    and combined over the warp by the tie rule of every swdask kernel), else
+    Needleman-Wunsch with the early abandon.
     """
     r = range(rows)
     span = GROUP * rows
@@ -133,12 +139,16 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
     lines = [
         "def kernel(q_res, q_off, s_res, s_off, q_list, s_lo, pair_start, matrix, alpha,",
         "           gap_oe, gap_e, num, den, ident, penalty, local, min_score, amax, boundary,",
-        "           max_n, counter, out_q, out_s, out_score):",
+        "           max_n, counter, out_q, out_s, out_score, out_qend, out_send):",
         "    tx = cuda.threadIdx.x",
-        f"    smat = cuda.shared.array({MAX_ALPHABET * MAX_ALPHABET}, int32)",
+        # The matrix, then a row of PAD_SCORE for the rows past a query's end (the
+        # lane's last pass): they score far below every real cell, so a local maximum
+        # never lies there and a global H(m, n) never reads them.
+        f"    smat = cuda.shared.array({MAX_ALPHABET * (MAX_ALPHABET + 1)}, int32)",
         f"    xch = cuda.shared.array((2, {threads}), int32)" if not shuffles else "    pass",
-        f"    for idx in range(tx, alpha * alpha, {threads}):",
-        "        smat[idx] = matrix[idx]",
+        f"    for idx in range(tx, alpha * alpha + alpha, {threads}):",
+        f"        smat[idx] = matrix[idx] if idx < alpha * alpha else {PAD_SCORE}",
+        "    pad_row = int32(alpha * alpha)",
         "    cuda.syncthreads()",
         f"    lane = tx % {GROUP}",
         f"    warp = (cuda.blockIdx.x * {threads} + tx) // {GROUP}",
@@ -175,6 +185,9 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
         "        need = max(lowest_score(m, n, num, den, ident, penalty, local), min_score)",
         "        abandoned = False",
         "        owner = 0",
+        "        best = zero",
+        "        best_i = 0",
+        "        best_j = 0",
         "        if m > 0 and n > 0:",
         f"            owner = ((m - 1) % {span}) // {rows}",
         f"        passes = (m + {span} - 1) // {span} if n > 0 else 0",
@@ -185,13 +198,15 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
         (f"            ubest = int32(-(gap_oe + ((p + 1) * {span} - 1) * gap_e) + amax * min(dm, int32(n))"
         " - gap_e * abs(dm - int32(n)))"),
     ]
-    for k in r:
+    for k in r:  # column 0: H 0 (local) or the leading gap's cost (global)
         lines += [
-            f"            qo{k} = int32(int32(q_res[qstart + row0 + {k}]) * alpha) if row0 + {k} < m else int32(0)",
+            f"            qo{k} = int32(int32(q_res[qstart + row0 + {k}]) * alpha) if row0 + {k} < m else pad_row",
+            "            h{k} = zero".format(k=k) if local else
             f"            h{k} = int32(-(gap_oe + (row0 + {k}) * gap_e))",
             f"            e{k} = int32({NEG})",
         ]
     lines += [
+        "            diag_in = zero" if local else
         "            diag_in = zero if row0 == 0 else int32(-(gap_oe + (row0 - 1) * gap_e))",
         "            out_h = zero",
         f"            out_f = int32({NEG})",
@@ -205,27 +220,30 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
         f"{in_col}    if j < n:",
         f"{in_col}        in_h = boundary[base + 2 * j]",
         f"{in_col}        in_f = boundary[base + 2 * j + 1]",
-        f"{in_col}else:  # row 0 of a global alignment",
-        f"{in_col}    in_h = int32(-(gap_oe + j * gap_e))",
+        f"{in_col}else:  # row 0: H 0 (local) or the leading gap's cost (global)",
+        f"{in_col}    in_h = zero" if local else f"{in_col}    in_h = int32(-(gap_oe + j * gap_e))",
         f"{in_col}    in_f = int32({NEG})",
         f"{in_step}if j >= 0 and j < n:",
         f"{in_col}code = int32(s_res[sstart + j])",
     ]
-    lines += codegen.column_start(in_col, cmax=False)
+    lines += codegen.column_start(in_col, cmax=local)
     for k in r:  # global: no zero floor, no column maximum
-        lines += codegen.gotoh_cell(k, in_col, f"smat[qo{k} + code]", dpx=dpx, local=False,
-                                    cmax=False)
+        lines += codegen.gotoh_cell(k, in_col, f"smat[qo{k} + code]", dpx=dpx, local=local,
+                                    cmax=local)
     lines += codegen.hand_on(in_col)
     lines += codegen.edge_store(in_col, f"lane == {GROUP - 1} and p + 1 < passes", "base + 2 * j")
-    lines += [
-        "                        dn = int32(n - 1 - j)",
-        "                        ubest = max(ubest, int32(up + amax * min(dm, dn) - gap_e * abs(dm - dn)))",
-        # After the last column the registers hold column n: the owner of row m reads it.
-        "            if p == passes - 1 and lane == owner:",
-        f"                last = (m - 1) % {rows}",
-    ]
-    for k in r:
-        lines += [f"                if last == {k}:", f"                    result = h{k}"]
+    if local:
+        lines += codegen.best_update(in_col, rows, "j + 1", "row0", passes=True)
+    else:
+        lines += [
+            "                        dn = int32(n - 1 - j)",
+            "                        ubest = max(ubest, int32(up + amax * min(dm, dn) - gap_e * abs(dm - dn)))",
+            # After the last column the registers hold column n: the owner of row m reads it.
+            "            if p == passes - 1 and lane == owner:",
+            f"                last = (m - 1) % {rows}",
+        ]
+        for k in r:
+            lines += [f"                if last == {k}:", f"                    result = h{k}"]
     lines += [
         f"            {sync}",
     ]
@@ -234,24 +252,45 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
     # pairs (each <= amax) and has at least |dm - dn| gap columns (each costing >= e), so
     # H(m, n) <= max_j H(r, j) + amax*min(dm, dn) - e*|dm - dn|.  Below the pair's need,
     # the pair cannot pass: the warp stops it.
-    if shuffles:
-        lines += ["            ub = cuda.shfl_sync(0xFFFFFFFF, ubest, 31)"]
+    if local:
+        # No abandon: a local alignment may still begin below any row.  The lanes' best
+        # cells are combined (highest score, then smallest column, then smallest row) and
+        # lane 0 reports the pair's.
+        lines += ["    " + line for line in codegen.best_reduction(
+            GROUP, shuffles=shuffles, guard="tx + {shift} < {threads}", threads=threads)]
+        lines += [
+            "        if lane == 0 and best >= need:",
+            "            slot = cuda.atomic.add(counter, 0, 1)",
+            "            if slot < capacity:",
+            "                out_q[slot] = qi",
+            "                out_s[slot] = sj",
+            "                out_score[slot] = best",
+            "                out_qend[slot] = best_i",
+            "                out_send[slot] = best_j",
+        ]
     else:
-        lines += ["            xch[0, tx] = ubest", "            cuda.syncthreads()",
-                  "            ub = xch[0, 31]", "            cuda.syncthreads()"]
+        if shuffles:
+            lines += ["            ub = cuda.shfl_sync(0xFFFFFFFF, ubest, 31)"]
+        else:
+            lines += ["            xch[0, tx] = ubest", "            cuda.syncthreads()",
+                      "            ub = xch[0, 31]", "            cuda.syncthreads()"]
+        lines += [
+            "            if p + 1 < passes and ub < need:",
+            "                abandoned = True",
+            "                break",
+            "        if abandoned and lane == 0:",
+            "            cuda.atomic.add(counter, 1, 1)",
+            "        if lane == owner and not abandoned:",
+            "            if result >= need:",
+            "                slot = cuda.atomic.add(counter, 0, 1)",
+            "                if slot < capacity:",
+            "                    out_q[slot] = qi",
+            "                    out_s[slot] = sj",
+            "                    out_score[slot] = result",
+            "                    out_qend[slot] = m",  # a global alignment ends at (m, n)
+            "                    out_send[slot] = n",
+        ]
     lines += [
-        "            if p + 1 < passes and ub < need:",
-        "                abandoned = True",
-        "                break",
-        "        if abandoned and lane == 0:",
-        "            cuda.atomic.add(counter, 1, 1)",
-        "        if lane == owner and not abandoned:",
-        "            if result >= need:",
-        "                slot = cuda.atomic.add(counter, 0, 1)",
-        "                if slot < capacity:",
-        "                    out_q[slot] = qi",
-        "                    out_s[slot] = sj",
-        "                    out_score[slot] = result",
         f"        {sync}",
         "        pair += n_warps",
     ]
@@ -261,18 +300,22 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool) -> str:
 #: Hopper DPX instructions of the (global) recurrence, linked into the GPU kernel when
 #: asked for.
 DPX_NAMES = ("viaddmax", "vimax3")
+#: The same for the local recurrence (its H is floored at 0 in the same instruction).
+LOCAL_DPX_NAMES = ("viaddmax", "vimax3_relu")
 DPX_SOURCE = codegen.dpx32_source("ap", DPX_NAMES)
 
 
 #: Argument types of a launch (:func:`score_passing_pairs`), for building ahead.
 SIGNATURE = ("void(uint8[::1], int64[::1], uint8[::1], int64[::1], int64[::1], int64[::1], "
              "int64[::1], int32[::1], int64, int64, int64, int64, int64, int64, int64, int64, "
-             "int64, int64, int32[::1], int64, int64[::1], int64[::1], int64[::1], int32[::1])")
+             "int64, int64, int32[::1], int64, int64[::1], int64[::1], int64[::1], int32[::1], "
+             "int32[::1], int32[::1])")
 
 
-def render(rows: int = ROWS, *, dpx: bool = False) -> Rendered:
+def render(rows: int = ROWS, *, dpx: bool = False, local: bool = False) -> Rendered:
     """The kernel's text for ``rows`` register rows per lane, for
-    :func:`swdask.kernels.cuda.compile.get_kernel` (``family="all_pairs"``).
+    :func:`swdask.kernels.cuda.compile.get_kernel` (``family="all_pairs"``); ``local``
+    for Smith-Waterman, else Needleman-Wunsch.
 
     In the simulator the DPX variant runs its plain-max twin and lanes exchange through
     shared memory; on a GPU through warp shuffles.
@@ -280,10 +323,12 @@ def render(rows: int = ROWS, *, dpx: bool = False) -> Rendered:
     simulated = bool(config.ENABLE_CUDASIM)
     use_dpx = dpx and not simulated
     namespace = {"cuda": cuda, "int32": np.int32, "lowest_score": _lowest_score_device}
-    link = codegen.link_dpx32(namespace, "ap", DPX_NAMES) if use_dpx else ()
-    source = _kernel_source(rows, threads_per_block(), shuffles=not simulated, dpx=use_dpx)
-    return Rendered(name=f"all_pairs-R{rows}-dpx{int(use_dpx)}", source=source,
-                    namespace=namespace, link=link)
+    names = LOCAL_DPX_NAMES if local else DPX_NAMES
+    link = codegen.link_dpx32(namespace, "ap", names) if use_dpx else ()
+    source = _kernel_source(rows, threads_per_block(), shuffles=not simulated, dpx=use_dpx,
+                            local=local)
+    return Rendered(name=f"all_pairs-R{rows}-dpx{int(use_dpx)}" + ("-local" if local else ""),
+                    source=source, namespace=namespace, link=link)
 
 
 def signature(**shape: Any) -> str:
@@ -292,8 +337,9 @@ def signature(**shape: Any) -> str:
 
 
 def shapes(dpx: bool) -> list[dict[str, Any]]:
-    """The shape :func:`score_passing_pairs` launches by default, as ``render`` arguments."""
-    return [{"rows": ROWS, "dpx": dpx}]
+    """The shapes :func:`score_passing_pairs` launches by default (global and local), as
+    ``render`` arguments."""
+    return [{"rows": ROWS, "dpx": dpx, "local": local} for local in (False, True)]
 
 
 def _grid(n_pairs: int, threads: int) -> int:
@@ -313,9 +359,10 @@ def score_passing_pairs(
     s_count: npt.NDArray[np.int64], matrix: np.ndarray, gap_open: int, gap_extend: int,
     bound: tuple[int, int, int, int, int], *, min_score: int | None = None,
     rows: int | None = None, dpx: bool | None = None,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32], float, int]:
-    """Global scores of the listed pairs on the GPU; only the pairs passing the filter
-    come back.
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32],
+           npt.NDArray[np.int32], npt.NDArray[np.int32], float, int]:
+    """Global (or local) scores of the listed pairs on the GPU; only the pairs passing the
+    filter come back, with their end cells.
 
     Parameters
     ----------
@@ -330,7 +377,9 @@ def score_passing_pairs(
     gap_open, gap_extend : int
         A gap of k residues costs ``gap_open + k * gap_extend``.
     bound : tuple of int
-        ``(num, den, ident, penalty, local)`` of :func:`lowest_score`.
+        ``(num, den, ident, penalty, local)`` of :func:`lowest_score`; ``local`` nonzero
+        scores local alignments (Smith-Waterman: best cell anywhere, no early abandon),
+        else global ones.
     min_score : int, optional
         Keep only scores of at least this too (default: no such limit).
     rows : int, optional
@@ -344,6 +393,10 @@ def score_passing_pairs(
     query, subject, score : numpy.ndarray
         The passing pairs (int64 indices into the query and subject offsets, int32
         scores), sorted by (query, subject).
+    query_end, subject_end : numpy.ndarray of int32
+        Each pair's end cell (exclusive ends): ``(m, n)`` in global mode; in local mode
+        the best cell, the smallest column then the smallest row among equals, as the CPU
+        kernels choose it.
     seconds : float
         Kernel time (launch to synchronisation, uploads excluded).
     abandoned : int
@@ -367,7 +420,8 @@ def score_passing_pairs(
     pair_start = np.zeros(len(q_list) + 1, dtype=np.int64)
     np.cumsum(s_count, out=pair_start[1:])
     n_pairs = int(pair_start[-1])
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32))
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32),
+             np.zeros(0, np.int32), np.zeros(0, np.int32))
     if n_pairs == 0:
         return (*empty, 0.0, 0)
     if dpx is None:
@@ -375,7 +429,8 @@ def score_passing_pairs(
     if rows is None:
         rows = SIMULATOR_ROWS if config.ENABLE_CUDASIM else ROWS
     threads = threads_per_block()
-    kernel = get_kernel("all_pairs", rows=rows, dpx=dpx)
+    num, den, ident, penalty, local = (int(x) for x in bound)
+    kernel = get_kernel("all_pairs", rows=rows, dpx=dpx, local=bool(local))
     grid = _grid(n_pairs, threads)
     n_warps = grid * threads // GROUP
     s_len = np.diff(np.asarray(s_off, dtype=np.int64))
@@ -389,7 +444,6 @@ def score_passing_pairs(
     d_start = cuda.to_device(pair_start)
     d_matrix = cuda.to_device(matrix.ravel())
     d_boundary = cuda.device_array(n_warps * 2 * max_n, dtype=np.int32)
-    num, den, ident, penalty, local = (int(x) for x in bound)
     floor = NO_BOUND if min_score is None else int(min_score)
     amax = max(int(matrix.max()), 0)  # the most one aligned pair can add
     capacity = min(n_pairs, 1 << 16)
@@ -399,12 +453,14 @@ def score_passing_pairs(
         d_out_q = cuda.device_array(capacity, dtype=np.int64)
         d_out_s = cuda.device_array(capacity, dtype=np.int64)
         d_out_score = cuda.device_array(capacity, dtype=np.int32)
+        d_out_qend = cuda.device_array(capacity, dtype=np.int32)
+        d_out_send = cuda.device_array(capacity, dtype=np.int32)
         cuda.synchronize()
         tick = time.perf_counter()
         kernel[grid, threads](d_q_res, d_q_off, d_s_res, d_s_off, d_q_list, d_s_lo, d_start,
                               d_matrix, alpha, gap_open + gap_extend, gap_extend, num, den, ident,
                               penalty, local, floor, amax, d_boundary, max_n, d_counter, d_out_q,
-                              d_out_s, d_out_score)
+                              d_out_s, d_out_score, d_out_qend, d_out_send)
         cuda.synchronize()
         seconds += time.perf_counter() - tick
         found, abandoned = (int(x) for x in d_counter.copy_to_host())
@@ -414,5 +470,8 @@ def score_passing_pairs(
     out_q = d_out_q.copy_to_host()[:found]
     out_s = d_out_s.copy_to_host()[:found]
     out_score = d_out_score.copy_to_host()[:found]
+    out_qend = d_out_qend.copy_to_host()[:found]
+    out_send = d_out_send.copy_to_host()[:found]
     order = np.lexsort((out_s, out_q))
-    return out_q[order], out_s[order], out_score[order], seconds, abandoned
+    return (out_q[order], out_s[order], out_score[order], out_qend[order], out_send[order],
+            seconds, abandoned)

@@ -317,7 +317,7 @@ class AllPairsJob(Job):
 
 def check_device(device: str, mode: str, *, here: bool) -> str:
     """The device of the all-pairs score pass: :func:`swdask.backend.check_device` with
-    the all-pairs GPU kernel, which computes global alignments only.
+    the all-pairs GPU kernel, which computes global and local alignments.
 
     Examples
     --------

@@ -76,13 +76,11 @@ def _score_gpu(qa, sb, q_list, s_lo, s_count, job: AllPairsJob):
     from ...kernels.cuda.all_pairs import score_passing_pairs
 
     with backend.KERNEL_LOCK:
-        qi, sj, score, seconds, abandoned = score_passing_pairs(
+        qi, sj, score, q_end, s_end, seconds, abandoned = score_passing_pairs(
             qa.residues, qa.offsets, sb.residues, sb.offsets, q_list, s_lo, s_count,
             job.scoring.matrix, job.scoring.gap_open, job.scoring.gap_extend, job.bound.params,
             min_score=job.min_score, **({} if job.rows is None else {"rows": job.rows}))
-    q_end = qa.lengths[qi].astype(np.int64)  # global: the end cell is (m, n)
-    s_end = sb.lengths[sj].astype(np.int64)
-    found = [qi.astype(np.int64), sj.astype(np.int64), score.astype(np.int64), q_end, s_end]
+    found = [x.astype(np.int64) for x in (qi, sj, score, q_end, s_end)]
     return found, seconds, abandoned
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import swdask
 from swdask.cli import main
-from swdask.errors import DeviceError, OutputExistsError, StoreError
+from swdask.errors import OutputExistsError, StoreError
 from swdask.jobs.allpairs import (
     IdentityBound,
     all_pairs,
@@ -175,9 +175,20 @@ def test_mode_error_names_the_modes():
     assert str(info.value) == "unknown all-pairs mode 'semiglobal'; choose one of: global, local"
 
 
-def test_gpu_local_is_refused():
-    with pytest.raises(DeviceError, match="computes global alignments"):
-        all_pairs(RRNA, mode="local", device="gpu")
+def test_local_mode_on_the_simulated_gpu_equals_the_cpu(tmp_path):
+    """Local all-pairs on the GPU (its kernel and traceback in the simulator): the CPU's
+    rows, with a score floor and without."""
+    rng = random.Random(13)
+    base = "".join(rng.choice("ACGT") for _ in range(30))
+    records = [("g0", base), ("g1", "TT" + base[5:25] + "GG"), ("g2", base[::-1]),
+               ("g3", "N" + base[10:] + "CCCC"), ("g4", "A")]
+    path = write_fasta(tmp_path / "local.fasta", records)
+    for floor in (None, 20):
+        options = dict(scoring=DNA, mode="local", min_identity=0.8, min_score=floor, cigar=True)
+        cpu = all_pairs(path, device="cpu", **options).compute()
+        gpu = all_pairs(path, device="gpu", **options).compute(scheduler="sync")
+        pd.testing.assert_frame_equal(cpu, gpu)
+        assert len(cpu) >= 2
 
 
 # --------------------------------------------------------------------------------------
@@ -389,9 +400,6 @@ def test_cli_errors(short16s, tmp_path, capsys):
         (["-o", str(out), "--resume", "--min-identity", "0.9"],
          f"swdask: error: {out}: made with other min_identity; resume with the same parameters, "
          "or use --force to start again"),
-        (["-o", str(tmp_path / "x"), "--mode", "local", "--device", "gpu"],
-         "swdask: error: --device gpu: the all-pairs GPU kernel computes global alignments; run "
-         "--mode local with --device cpu (or auto)"),
         (["-o", str(tmp_path / "x"), "--min-identity", "1.5"],
          "swdask: error: argument --min-identity: must be between 0 and 1, got '1.5' "
          "(see 'swdask allpairs --help')"),

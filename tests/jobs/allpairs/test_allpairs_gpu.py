@@ -37,3 +37,14 @@ def test_resumable_gpu_run_on_a_cuda_cluster(device, tmp_path):
         cluster.close()
     pd.testing.assert_frame_equal(read_all_pairs(tmp_path / "here"), read_all_pairs(tmp_path / "there"))
     assert here.hits == there.hits > 0 and here.device == there.device == "gpu"
+
+
+def test_gpu_local_all_pairs_equal_the_cpu(device):
+    """Local mode on the GPU (Smith-Waterman score pass with end cells, local traceback):
+    the CPU's rows for the 200 genes' pairs over a score floor."""
+    options = dict(scoring=DNA, mode="local", min_identity=0.9, min_score=1500, cigar=True,
+                   block_size=64)
+    gpu = all_pairs(RRNA, device="gpu", **options).compute()
+    cpu = all_pairs(RRNA, device="cpu", **options).compute()
+    pd.testing.assert_frame_equal(gpu.reset_index(drop=True), cpu.reset_index(drop=True))
+    assert len(gpu) > 0

@@ -39,7 +39,7 @@ def test_gpu_kernel_scores_and_filter_in_the_simulator():
     s_lo = q_list + 1
     count = n - 1 - q_list
     unbounded = IdentityBound.from_scoring(DNA, 0).params
-    qi, sj, score, _, abandoned = gpu_kernel.score_passing_pairs(
+    qi, sj, score, _, _, _, abandoned = gpu_kernel.score_passing_pairs(
         res, off, res, off, q_list[:first - 1], s_lo[:first - 1], first - 1 - q_list[:first - 1],
         DNA.matrix, 5, 2, unbounded, rows=1)
     assert {(int(a), int(b)): int(s) for a, b, s in zip(qi, sj, score)} == \
@@ -48,7 +48,7 @@ def test_gpu_kernel_scores_and_filter_in_the_simulator():
     # With a bound and a score floor only the pairs over both come back (the four
     # longest sequences, two rows per lane).
     bound = IdentityBound.from_scoring(DNA, Fraction(1, 2))
-    qi, sj, score, _, abandoned = gpu_kernel.score_passing_pairs(
+    qi, sj, score, _, _, _, abandoned = gpu_kernel.score_passing_pairs(
         res, off, res, off, q_list[2:], s_lo[2:], count[2:], DNA.matrix, 5, 2, bound.params,
         min_score=-40, rows=2)
     want = {k: v for k, v in ref.items() if k[0] >= 2 and v >= -40
@@ -63,10 +63,42 @@ def test_gpu_kernel_scores_and_filter_in_the_simulator():
     res = np.concatenate([a40, c40, near])
     off = np.array([0, 40, 80, 120], np.int64)
     bound = IdentityBound.from_scoring(DNA, 0.9)
-    qi, sj, score, _, abandoned = gpu_kernel.score_passing_pairs(
+    qi, sj, score, _, _, _, abandoned = gpu_kernel.score_passing_pairs(
         res, off, res, off, np.array([0]), np.array([1]), np.array([2]), DNA.matrix, 5, 2,
         bound.params, rows=1)
     assert (qi.tolist(), sj.tolist(), score.tolist(), abandoned) == ([0], [2], [39 * 2 - 3], 1)
+
+
+def test_gpu_kernel_local_scores_and_ends_in_the_simulator():
+    """Local mode: every pair's Smith-Waterman score and end cell equal the CPU kernel's
+    (the best cell, the smallest column then row among equals), around a pass boundary
+    (one and two rows a lane: 32- and 64-row passes) and with the rows past a query's
+    end in the last pass; pairs scoring below ``max(1, min_score)`` stay out."""
+    rng = np.random.default_rng(5)
+    core = rng.integers(0, 4, 24).astype(np.uint8)
+    seqs = [np.zeros(0, np.uint8), np.array([4], np.uint8), np.array([2], np.uint8),
+            rng.integers(0, 5, 31).astype(np.uint8),
+            np.concatenate([rng.integers(0, 4, 10), core, rng.integers(0, 4, 3)]).astype(np.uint8),
+            np.concatenate([core[:12], [1, 1], core[12:], core]).astype(np.uint8),  # 50: ties
+            np.full(33, 3, np.uint8), rng.integers(0, 4, 70).astype(np.uint8)]
+    res = np.concatenate(seqs)
+    off = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
+    n = len(seqs)
+    scores, q_end, s_end = score_all(res, off, res, off, DNA.matrix, 5, 2, "local")
+    q_list = np.arange(n - 1, dtype=np.int64)
+    local = IdentityBound.from_scoring(DNA, Fraction(1, 2), mode="local")
+    for rows, floor in ((1, None), (2, 12)):
+        qi, sj, score, qe, se, _, abandoned = gpu_kernel.score_passing_pairs(
+            res, off, res, off, q_list, q_list + 1, n - 1 - q_list, DNA.matrix, 5, 2,
+            local.params, min_score=floor, rows=rows)
+        a, b = np.triu_indices(n, 1)
+        keep = scores[a, b] >= max(1, floor or 1)
+        want = {(int(x), int(y)): (int(scores[x, y]), int(q_end[x, y]), int(s_end[x, y]))
+                for x, y in zip(a[keep], b[keep])}
+        got = {(int(x), int(y)): (int(s), int(i), int(j))
+               for x, y, s, i, j in zip(qi, sj, score, qe, se)}
+        assert got == want, rows
+        assert abandoned == 0 and 0 < len(want) < len(a)
 
 
 # -- GPU lane ------------------------------------------------------------------------------
@@ -93,7 +125,7 @@ def test_every_16s_pair_scores_as_the_cpu_kernel(device, genes, cpu_scores, rows
     n = len(genes)
     q_list = np.arange(n - 1, dtype=np.int64)
     unbounded = IdentityBound.from_scoring(DNA, 0).params
-    qi, sj, score, seconds, abandoned = score_passing_pairs(
+    qi, sj, score, _, _, seconds, abandoned = score_passing_pairs(
         genes.residues, genes.offsets, genes.residues, genes.offsets, q_list, q_list + 1,
         n - 1 - q_list, DNA.matrix, 5, 2, unbounded, rows=rows, dpx=dpx)
     assert len(qi) == n * (n - 1) // 2 and seconds > 0 and abandoned == 0
@@ -107,7 +139,7 @@ def test_on_device_filter_keeps_exactly_the_pairs_over_the_bound(device, genes, 
     bound = IdentityBound.from_scoring(DNA, 0.9)
     n = len(genes)
     q_list = np.arange(n - 1, dtype=np.int64)
-    qi, sj, score, _, abandoned = score_passing_pairs(
+    qi, sj, score, _, _, _, abandoned = score_passing_pairs(
         genes.residues, genes.offsets, genes.residues, genes.offsets, q_list, q_list + 1,
         n - 1 - q_list, DNA.matrix, 5, 2, bound.params, min_score=100)
     a, b = np.triu_indices(n, 1)

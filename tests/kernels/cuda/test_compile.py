@@ -215,6 +215,9 @@ def test_declared_signatures_are_what_the_launchers_pass(monkeypatch):
     all_pairs.score_passing_pairs(g_res, g_off, g_res, g_off, np.array([0], np.int64),
                                   np.array([1], np.int64), np.array([1], np.int64), dna.matrix,
                                   5, 2, (0, 1, 0, 0, 0), rows=1)
+    all_pairs.score_passing_pairs(g_res, g_off, g_res, g_off, np.array([0], np.int64),
+                                  np.array([1], np.int64), np.array([1], np.int64), dna.matrix,
+                                  5, 2, (0, 1, 0, 0, 1), rows=1)  # local
     a, b = genes[0].repeat(4)[:65], genes[1][:16]  # the simulator is slow: two strips
     tile.score_grid_gpu(a[:10], b[:10], dna.matrix, 5, 2, *matrix_boundaries(10, 10), rows=2,
                         width=8)
