@@ -201,7 +201,7 @@ def _kernel_source(rows: int, threads: int, shuffles: bool, dpx: bool, local: bo
     for k in r:  # column 0: H 0 (local) or the leading gap's cost (global)
         lines += [
             f"            qo{k} = int32(int32(q_res[qstart + row0 + {k}]) * alpha) if row0 + {k} < m else pad_row",
-            "            h{k} = zero".format(k=k) if local else
+            f"            h{k} = zero" if local else
             f"            h{k} = int32(-(gap_oe + (row0 + {k}) * gap_e))",
             f"            e{k} = int32({NEG})",
         ]
