@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .scoring import Scoring
 
 __all__ = ["ALLPAIRS_GPU", "KERNEL_LOCK", "LOCAL_GPU", "GpuKernels", "KernelTask", "auto_device",
+           "load_search_kernels",
            "check_device", "check_long_device", "choose_device", "cluster_gpus",
            "cuda_driver_loadable", "current_client", "gpu_available", "gpu_here", "job_device",
            "require_gpu", "score_all_gpu", "simulator_enabled", "start_early", "start_gpu",
@@ -535,6 +536,18 @@ def top_hits_gpu(
     candidates, stats = DeviceSubjects(s_res, s_off).top_many(
         queries, np.asarray(matrix), gap_open, gap_extend, max_hits, min_score)
     return candidates, stats.seconds
+
+
+def load_search_kernels(lengths: npt.ArrayLike, scoring: Scoring) -> threading.Thread | None:
+    """Begin loading, on a thread, the saved GPU kernels a search of queries of
+    ``lengths`` launches in this process
+    (:func:`swdask.kernels.cuda.launcher.load_search_kernels`); returns the thread (None
+    where nothing loads ahead), for the caller to join before it returns.  Call it after
+    :func:`check_device` has found the GPU (CUDA started in this process)."""
+    from .kernels.cuda.launcher import load_search_kernels as load
+
+    return load(np.asarray(lengths).tolist(), scoring.matrix, scoring.gap_open,
+                scoring.gap_extend)
 
 
 # --------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -47,7 +48,7 @@ import numpy as np
 from numba import config, cuda
 
 from . import inter_task, inter_task_dpx, intra_task
-from .compile import build, get_kernel, is_cached, jit
+from .compile import build, get_kernel, is_cached, jit, load_ahead
 from .inter_task import has_dpx, launch_plan, threads_per_block
 
 if TYPE_CHECKING:
@@ -668,6 +669,19 @@ def kernels_due(lengths: Iterable[int], matrix: npt.ArrayLike, gap_open: int,
     specs = search_specs(sorted(lengths, reverse=True), matrix, packed)
     unique = {(family, tuple(sorted(shape.items()))) for family, shape in specs}
     return sum(not is_cached(family, **dict(shape)) for family, shape in unique)
+
+
+def load_search_kernels(lengths: Iterable[int], matrix: npt.ArrayLike, gap_open: int,
+                        gap_extend: int) -> threading.Thread | None:
+    """Load the kernels a search of queries of ``lengths`` launches (those saved on this
+    machine) on a thread: :func:`swdask.kernels.cuda.compile.load_ahead`."""
+    matrix = np.asarray(matrix)
+    packed = has_dpx() and inter_task_dpx.fits_16bit(matrix, gap_open, gap_extend)
+    specs = search_specs(sorted(lengths, reverse=True), matrix, packed)
+    # Score kernels first (they launch first), each shape once.
+    unique = dict.fromkeys((family, tuple(sorted(shape.items()))) for family, shape in
+                           specs[len(SEARCH_KERNELS):] + specs[:len(SEARCH_KERNELS)])
+    return load_ahead([(family, dict(shape)) for family, shape in unique])
 
 
 def _counts(stats):

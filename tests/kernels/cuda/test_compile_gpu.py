@@ -25,8 +25,8 @@ print(json.dumps({"hits": digest, "preloaded": preloaded, **room.STATS}))
 """
 
 
-def run(cache, preload=False):
-    env = dict(os.environ, SWDASK_CACHE_DIR=str(cache))
+def run(cache, preload=False, **environ):
+    env = dict(os.environ, SWDASK_CACHE_DIR=str(cache), **environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     script = f"PRELOAD = {preload}\n" + SCRIPT
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
@@ -57,3 +57,35 @@ def test_a_second_process_loads_without_compiling(tmp_path):
     # Each damaged entry it reads (those the second process loaded) is discarded and rebuilt.
     assert third["discarded"] == second["loaded"] and third["compiled"] > 0
     assert third["hits"] == first["hits"]
+
+
+def test_search_kernels_load_ahead_on_a_thread(tmp_path):
+    """With a filled cache, a fresh process's load_search_kernels puts every saved kernel
+    of the search on the GPU before its first launch (their CUDA functions are there), and
+    the search's hits are those of a process that loads them at the first launch."""
+    run(tmp_path)  # fills the cache
+    script = """
+import json
+from importlib.resources import files
+import numpy as np
+import swdask
+from swdask import backend
+from swdask.kernels.cuda import compile as room
+from swdask.sequences.store import load_sequences
+data = files("swdask") / "data"
+queries = load_sequences(str(data / "demo_queries.fasta"))
+backend.start_gpu()
+thread = backend.load_search_kernels(queries.lengths, swdask.Scoring())
+thread.join()
+kernels = [k for k in room._KERNELS.values() if k.dispatcher.overloads]
+loaded = all(c._codelibrary._cufunc_cache for k in kernels for c in k.dispatcher.overloads.values())
+print(json.dumps({"kernels": len(kernels), "loaded": loaded, **room.STATS}))
+"""
+    env = dict(os.environ, SWDASK_CACHE_DIR=str(tmp_path))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["kernels"] > 0 and got["loaded"] and got["compiled"] == 0, got
+    assert run(tmp_path, SWDASK_LOAD_AHEAD="0")["hits"] == run(tmp_path)["hits"]
