@@ -53,10 +53,10 @@ from importlib.resources import files
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+    import pandas as pd
 
     from . import Scoring
 

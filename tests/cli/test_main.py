@@ -189,3 +189,13 @@ def test_command_skips_numbas_scipy_probe_and_only_that():
                           timeout=600, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "DOT 3.0"
+
+
+def test_the_search_path_imports_pandas_only_for_its_table():
+    """The search's modules load without pandas (0.25-0.3 s): a GPU search imports it on a
+    thread while the GPU works, a CPU search when it builds the hits table."""
+    code = ("import sys, swdask.cli.search, swdask.jobs.search.api, swdask.output; "
+            "print('pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=True)
+    assert done.stdout.strip() == "False"

@@ -32,8 +32,10 @@ per running task whatever the database's size.
 """
 from __future__ import annotations
 
+import importlib
 import logging
 import shutil
+import threading
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -49,7 +51,7 @@ from ...sequences.store import SequenceStore
 from ..align import check_mode
 from ..base import lazy_value, progress_bar
 from . import plan, tasks
-from .plan import HITS_META, SearchJob, SearchStats, check_limits, prepare
+from .plan import SearchJob, SearchStats, check_limits, hits_meta, prepare
 
 if TYPE_CHECKING:
     import os
@@ -227,7 +229,7 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
     batches = dask.delayed(tasks.split_candidates, nout=n_batches, pure=True)(job_node, candidates)
     traceback = dask.delayed(tasks.traceback_batch, nout=2, pure=True)
     parts = [traceback(job_node, batches[b], b) for b in range(n_batches)]
-    hits = dd.from_delayed([hits for hits, _ in parts], meta=HITS_META,
+    hits = dd.from_delayed([hits for hits, _ in parts], meta=hits_meta(),
                            prefix=f"swdask-hits-{token[:8]}")
     if not return_stats:
         return hits
@@ -337,6 +339,10 @@ def search_in_process(queries: SequencesLike, database: str | os.PathLike | Sequ
             # The kernels' modules load on a thread while the store is read and the GPU
             # scores: 0.36 s of a first search's launches otherwise (H100 host).
             loading = backend.load_search_kernels(job.rows.lengths, job.scoring)
+            # pandas (0.25-0.3 s of imports) is first needed for the hits table: imported
+            # here it loads while this thread waits on the GPU.
+            threading.Thread(target=importlib.import_module, args=("pandas",), daemon=True,
+                             name="swdask-import").start()
         if threads == kernel_threads():  # as it is: leave Numba's threading layer unstarted
             frame, stats = _run(job, progress, chosen)
         else:

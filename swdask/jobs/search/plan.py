@@ -2,6 +2,7 @@
 decided; the :class:`SearchJob` every task gets, and the :class:`SearchStats` it reports."""
 from __future__ import annotations
 
+import functools
 import numbers
 import shutil
 from dataclasses import dataclass
@@ -24,10 +25,12 @@ if TYPE_CHECKING:
     import os
     from collections.abc import Sequence
 
+    import pandas as pd
+
     from ...sequences.batch import SequencesLike
 
-__all__ = ["HITS_META", "MERGE_FAN_IN", "SCORE_TABLE_BYTES", "TRACEBACK_QUERIES", "SearchJob",
-           "SearchStats", "check_limits", "prepare", "strand_rows"]
+__all__ = ["MERGE_FAN_IN", "SCORE_TABLE_BYTES", "TRACEBACK_QUERIES", "SearchJob",
+           "SearchStats", "check_limits", "hits_meta", "prepare", "strand_rows"]
 
 #: Bound on the score tables (scores and both ends, int32) held at once for one partition.
 SCORE_TABLE_BYTES = 256 * 2**20
@@ -36,8 +39,11 @@ MERGE_FAN_IN = 8
 #: Queries per traceback task (and per partition of the hits DataFrame).
 TRACEBACK_QUERIES = 64
 
-#: ``meta`` of the hits table: swdask's dtypes (swdask.tables).
-HITS_META = to_pandas(HITS.empty_table())
+@functools.cache
+def hits_meta() -> pd.DataFrame:
+    """``meta`` of the hits table: swdask's dtypes (swdask.tables).  Made on first use: it
+    imports pandas, which a GPU search in this process imports while the GPU works."""
+    return to_pandas(HITS.empty_table())
 
 
 @dataclass(frozen=True)
@@ -246,7 +252,7 @@ def prepare(queries: SequencesLike, database: str | os.PathLike | SequenceStore,
                              f"costs {scoring.gap_open}/{scoring.gap_extend}, so hits have no "
                              "E-values to filter on")
         if mode == "local" and not statistics:
-            annotate(HITS_META, scoring, db_residues=store.n_residues,
+            annotate(hits_meta(), scoring, db_residues=store.n_residues,
                      db_sequences=store.n_records)  # warns once: E-values stay null
     except BaseException:
         if temporary:

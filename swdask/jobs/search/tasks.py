@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
     import numpy.typing as npt
+    import pandas as pd
 
     from ...scoring import Scoring
 
@@ -67,7 +67,7 @@ _QUERY_START, _QUERY_END, _QUERY_LENGTH = (_HIT_COLUMNS.index(name) for name in
                                            ("query_start", "query_end", "query_length"))
 #: The score table is built from NumPy arrays inside the score task and never handed
 #: out: it keeps NumPy's dtypes.
-_SCORES_META = SCORES.empty_table().to_pandas()
+_SCORES_DTYPES = {f.name: np.dtype(f.type.to_pandas_dtype()) for f in SCORES}
 
 
 # --------------------------------------------------------------------------------------
@@ -169,9 +169,11 @@ def score_partition(job: SearchJob, number: int) -> Candidates:
             columns["partition"].append(np.full(keep.size, number, np.int32))
             columns["row"].append(keep.astype(np.int64))
             columns["minus"].append(np.full(keep.size, minus[q0 + row], np.int32))
+    import pandas as pd  # on the Dask path only: the in-process search imports it late
+
     frame = pd.DataFrame({
-        field.name: np.concatenate([np.empty(0, _SCORES_META[field.name].dtype)] + parts)
-        .astype(_SCORES_META[field.name].dtype, copy=False)
+        field.name: np.concatenate([np.empty(0, _SCORES_DTYPES[field.name])] + parts)
+        .astype(_SCORES_DTYPES[field.name], copy=False)
         for field, parts in zip(SCORES, columns.values())})
     return Candidates(frame, ScoreStats(
         kernel_seconds=kernel_seconds, cells=int(batch.lengths.sum()) * int(offsets[-1]),
@@ -220,6 +222,8 @@ def merge_candidates(job: SearchJob, *parts: Candidates) -> Candidates:
     """Each query's ``max_hits`` best of several score tables, sorted by query position,
     score (descending), subject_id and strand (plus first): the order of the hits table.
     A DNA query's two strands compete for its ``max_hits``."""
+    import pandas as pd
+
     tables = [p.table for p in parts if len(p.table)] or [parts[0].table]
     table = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
     position = job.positions(table["query_id"].to_numpy())
@@ -255,6 +259,8 @@ def traceback_batch(job: SearchJob, candidates: pd.DataFrame,
     started, tick = time.time(), time.perf_counter()
     queries = job.queries
     if job.evalue is not None and len(candidates):
+        import pandas as pd
+
         position = job.positions(candidates["query_id"].to_numpy())
         evalues = statistics(pd.DataFrame({
             "score": candidates["score"].to_numpy(),
