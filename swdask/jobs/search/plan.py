@@ -2,6 +2,7 @@
 decided; the :class:`SearchJob` every task gets, and the :class:`SearchStats` it reports."""
 from __future__ import annotations
 
+import math
 import numbers
 import shutil
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from ...scoring import Scoring
 from ...scoring.statistics import annotate, karlin_altschul
 from ...sequences.batch import SequenceBatch, as_batch
 from ...sequences.ingest import open_database
-from ...sequences.store import SequenceStore
+from ...sequences.store import SequenceStore, row_group_sizes
 from ...tables import to_pandas
 from ..base import Job, TemporaryStore
 
@@ -26,15 +27,20 @@ if TYPE_CHECKING:
 
     from ...sequences.batch import SequencesLike
 
-__all__ = ["HITS_META", "MERGE_FAN_IN", "SCORE_TABLE_BYTES", "TRACEBACK_QUERIES", "SearchJob",
-           "SearchStats", "check_limits", "prepare", "strand_rows"]
+__all__ = ["HITS_META", "MERGE_FAN_IN", "SCORE_TABLE_BYTES", "SCORE_TASKS_PER_WORKER",
+           "TRACEBACK_QUERIES", "ScorePiece", "SearchJob", "SearchStats",
+           "check_limits", "prepare", "score_pieces", "strand_rows", "traceback_batch_size"]
 
 #: Bound on the score tables (scores and both ends, int32) held at once for one partition.
 SCORE_TABLE_BYTES = 256 * 2**20
 #: Score tables merged by one task of the merge tree.
 MERGE_FAN_IN = 8
-#: Queries per traceback task (and per partition of the hits DataFrame).
+#: Most queries per traceback task (and per partition of the hits DataFrame); the
+#: batches are of equal size (:func:`traceback_batch_size`).
 TRACEBACK_QUERIES = 64
+#: Score tasks per worker, at least, that a search on a cluster of several workers is cut
+#: into (:func:`score_pieces`).
+SCORE_TASKS_PER_WORKER = 4
 
 #: ``meta`` of the hits table: swdask's dtypes (swdask.tables).
 HITS_META = to_pandas(HITS.empty_table())
@@ -88,6 +94,76 @@ class SearchStats:
         return self.cells / self.total_seconds / 1e9 if self.total_seconds else 0.0
 
 
+@dataclass(frozen=True)
+class ScorePiece:
+    """The subjects of one score task: row groups ``row_groups`` of store file ``number``
+    (all of it when None), whose first row is row ``first_row`` of the file, holding
+    ``residues`` residues."""
+
+    number: int
+    row_groups: tuple[int, ...] | None
+    first_row: int
+    residues: int
+
+
+def score_pieces(files: Sequence[str], file_residues: Sequence[int],
+                 workers: int = 1) -> tuple[ScorePiece, ...]:
+    """The score tasks of a search on ``workers`` workers, largest first.
+
+    On one worker, one task per store file (as the store's partitions are sized).  On
+    several, a file larger than ``1 / (SCORE_TASKS_PER_WORKER x workers)`` of the database
+    is cut into runs of whole row groups of about that size (a row group is the smallest
+    unit a task reads: about 2 M residues, ``swdask.sequences.ingest.ROW_GROUP_RESIDUES``),
+    so that there are enough tasks for every worker to take several.  The pieces are
+    ordered by residues, largest first, ties the later ones (longer subjects) first: Dask
+    hands out root tasks in graph order, so the workers start on the long tasks and the
+    last ones to finish are the small ones (greedy longest-first: no worker is left with
+    a long task while the others wait).  Which subjects a task scores does not change any
+    hit (the merge keeps each query's best by a total order).
+
+    Examples
+    --------
+    Without row groups to cut (one worker), a piece per file, largest first:
+
+    >>> [(p.number, p.residues) for p in score_pieces(["a", "b", "c"], [50, 80, 80])]
+    [(2, 80), (1, 80), (0, 50)]
+    """
+    total = sum(int(r) for r in file_residues)
+    target = total / (SCORE_TASKS_PER_WORKER * workers) if workers > 1 else math.inf
+    pieces = []
+    for number, (path, residues) in enumerate(zip(files, file_residues)):
+        parts = math.ceil(int(residues) / target) if target < math.inf else 1
+        if parts <= 1:
+            pieces.append(ScorePiece(number, None, 0, int(residues)))
+            continue
+        rows, group_residues = row_group_sizes(path)
+        parts = min(parts, len(rows))
+        done = np.concatenate([[0], np.cumsum(group_residues)])
+        # Cut between row groups where the residues before are nearest k / parts of the file.
+        cuts = sorted({int(np.abs(done - k * done[-1] / parts).argmin())
+                       for k in range(1, parts)} - {0, len(rows)})
+        first_rows = np.concatenate([[0], np.cumsum(rows)])
+        for g0, g1 in zip([0, *cuts], [*cuts, len(rows)]):
+            pieces.append(ScorePiece(number, tuple(range(g0, g1)), int(first_rows[g0]),
+                                     int(done[g1] - done[g0])))
+    pieces.sort(key=lambda p: (-p.residues, -p.number, -p.first_row))
+    return tuple(pieces)
+
+
+def traceback_batch_size(n_queries: int) -> int:
+    """Queries per traceback task: at most :data:`TRACEBACK_QUERIES`, as many tasks as
+    that takes, of equal size (196 queries: 4 tasks of 49, not 3 of 64 and one of 4, so
+    that no task waits for a larger one to trace back).
+
+    Examples
+    --------
+    >>> traceback_batch_size(196), traceback_batch_size(64), traceback_batch_size(0)
+    (49, 64, 1)
+    """
+    batches = max(1, -(-n_queries // TRACEBACK_QUERIES))
+    return max(1, -(-n_queries // batches))
+
+
 @dataclass(frozen=True, kw_only=True)
 class SearchJob(Job):
     """Everything the tasks of one search need: small, immutable, picklable.
@@ -109,9 +185,10 @@ class SearchJob(Job):
     db_residues: int
     db_sequences: int
     statistics: bool  # local mode with published Karlin-Altschul parameters
-    batch_size: int  # queries per traceback task (TRACEBACK_QUERIES when the graph was built)
+    batch_size: int  # queries per traceback task (traceback_batch_size() when planned)
     file_residues: tuple = ()  # residues of each of ``files``
     keep: object = None  # a temporary store's TemporaryStore (a plain path once pickled)
+    pieces: tuple = ()  # the score tasks' ScorePiece, largest first (score_pieces)
 
     @property
     def n_batches(self) -> int:
@@ -123,9 +200,9 @@ class SearchJob(Job):
         """Cells of the whole score pass: residues scored (each strand) x database residues."""
         return int(self.rows.lengths.sum()) * self.db_residues
 
-    def file_cells(self, number: int) -> int:
-        """Cells of the score task of store file ``number`` (its weight in progress)."""
-        return int(self.rows.lengths.sum()) * int(self.file_residues[number])
+    def piece_cells(self, piece: int) -> int:
+        """Cells of score task ``piece`` (of :attr:`pieces`: its weight in progress)."""
+        return int(self.rows.lengths.sum()) * self.pieces[piece].residues
 
     @property
     def strands(self) -> int:
@@ -200,10 +277,11 @@ def strand_rows(queries: SequenceBatch, strand: str) -> SequenceBatch:
 def prepare(queries: SequencesLike, database: str | os.PathLike | SequenceStore, *,
             scoring: Scoring | None, mode: str, max_hits: int, min_score: int | None,
             evalue: float | None, device: str, alphabet: str, map_unknown: bool, owner: str,
-            strand: str | None = None) -> SearchJob:
+            strand: str | None = None, workers: int = 1) -> SearchJob:
     """Open the database and the queries and check that they go together.
 
-    ``device`` is the job's, already decided.  A FASTA database is ingested into a
+    ``device`` is the job's, already decided; ``workers`` the workers that will run its
+    score tasks (:func:`score_pieces`).  A FASTA database is ingested into a
     temporary store; with ``owner="dask"`` the search's :class:`TemporaryStore` removes
     it later, otherwise the caller must (``store_path`` of the result; ``keep`` is then
     True).  ``strand`` defaults to ``"both"`` for DNA; protein takes ``"plus"`` only
@@ -248,6 +326,9 @@ def prepare(queries: SequencesLike, database: str | os.PathLike | SequenceStore,
         if mode == "local" and not statistics:
             annotate(HITS_META, scoring, db_residues=store.n_residues,
                      db_sequences=store.n_records)  # warns once: E-values stay null
+        files = tuple(str(f) for f in store.files)
+        file_residues = tuple(int(p["n_residues"]) for p in store.partitions)
+        pieces = score_pieces(files, file_residues, workers)
     except BaseException:
         if temporary:
             shutil.rmtree(store.path, ignore_errors=True)
@@ -261,7 +342,7 @@ def prepare(queries: SequencesLike, database: str | os.PathLike | SequenceStore,
     return SearchJob(queries=batch, rows=strand_rows(batch, strand), strand=strand,
                      scoring=scoring, mode=mode, max_hits=max_hits,
                      min_score=min_score, evalue=evalue, device=device,
-                     store_path=str(store.path), files=tuple(str(f) for f in store.files),
+                     store_path=str(store.path), files=files,
                      db_residues=store.n_residues, db_sequences=store.n_records,
-                     statistics=statistics, batch_size=TRACEBACK_QUERIES, keep=keep,
-                     file_residues=tuple(int(p["n_residues"]) for p in store.partitions))
+                     statistics=statistics, batch_size=traceback_batch_size(len(batch)),
+                     keep=keep, file_residues=file_residues, pieces=pieces)
