@@ -14,11 +14,13 @@ table:
 
 The Dask graph of :func:`search`::
 
-    score task per store file              reads its Parquet file straight to arrays; score
-                                           table: each query's best candidates of the
-                                           partition (score kernel on the CPU or the GPU)
+    score task per store file, or per      reads its Parquet file (its row groups) straight
+    piece of one on several workers        to arrays; score table: each query's best
+    (plan.score_pieces), largest first     candidates of the piece (score kernel on the CPU
+                                           or the GPU)
       -> merge tree (MERGE_FAN_IN)         each query's max_hits best over all partitions
-      -> split by query batch              TRACEBACK_QUERIES queries each
+      -> split by query batch              at most TRACEBACK_QUERIES queries each, equal
+                                           batches, at least one per worker
       -> traceback tasks                   read the candidates' residues from the store
                                            (a filtered Parquet read: the join), align,
                                            E-values, rank
@@ -133,8 +135,9 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
     -------
     dask.dataframe.DataFrame
         The hits table (columns and dtypes of ``swdask.parquet_schemas.HITS``), one
-        partition per ``TRACEBACK_QUERIES`` (64) queries: queries in input order, hits by
-        rank, a RangeIndex in each partition.  ``evalue`` and ``bitscore`` follow NCBI
+        partition per traceback task (batches of equal size, at most
+        ``TRACEBACK_QUERIES`` (64) queries each, at least one per worker of the current
+        client): queries in input order, hits by rank, a RangeIndex in each partition.  ``evalue`` and ``bitscore`` follow NCBI
         BLAST+ (:mod:`swdask.scoring.statistics`) in local mode and are null otherwise.
         ``strand`` is ``"plus"`` or ``"minus"`` for DNA (coordinates on the sequences as
         given; see ``swdask.parquet_schemas.HITS``), null for protein.

@@ -150,17 +150,19 @@ def score_pieces(files: Sequence[str], file_residues: Sequence[int],
     return tuple(pieces)
 
 
-def traceback_batch_size(n_queries: int) -> int:
-    """Queries per traceback task: at most :data:`TRACEBACK_QUERIES`, as many tasks as
-    that takes, of equal size (196 queries: 4 tasks of 49, not 3 of 64 and one of 4, so
-    that no task waits for a larger one to trace back).
+def traceback_batch_size(n_queries: int, workers: int = 1) -> int:
+    """Queries per traceback task: at most :data:`TRACEBACK_QUERIES`, and at least as
+    many tasks as ``workers`` (while there are queries for them), of equal size.  196
+    queries make 4 tasks of 49, not 3 of 64 and one of 4, and 12 queries on 2 workers 2
+    tasks of 6, not one: the traceback comes after the last score task, and one worker
+    tracing back alone while the others wait was the end of every small search.
 
     Examples
     --------
-    >>> traceback_batch_size(196), traceback_batch_size(64), traceback_batch_size(0)
-    (49, 64, 1)
+    >>> traceback_batch_size(196), traceback_batch_size(12, workers=2), traceback_batch_size(0)
+    (49, 6, 1)
     """
-    batches = max(1, -(-n_queries // TRACEBACK_QUERIES))
+    batches = max(1, -(-n_queries // TRACEBACK_QUERIES), min(n_queries, workers))
     return max(1, -(-n_queries // batches))
 
 
@@ -344,5 +346,5 @@ def prepare(queries: SequencesLike, database: str | os.PathLike | SequenceStore,
                      min_score=min_score, evalue=evalue, device=device,
                      store_path=str(store.path), files=files,
                      db_residues=store.n_residues, db_sequences=store.n_records,
-                     statistics=statistics, batch_size=traceback_batch_size(len(batch)),
+                     statistics=statistics, batch_size=traceback_batch_size(len(batch), workers),
                      keep=keep, file_residues=file_residues, pieces=pieces)

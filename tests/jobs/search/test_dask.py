@@ -318,6 +318,7 @@ def test_two_workers_cut_files_into_pieces_with_the_same_hits(client, grouped,
                                 map_unknown=False, owner="caller", workers=2)
     assert len(job.pieces) > len(grouped.files)
     assert job.batch_size == 4 and job.n_batches == 3  # 12 queries: 4, 4, 4 (not 5, 5, 2)
+    assert search_module.traceback_batch_size(3, workers=2) == 2  # 2 tasks, not 1
     _scheduler_idle(client)
     hits, stats = swdask.search(QUERIES, grouped, max_hits=10, return_stats=True)
     assert hits.npartitions == 3
