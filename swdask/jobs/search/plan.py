@@ -27,9 +27,9 @@ if TYPE_CHECKING:
 
     from ...sequences.batch import SequencesLike
 
-__all__ = ["HITS_META", "MERGE_FAN_IN", "SCORE_TABLE_BYTES", "SCORE_TASKS_PER_WORKER",
-           "TRACEBACK_QUERIES", "ScorePiece", "SearchJob", "SearchStats",
-           "check_limits", "prepare", "score_pieces", "strand_rows", "traceback_batch_size"]
+__all__ = ["HITS_META", "MERGE_FAN_IN", "SCORE_TABLE_BYTES", "SPLIT_LEVELS", "SPLIT_TOLERANCE",
+           "TRACEBACK_QUERIES", "ScorePiece", "SearchJob", "SearchStats", "check_limits",
+           "longest_share", "prepare", "score_pieces", "strand_rows", "traceback_batch_size"]
 
 #: Bound on the score tables (scores and both ends, int32) held at once for one partition.
 SCORE_TABLE_BYTES = 256 * 2**20
@@ -38,9 +38,12 @@ MERGE_FAN_IN = 8
 #: Most queries per traceback task (and per partition of the hits DataFrame); the
 #: batches are of equal size (:func:`traceback_batch_size`).
 TRACEBACK_QUERIES = 64
-#: Score tasks per worker, at least, that a search on a cluster of several workers is cut
-#: into (:func:`score_pieces`).
-SCORE_TASKS_PER_WORKER = 4
+#: How much longer than an even share (the database's residues / the workers) the most
+#: any worker scores may be before a search's store files are cut finer
+#: (:func:`score_pieces`).
+SPLIT_TOLERANCE = 0.05
+#: Pieces per worker tried in turn, finer and finer, by :func:`score_pieces`.
+SPLIT_LEVELS = (1, 2, 4, 8, 16)
 
 #: ``meta`` of the hits table: swdask's dtypes (swdask.tables).
 HITS_META = to_pandas(HITS.empty_table())
@@ -110,44 +113,78 @@ def score_pieces(files: Sequence[str], file_residues: Sequence[int],
                  workers: int = 1) -> tuple[ScorePiece, ...]:
     """The score tasks of a search on ``workers`` workers, largest first.
 
-    On one worker, one task per store file (as the store's partitions are sized).  On
-    several, a file larger than ``1 / (SCORE_TASKS_PER_WORKER x workers)`` of the database
-    is cut into runs of whole row groups of about that size (a row group is the smallest
-    unit a task reads: about 2 M residues, ``swdask.sequences.ingest.ROW_GROUP_RESIDUES``),
-    so that there are enough tasks for every worker to take several.  The pieces are
-    ordered by residues, largest first, ties the later ones (longer subjects) first: Dask
-    hands out root tasks in graph order, so the workers start on the long tasks and the
-    last ones to finish are the small ones (greedy longest-first: no worker is left with
-    a long task while the others wait).  Which subjects a task scores does not change any
-    hit (the merge keeps each query's best by a total order).
+    Workers take the tasks largest first, each the next one as it is free (Dask hands
+    out root tasks in graph order): the most any worker then scores is ``longest``
+    (:func:`longest_share`).  One task per store file (as the store's partitions are
+    sized) while ``longest`` is within :data:`SPLIT_TOLERANCE` of an even share: 102.6 M
+    residues in six files of 16.8 M and one of 2 M on 2 workers, say (3 files and the small
+    one against 3).  Otherwise the files are cut into runs of whole row groups (the
+    smallest unit a task reads: about 2 M residues, ``ROW_GROUP_RESIDUES``) of about
+    ``total / (k x workers)`` residues, for ``k`` of :data:`SPLIT_LEVELS` in turn, until
+    it is (or the row groups allow no finer cut): as few tasks as balance needs, since
+    each task costs its read, upload and kernel launches.  Ties are ordered the later
+    first (longer subjects).  Which subjects a task scores does not change any hit: the
+    merge keeps each query's best by a total order.
 
     Examples
     --------
-    Without row groups to cut (one worker), a piece per file, largest first:
+    Balanced as stored: one piece per file, largest first (no file is opened):
 
-    >>> [(p.number, p.residues) for p in score_pieces(["a", "b", "c"], [50, 80, 80])]
-    [(2, 80), (1, 80), (0, 50)]
+    >>> pieces = score_pieces(["a", "b", "c", "d"], [50, 80, 80, 50], workers=2)
+    >>> [(p.number, p.row_groups, p.residues) for p in pieces]
+    [(2, None, 80), (1, None, 80), (3, None, 50), (0, None, 50)]
     """
     total = sum(int(r) for r in file_residues)
-    target = total / (SCORE_TASKS_PER_WORKER * workers) if workers > 1 else math.inf
-    pieces = []
-    for number, (path, residues) in enumerate(zip(files, file_residues)):
-        parts = math.ceil(int(residues) / target) if target < math.inf else 1
-        if parts <= 1:
-            pieces.append(ScorePiece(number, None, 0, int(residues)))
-            continue
-        rows, group_residues = row_group_sizes(path)
-        parts = min(parts, len(rows))
-        done = np.concatenate([[0], np.cumsum(group_residues)])
-        # Cut between row groups where the residues before are nearest k / parts of the file.
-        cuts = sorted({int(np.abs(done - k * done[-1] / parts).argmin())
-                       for k in range(1, parts)} - {0, len(rows)})
-        first_rows = np.concatenate([[0], np.cumsum(rows)])
-        for g0, g1 in zip([0, *cuts], [*cuts, len(rows)]):
-            pieces.append(ScorePiece(number, tuple(range(g0, g1)), int(first_rows[g0]),
-                                     int(done[g1] - done[g0])))
-    pieces.sort(key=lambda p: (-p.residues, -p.number, -p.first_row))
-    return tuple(pieces)
+    even = total / max(workers, 1)
+    groups = {}  # file -> (rows, residues) of its row groups, read once
+    pieces = [ScorePiece(number, None, 0, int(residues))
+              for number, residues in enumerate(file_residues)]
+    for level in SPLIT_LEVELS if workers > 1 else ():
+        if longest_share([p.residues for p in pieces], workers) <= (1 + SPLIT_TOLERANCE) * even:
+            break
+        target = total / (level * workers)
+        finer = []
+        for number, (path, residues) in enumerate(zip(files, file_residues)):
+            parts = math.ceil(int(residues) / target)
+            if parts > 1 and number not in groups:
+                groups[number] = row_group_sizes(path)
+            rows, group_residues = groups.get(number, ((), ()))
+            finer.extend(_cut_file(number, rows, group_residues, min(parts, len(rows)),
+                                   int(residues)))
+        pieces = finer
+    return tuple(sorted(pieces, key=lambda p: (-p.residues, -p.number, -p.first_row)))
+
+
+def longest_share(sizes: Sequence[int], workers: int) -> float:
+    """The most any of ``workers`` workers gets when each takes the largest of ``sizes``
+    left as it is free (greedy longest-first, all at the same speed).
+
+    Examples
+    --------
+    >>> longest_share([5, 5, 4, 3, 3], 2)
+    11
+    """
+    import heapq
+
+    loads = [0] * max(workers, 1)
+    for size in sorted(sizes, reverse=True):
+        heapq.heapreplace(loads, loads[0] + size)
+    return max(loads)
+
+
+def _cut_file(number: int, rows: Sequence[int], group_residues: Sequence[int], parts: int,
+              residues: int) -> list[ScorePiece]:
+    """Store file ``number`` as ``parts`` runs of whole row groups of about equal residues
+    (the whole file, ``row_groups=None``, for one part)."""
+    if parts <= 1:
+        return [ScorePiece(number, None, 0, residues)]
+    done = np.concatenate([[0], np.cumsum(group_residues)])
+    # Cut between row groups where the residues before are nearest k / parts of the file.
+    cuts = sorted({int(np.abs(done - k * done[-1] / parts).argmin())
+                   for k in range(1, parts)} - {0, len(rows)})
+    first_rows = np.concatenate([[0], np.cumsum(rows)])
+    return [ScorePiece(number, tuple(range(g0, g1)), int(first_rows[g0]), int(done[g1] - done[g0]))
+            for g0, g1 in zip([0, *cuts], [*cuts, len(rows)])]
 
 
 def traceback_batch_size(n_queries: int, workers: int = 1) -> int:

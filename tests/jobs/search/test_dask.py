@@ -295,10 +295,14 @@ def test_score_pieces_cover_each_file_once_largest_first(grouped):
     one = search_module.score_pieces(files, residues, workers=1)
     assert sorted(p.number for p in one) == [0, 1, 2, 3, 4]  # one per file, as stored
     assert all(p.row_groups is None and p.first_row == 0 for p in one)
+    even = sum(residues) / 2
+    assert search_module.longest_share(residues, 2) > 1.05 * even  # so the files are cut
     pieces = search_module.score_pieces(files, residues, workers=2)
-    target = sum(residues) / (search_module.SCORE_TASKS_PER_WORKER * 2)
-    assert len(pieces) >= 8  # enough for 2 workers to take 4 each
+    assert len(pieces) > len(files)
     assert [p.residues for p in pieces] == sorted((p.residues for p in pieces), reverse=True)
+    # Cut until the workers' shares are even (or into single row groups, the finest cut).
+    assert (search_module.longest_share([p.residues for p in pieces], 2) <= 1.05 * even
+            or all(p.row_groups is not None and len(p.row_groups) == 1 for p in pieces))
     for number, path in enumerate(files):
         rows, group_residues = row_group_sizes(path)
         mine = sorted((p for p in pieces if p.number == number), key=lambda p: p.first_row)
@@ -307,7 +311,6 @@ def test_score_pieces_cover_each_file_once_largest_first(grouped):
         assert [g for run in groups for g in run] == list(range(len(rows)))
         assert [p.first_row for p in mine] == [int(rows[:run[0]].sum()) for run in groups]
         assert [p.residues for p in mine] == [int(group_residues[run].sum()) for run in groups]
-        assert max(p.residues for p in mine) <= target + group_residues.max()
 
 
 def test_two_workers_cut_files_into_pieces_with_the_same_hits(client, grouped,
