@@ -209,6 +209,19 @@ def test_cost_model_plans():
     assert la.simulate(la.plan_tiles(10, 10, tile=5), model, 0, 0) == float("inf")
 
 
+def test_plans_for_two_gpus_are_never_slower_than_for_one():
+    """A tile row per GPU made 1 Mb x 1 Mb slower on 2 GPUs than on one (each tile restarts
+    the kernel's wavefront); one tile in all is a candidate now, and a larger pair is cut."""
+    model = la.CostModel()
+    for m, n in ((1_000_000, 1_000_000), (2_460_000, 1_000_000), (2_460_000, 2_460_000)):
+        one = la.plan_tiles(m, n, gpus=1, cpu_threads=0, model=model)
+        two = la.plan_tiles(m, n, gpus=2, cpu_threads=0, model=model)
+        assert two.predicted <= one.predicted, (m, n)
+        row_per_gpu = la.TilePlan(tuple(range(0, m + 1, m // 2)), (0, n), gpu_rows=2)
+        assert two.predicted <= la.simulate(row_per_gpu, model, 2, 0), (m, n)
+    assert two.shape[0] > 1 and two.predicted < 0.85 * one.predicted  # 2.46 Mb squared
+
+
 def test_calibrate_cpu():
     model = la.calibrate(kinds=("cpu",), size=256, repeats=1)
     assert model.cpu_gcups > 0 and model.cpu_overhead >= 0
