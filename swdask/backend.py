@@ -51,7 +51,7 @@ __all__ = ["ALLPAIRS_GPU", "KERNEL_LOCK", "LOCAL_GPU", "GpuKernels", "KernelTask
            "load_search_kernels",
            "check_device", "check_long_device", "choose_device", "cluster_gpus",
            "cuda_driver_loadable", "current_client", "gpu_available", "gpu_here", "job_device",
-           "require_gpu", "score_all_gpu", "simulator_enabled", "start_early", "start_gpu",
+           "kernel_workers", "require_gpu", "score_all_gpu", "simulator_enabled", "start_early", "start_gpu",
            "task_device", "tile_device", "top_hits_gpu", "trace_device", "visible_gpus",
            "worker_name"]
 
@@ -230,6 +230,16 @@ def job_device(device: str, mode: str = "local", *, kernels: GpuKernels = LOCAL_
                 f"a CUDA GPU ({len(seen)} worker(s)); start GPU workers with 'dask cuda worker', "
                 "or use --device cpu")
     return device
+
+
+def kernel_workers(client: Client, device: str) -> int:
+    """How many workers of ``client``'s cluster run a job's kernel tasks: for a ``"gpu"``
+    job the workers that advertise the resource ``GPU``, where some do (the scheduler
+    routes its kernel tasks to them), else every worker; at least 1.  A job cuts its work
+    into enough tasks for them (``swdask.jobs.search.plan.score_pieces``)."""
+    workers = list(client.scheduler_info(n_workers=-1)["workers"].values())
+    gpus = [w for w in workers if w.get("resources", {}).get("GPU", 0) > 0]
+    return max(1, len(gpus) if device == "gpu" and gpus else len(workers))
 
 
 def task_device(device: str, mode: str = "local", *, kernels: GpuKernels = LOCAL_GPU) -> str:

@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from .batch import SequencesLike
 
 __all__ = ["METADATA_FILE", "STORE_FORMAT", "SequenceStore", "fetch_sequences", "load_sequences",
-           "metadata_checksum", "read_part"]
+           "metadata_checksum", "read_part", "row_group_sizes"]
 
 STORE_FORMAT = "swdask-store"
 METADATA_FILE = "swdask_store.json"
@@ -350,6 +350,27 @@ def read_part(path: str | os.PathLike, columns: list[str] | None = None,
     _check_rows(path, table, entry, len(metadata["alphabet_letters"]),
                 whole=filters is None and row_groups is None)
     return table
+
+
+def row_group_sizes(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """The rows and the residues of each row group of a part file (int64 arrays, in
+    file order), from its ``length`` column (read and checked by :func:`read_part`).
+
+    Raises
+    ------
+    StoreError
+        As :func:`read_part`.
+    """
+    lengths = read_part(path, ["length"]).column("length").to_numpy().astype(np.int64)
+    try:
+        footer = pq.ParquetFile(path).metadata
+    except (OSError, pa.ArrowException) as exc:
+        raise StoreError(f"{path}: cannot read partition: {exc}") from None
+    rows = np.array([footer.row_group(g).num_rows for g in range(footer.num_row_groups)],
+                    dtype=np.int64)
+    bounds = np.concatenate([[0], np.cumsum(rows)])
+    residues = np.concatenate([[0], np.cumsum(lengths)])
+    return rows, residues[bounds[1:]] - residues[bounds[:-1]]
 
 
 def _check_footer(path: Path, footer, entry: dict) -> None:

@@ -140,3 +140,34 @@ def test_memory_benchmark_smoke(tmp_path):
     assert report["rows"][1]["partitions"] >= 6
     assert all(row["peak_worker_rss_bytes"] > 0 for row in report["rows"])
     assert "| store residues | partitions |" in result.stdout
+
+
+def test_scaling_benchmark_smoke(tmp_path):
+    """The scaling benchmark's CPU version (issue 18): each job on 1 and 2 LocalCluster
+    workers, outputs identical, and every worker of the 2-worker runs busy with kernel
+    tasks (the work split reaches both)."""
+    out = tmp_path / "scaling.json"
+    streams = tmp_path / "streams"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "scaling.py"), "--device", "cpu",
+         "--quick", "--json", str(out), "--task-stream", str(streams)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "| job | 1 worker s | 2 workers s | ratio | outputs identical |" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["machine"]["cores"] and "gpus" in report["machine"]
+    assert report["device"] == "cpu" and report["workers"] == 2 and report["cpu_threads"] == 1
+    assert set(report["jobs"]) == {"search", "allpairs", "long"}
+    for name, job in report["jobs"].items():
+        assert job["identical"] and job["checks_ok"] and job["ratio"] > 0, name
+        assert job["workload"]
+        assert [len(job["runs"][n]["busy"]) for n in ("1", "2")] == [1, 2], name
+        for n in ("1", "2"):
+            run = job["runs"][n]
+            assert run["wall_s"] > 0 and run["output"], name
+            for worker in run["busy"]:
+                assert 0 < worker["kernel_busy_share"] <= worker["busy_share"] <= 1, (name, n)
+                assert worker["kernel_tasks"] > 0 and len(worker["timeline"]) == 60, (name, n)
+        assert (streams / f"{name}_2w.csv").read_text().startswith("worker,key,kind,kernel,")
+    assert report["jobs"]["long"]["runs"]["2"]["stats"]["planted_score_ok"]
+    assert report["jobs"]["search"]["workload"]["store_files"] > 2

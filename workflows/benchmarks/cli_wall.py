@@ -316,6 +316,48 @@ def residues_of(path) -> tuple[int, list[int]]:
     return sum(lengths), lengths
 
 
+def write_genes(genes: Path, count: int, seed: int, out: Path) -> tuple[Path, int]:
+    """``count`` records of the DNA file ``genes`` drawn at random (seeded; all of them when
+    ``count`` is 0 or at least their number), in file order, written to ``out``.
+
+    Returns
+    -------
+    tuple
+        ``(out, records written)``.
+    """
+    import random
+
+    from swdask.sequences.store import load_sequences
+
+    batch = load_sequences(genes, alphabet="dna", map_unknown=True)
+    n = len(batch)
+    chosen = sorted(random.Random(seed).sample(range(n), count)) if 0 < count < n else range(n)
+    write_fasta(out, records_of(batch, chosen))
+    return out, len(chosen)
+
+
+def planted_pair(chromosome: Path, window: int, start: int, spacing: int, scoring):
+    """A ``window`` of the first record of ``chromosome`` from ``start`` (both cut to what
+    the record holds) and a copy of it with a planted mutation every ``spacing``
+    (:func:`swdask.testing.planted_copy`, seed 7).
+
+    Returns
+    -------
+    tuple
+        ``(a, b, planted score, start)``: the window's codes, the copy's, the score of the
+        planted alignment, and where the window starts.
+    """
+    from swdask.sequences.store import load_sequences
+    from swdask.testing import planted_copy
+
+    codes = load_sequences(chromosome).codes(0)
+    window = min(window, len(codes))
+    start = max(0, min(start, len(codes) - window))
+    a = codes[start:start + window]
+    b, expected, _ = planted_copy(a, scoring, spacing=spacing, seed=7)
+    return a, b, int(expected), start
+
+
 # --------------------------------------------------------------------------------------
 # the cases
 # --------------------------------------------------------------------------------------
@@ -526,24 +568,14 @@ def first_vs_warm(args, runner: Runner, scratch: Path, case: str, argv: list, sp
 
 def case_allpairs(args, runner: Runner, scratch: Path) -> dict:
     """Every pair of ``--allpairs-genes`` 16S genes above 97% identity, global."""
-    import random
-
-    from swdask.sequences.store import load_sequences
-
-    genes = 40 if args.quick else args.allpairs_genes
-    batch = load_sequences(args.genes, alphabet="dna", map_unknown=True)
-    n = len(batch)
-    chosen = sorted(random.Random(args.seed).sample(range(n), genes)) if genes < n else range(n)
-    fasta = write_fasta(scratch / "genes.fasta",
-                        [(batch.names[i].split()[0], batch.alphabet.decode(batch.codes(i)))
-                         for i in chosen])
+    fasta, count = write_genes(args.genes, 40 if args.quick else args.allpairs_genes,
+                               args.seed, scratch / "genes.fasta")
     out = scratch / "allpairs_out"
     argv = ["allpairs", fasta, "-o", out, "--mode", "global", "--min-identity", 0.97,
             "--match", 2, "--mismatch", -3, "--gap-open", 5, "--gap-extend", 2,
             "--device", args.device, "--force"]
     spec = {"case": "allpairs", "device": args.device, "source": str(fasta),
             "min_identity": 0.97, "output": str(scratch / "allpairs_warm")}
-    count = len(chosen)
     print(f"allpairs: {count:,} genes of {Path(args.genes).name} (seed {args.seed}), "
           f"{count * (count - 1) // 2:,} pairs, global, DNA 2/-3 5/2, identity >= 0.97",
           flush=True)
@@ -589,17 +621,11 @@ def case_significance(args, runner: Runner, scratch: Path) -> dict:
 def case_align_long(args, runner: Runner, scratch: Path) -> dict:
     """A window of a chromosome against a planted mutated copy of it."""
     import swdask
-    from swdask.sequences.store import load_sequences
-    from swdask.testing import planted_copy
 
     scoring = swdask.Scoring(alphabet="dna")
-    chromosome = load_sequences(args.chromosome).codes(0)
-    window = 3000 if args.quick else args.window
-    window = min(window, len(chromosome))
-    start = max(0, min(args.window_start, len(chromosome) - window))
-    a = chromosome[start:start + window]
     spacing = 150 if args.quick else 1000
-    b, expected, _ = planted_copy(a, scoring, spacing=spacing, seed=7)
+    a, b, expected, start = planted_pair(args.chromosome, 3000 if args.quick else args.window,
+                                         args.window_start, spacing, scoring)
     a_file = write_fasta(scratch / "long_a.fasta", [("A", scoring.alphabet.decode(a))])
     b_file = write_fasta(scratch / "long_b.fasta", [("B", scoring.alphabet.decode(b))])
     cells = len(a) * len(b)

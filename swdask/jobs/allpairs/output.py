@@ -24,7 +24,7 @@ from ...scoring import Scoring
 from ...sequences.store import SequenceStore
 from ...tables import for_file, to_pandas
 from ..base import OutputKind, atomic_dir, atomic_path, check_output, progress_bar
-from .plan import BLOCK_SIZE, AllPairsJob, block_lengths, pair_ranges, prepare
+from .plan import BLOCK_SIZE, AllPairsJob, block_pair_work, largest_first, prepare
 from .tasks import AllPairsStats, BlockStats, allpairs_stats, block_pair
 
 if TYPE_CHECKING:
@@ -281,7 +281,11 @@ def _write_run(job: AllPairsJob, manifest: dict, output: Path, done_infos: dict,
             continue
         infos.pop((a, b), None)
         todo.append((a, b))
-    weights = _pair_counts(job, todo)
+    work = block_pair_work(job, todo)
+    weights = {pair: pairs for pair, (pairs, _) in work.items()}
+    # Most cells first (plan.largest_first).  The output does not change: each block pair
+    # has its own file, read back in the manifest's order.
+    todo = largest_first(work)
     done = sum(v.pairs_scored for v in infos.values())
     logger.info("all pairs: %d sequences, %d block pairs to run (%d done before), %s pairs "
                 "to score, on %s", job.n_sequences, len(todo), len(infos),
@@ -314,20 +318,6 @@ def _faults(client, then):
     return faults(then)
 
 
-def _pair_counts(job: AllPairsJob, todo) -> dict:
-    """Pairs to score per block pair (lengths only: cheap), the progress bar's weights."""
-    lengths = {}
-    counts = {}
-    for a, b in todo:
-        for x in (a, b):
-            if x not in lengths:
-                block = job.blocks[x]
-                lengths[x] = block_lengths(SequenceStore.open(job.store_path),
-                                            block.partition)[block.start:block.stop]
-        counts[(a, b)] = int(pair_ranges(lengths[a], lengths[b], a == b, job.bound)[2].sum())
-    return counts
-
-
 def _run_blocks(job: AllPairsJob, todo, out: str, client):
     """Yield ``((a, b), info)`` as block pairs finish (in any order)."""
     if client is not None:
@@ -338,11 +328,13 @@ def _run_blocks(job: AllPairsJob, todo, out: str, client):
         route_tasks(client)  # GPU work to GPU workers, retries: read off each task
         task = backend.KernelTask(write_block_pair, job.device)
         # The job goes with each task (it is small), not scattered: data scattered to a
-        # worker that dies is lost, and every task that needed it with it.
+        # worker that dies is lost, and every task that needed it with it.  The tasks
+        # start in the order of ``todo`` (most cells first): the priority says so.
         futures = {client.submit(task, job, a, b, out,
                                  key=f"swdask-allpairs-write-{a}-{b}-{os.getpid()}"
-                                 f"-{time.monotonic_ns()}", pure=False): (a, b)
-                   for a, b in todo}
+                                 f"-{time.monotonic_ns()}", pure=False,
+                                 priority=len(todo) - rank): (a, b)
+                   for rank, (a, b) in enumerate(todo)}
         for future in as_completed(futures):
             yield futures[future], future.result()
         return

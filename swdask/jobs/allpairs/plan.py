@@ -20,13 +20,15 @@ from ...sequences.store import SequenceStore, read_part
 from ..base import Job, TemporaryStore
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import numpy.typing as npt
     from distributed import Client
 
 __all__ = ["ALLPAIRS_MODES", "BLOCK_SIZE", "CANNOT_PASS", "MAX_DENOMINATOR", "NO_BOUND",
            "AllPairsJob", "Block", "IdentityBound", "as_threshold", "block_lengths",
-           "blocks_can_pass", "check_allpairs_mode", "check_device", "pair_ranges",
-           "plan_blocks", "prepare"]
+           "block_pair_work", "blocks_can_pass", "check_allpairs_mode", "check_device",
+           "largest_first", "pair_cells", "pair_ranges", "plan_blocks", "prepare"]
 
 #: Default sequences per block (a block pair is one task).
 BLOCK_SIZE = 2048
@@ -290,6 +292,57 @@ def pair_ranges(
     count = np.maximum(hi - lo, 0)
     keep = np.flatnonzero(count > 0)
     return keep.astype(np.int64), lo[keep], count[keep]
+
+
+def pair_cells(q_len: npt.ArrayLike, s_len: npt.ArrayLike, q_list: npt.NDArray[np.int64],
+               s_lo: npt.NDArray[np.int64], s_count: npt.NDArray[np.int64]) -> int:
+    """Cells of the ranges of :func:`pair_ranges`: each query's length times the lengths
+    of its subjects, summed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pair_cells([10, 20], [1, 2, 3], np.array([1]), np.array([1]), np.array([2]))
+    100
+    """
+    cum = np.concatenate([[0], np.cumsum(np.asarray(s_len, dtype=np.int64))])
+    q_len = np.asarray(q_len, dtype=np.int64)
+    return int((q_len[q_list] * (cum[s_lo + s_count] - cum[s_lo])).sum())
+
+
+def block_pair_work(job: AllPairsJob,
+                    pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], tuple[int, int]]:
+    """``(pairs to score, cells)`` of each block pair of ``pairs``, from the lengths only
+    (each store partition's ``length`` column read once): a run's progress weights and the
+    order its block pairs start in (most cells first)."""
+    store = SequenceStore.open(job.store_path)
+    by_partition, lengths, work = {}, {}, {}
+    for a, b in pairs:
+        for x in (a, b):
+            if x not in lengths:
+                block = job.blocks[x]
+                if block.partition not in by_partition:
+                    by_partition[block.partition] = block_lengths(store, block.partition)
+                lengths[x] = by_partition[block.partition][block.start:block.stop]
+        q_list, s_lo, s_count = pair_ranges(lengths[a], lengths[b], a == b, job.bound)
+        work[(a, b)] = (int(s_count.sum()),
+                        pair_cells(lengths[a], lengths[b], q_list, s_lo, s_count))
+    return work
+
+
+def largest_first(work: dict[tuple[int, int], tuple[int, int]]) -> list[tuple[int, int]]:
+    """The block pairs of ``work`` (:func:`block_pair_work`) in the order a run starts
+    them: most cells first, ties in their own order.  The last to finish are then small
+    and the workers finish together (greedy longest-first); in the store's order the
+    large block pairs of the longest sequences came last, and one worker ran the last of
+    them alone.
+
+    Examples
+    --------
+    >>> largest_first({(0, 0): (3, 30), (0, 1): (9, 90), (1, 1): (3, 30)})
+    [(0, 1), (0, 0), (1, 1)]
+    """
+    return sorted(work, key=lambda pair: -work[pair][1])
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,7 +20,7 @@ from ...sequences.batch import SequenceBatch
 from ...sequences.store import SequenceStore
 from ...tables import check_table, to_pandas
 from ..base import TaskStats, stat
-from .plan import NO_BOUND, AllPairsJob, Block, pair_ranges
+from .plan import NO_BOUND, AllPairsJob, Block, pair_cells, pair_ranges
 
 __all__ = ["CPU_CHUNK", "AllPairsStats", "BlockStats", "allpairs_stats", "block_frame",
            "block_pair", "read_block"]
@@ -156,10 +156,7 @@ def block_pair(job: AllPairsJob, a: int, b: int) -> tuple[pa.Table, BlockStats]:
     sb = qa if a == b else read_block(job.store_path, job.blocks[b])
     q_list, s_lo, s_count = pair_ranges(qa.lengths, sb.lengths, a == b, job.bound)
     pairs = int(s_count.sum())
-    cells = 0
-    if pairs:
-        cum = np.concatenate([[0], np.cumsum(sb.lengths.astype(np.int64))])
-        cells = int((qa.lengths[q_list].astype(np.int64) * (cum[s_lo + s_count] - cum[s_lo])).sum())
+    cells = pair_cells(qa.lengths, sb.lengths, q_list, s_lo, s_count)
     device = job.task_device()
     if pairs == 0:
         found, seconds, abandoned = [np.zeros(0, np.int64)] * 5, 0.0, 0

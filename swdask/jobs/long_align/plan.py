@@ -3,6 +3,7 @@ plan it chooses by simulating the wavefront (ASW's equations evaluated by simula
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import time
 from collections.abc import Collection
@@ -143,7 +144,8 @@ def plan_tiles(m: int, n: int, *, tile: int | Literal["auto"] = "auto", gpus: in
     tile : "auto" or int, default "auto"
         An int: square tiles of that side on every worker.  ``"auto"``: the cheapest of
         the candidates under ``model`` by :func:`simulate`: square CPU tiles (no GPU);
-        one tile row per GPU cut into column bands (GPU only); and, with both, GPU tile
+        tile rows for the GPUs (one per GPU, one in all, or 2 or 4 per GPU) cut into
+        column bands (GPU only); and, with both, GPU tile
         rows over the top ``1 - f`` of the rows and square tiles below for any worker,
         for CPU shares ``f`` from 0 to 75 %, and the CPU-only plans: ``f = 0`` is a
         candidate, so a mixed plan is never predicted slower than the GPU alone.
@@ -166,23 +168,32 @@ def plan_tiles(m: int, n: int, *, tile: int | Literal["auto"] = "auto", gpus: in
         t = int(tile)
         return TilePlan(_cuts(m, math.ceil(m / t)), _cuts(n, math.ceil(n / t)))
     candidates, cpu_candidates = [], []
+    # GPU tile rows: one per GPU first (ties go to it), then fewer and more.  A GPU tile
+    # restarts the kernel's wavefront of sub-tiles, whose launches are one warp's time at
+    # least, so cutting a matrix for several GPUs can cost more than it gains: by the
+    # model 1 Mb x 1 Mb is fastest as one tile on one GPU (2.08 s; 2.44 s as a tile row
+    # per GPU), and only a larger pair gains from 2 (2.46 Mb squared: 10.5 s on one, 8.3 s
+    # on 2 as 4 rows of 2 bands).  So one row (one GPU) and 2 or 4 rows a GPU are
+    # candidates too, and a plan for 2 GPUs is never predicted slower than one for 1.
+    gpu_row_counts = sorted({gpus, 1, 2 * gpus, 4 * gpus}, key=lambda r: (r != gpus, r))
     if gpus:
         for shares in (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75) if cpu_threads else (0.0,):
             m_cpu = int(m * shares)
             m_gpu = m - m_cpu
             if m_gpu < 1:
                 continue
-            for bands in (1, 2, 4, 8, 16, 32, 64):
-                if bands > max(n, 1):
-                    break
-                rows = list(_cuts(m_gpu, gpus))
+            for row_count, bands in itertools.product(gpu_row_counts, (1, 2, 4, 8, 16, 32, 64)):
+                if bands > max(n, 1) or row_count * bands > MAX_TILES:
+                    continue
+                gpu_cuts = _cuts(m_gpu, row_count)
+                rows = list(gpu_cuts)
                 cols = _cuts(n, bands)
                 if m_cpu:
                     t = max(64, math.ceil(m_cpu / max(1, cpu_threads)),
                             math.isqrt(max(1, m_cpu * n // MAX_TILES)))
                     cols = tuple(sorted(set(cols) | set(_cuts(n, math.ceil(n / t)))))
                     rows += [m_gpu + x for x in _cuts(m_cpu, math.ceil(m_cpu / t))[1:]]
-                candidates.append(TilePlan(tuple(rows), cols, gpu_rows=len(_cuts(m_gpu, gpus)) - 1))
+                candidates.append(TilePlan(tuple(rows), cols, gpu_rows=len(gpu_cuts) - 1))
     if cpu_threads:
         smallest = max(64, math.isqrt(max(1, m * n // MAX_TILES)))
         for t in (2 ** k for k in range(6, 31)):

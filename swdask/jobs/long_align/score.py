@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from ...scoring import Scoring
     from .plan import TilePlan
 
-__all__ = ["TileResult", "client_workers", "local_cluster", "score_pass", "select_worker_gpu"]
+__all__ = ["TileResult", "client_workers", "local_cluster", "row_workers", "score_pass",
+           "select_worker_gpu"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,48 @@ def client_workers(client: Client) -> tuple[int, int]:
     return gpus, threads
 
 
+def row_workers(client: Client, plan: TilePlan, device: str) -> list[str | None]:
+    """The worker each tile row of ``plan`` runs on (its address), or None where any
+    worker may take the row's tiles.
+
+    Tile rows are dealt out in turn (row ``p`` to slot ``p`` modulo the slots): for a
+    ``"gpu"`` job, and the GPU rows of a ``"both"`` job, over the GPU workers (a tile
+    takes a whole GPU); for a ``"cpu"`` job over every worker, a slot per thread.  Left
+    to itself, Dask puts a tile where its two neighbours' boundaries are, which is where
+    the first tile ran: the tiles of a plan of one row per GPU all went to one GPU
+    unless work stealing moved some, and the other waited.  Dealt out, the rows run as a
+    pipeline on every worker (a tile waits only for the one above, on the previous
+    worker, and one boundary moves).  The CPU rows of a ``"both"`` job stay free: the
+    GPUs take some of them too.  Workers are taken in the order of their names.
+
+    Examples
+    --------
+    >>> class Cluster:
+    ...     def scheduler_info(self, n_workers):
+    ...         return {"workers": {"tcp://b": {"name": 1, "nthreads": 2, "resources": {}},
+    ...                             "tcp://a": {"name": 0, "nthreads": 1, "resources": {}}}}
+    >>> from swdask.jobs.long_align.plan import TilePlan
+    >>> row_workers(Cluster(), TilePlan((0, 1, 2, 3, 4), (0, 4)), "cpu")
+    ['tcp://a', 'tcp://b', 'tcp://b', 'tcp://a']
+    """
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    names = sorted(info, key=lambda address: (str(info[address].get("name", "")), address))
+    gpus = [a for a in names if info[a].get("resources", {}).get("GPU", 0) > 0]
+    threads = [int(info[a].get("nthreads", 1)) for a in names]
+    cpu_slots = [a for t in range(max(threads, default=0))
+                 for a, n in zip(names, threads) if n > t]
+    rows = []
+    for p in range(plan.shape[0]):
+        if device == "gpu" or (device == "both" and p < plan.gpu_rows):
+            pool = gpus
+        elif device == "cpu":
+            pool = cpu_slots
+        else:
+            pool = []
+        rows.append(pool[p % len(pool)] if pool else None)
+    return rows
+
+
 def score_pass(
     client: Client, a_future: Future, b_future: Future, plan: TilePlan, scoring: Scoring,
     device: str, progress: bool, desc: str = "align-long",
@@ -134,6 +177,10 @@ def score_pass(
     token = tokenize(a_future.key, b_future.key, plan, scoring.gap_open, scoring.gap_extend,
                      device, time.time_ns())
     futures = {}
+    # Each tile row on its worker (row_workers); loosely, so that a worker lost takes no
+    # row with it.
+    placed = [{} if w is None else {"workers": [w], "allow_other_workers": True}
+              for w in row_workers(client, plan, device)]
     for d in range(n_p + n_q - 1):
         for p in range(max(0, d - n_q + 1), min(n_p, d + 1)):
             q = d - p
@@ -145,7 +192,8 @@ def score_pass(
                 _tile_task, a_future, b_future, plan.rows[p], plan.rows[p + 1], plan.cols[q],
                 plan.cols[q + 1], futures.get((p - 1, q)), futures.get((p, q - 1)), matrix,
                 scoring.gap_open, scoring.gap_extend, device == "cpu",
-                key=f"swdask-tile-{token}-{p}-{q}", priority=-d, resources=resources)
+                key=f"swdask-tile-{token}-{p}-{q}", priority=-d, resources=resources,
+                **placed[p])
     summaries = {client.submit(_tile_summary, f, key=f"swdask-tile-best-{token}-{p}-{q}",
                                priority=-(p + q)): (p, q) for (p, q), f in futures.items()}
     # Progress in cells: each tile weighs its own (the tiles of a row's end are smaller).

@@ -14,11 +14,13 @@ table:
 
 The Dask graph of :func:`search`::
 
-    score task per store file              reads its Parquet file straight to arrays; score
-                                           table: each query's best candidates of the
-                                           partition (score kernel on the CPU or the GPU)
+    score task per store file, or per      reads its Parquet file (its row groups) straight
+    piece of one on several workers        to arrays; score table: each query's best
+    (plan.score_pieces), largest first     candidates of the piece (score kernel on the CPU
+                                           or the GPU)
       -> merge tree (MERGE_FAN_IN)         each query's max_hits best over all partitions
-      -> split by query batch              TRACEBACK_QUERIES queries each
+      -> split by query batch              at most TRACEBACK_QUERIES queries each, equal
+                                           batches, at least one per worker
       -> traceback tasks                   read the candidates' residues from the store
                                            (a filtered Parquet read: the join), align,
                                            E-values, rank
@@ -135,8 +137,9 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
     -------
     dask.dataframe.DataFrame
         The hits table (columns and dtypes of ``swdask.parquet_schemas.HITS``), one
-        partition per ``TRACEBACK_QUERIES`` (64) queries: queries in input order, hits by
-        rank, a RangeIndex in each partition.  ``evalue`` and ``bitscore`` follow NCBI
+        partition per traceback task (batches of equal size, at most
+        ``TRACEBACK_QUERIES`` (64) queries each, at least one per worker of the current
+        client): queries in input order, hits by rank, a RangeIndex in each partition.  ``evalue`` and ``bitscore`` follow NCBI
         BLAST+ (:mod:`swdask.scoring.statistics`) in local mode and are null otherwise.
         ``strand`` is ``"plus"`` or ``"minus"`` for DNA (coordinates on the sequences as
         given; see ``swdask.parquet_schemas.HITS``), null for protein.
@@ -203,21 +206,25 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
     import dask.dataframe as dd
 
     check_mode(mode)
-    device = backend.job_device(device, mode, client=backend.current_client())
+    client = backend.current_client()
+    device = backend.job_device(device, mode, client=client)
     check_limits(max_hits, min_score, evalue)
     check_strand(strand)
+    # The score tasks are cut for the workers that will run them (plan.score_pieces).
+    workers = 1 if client is None else backend.kernel_workers(client, device)
     job = prepare(queries, database, scoring=scoring, mode=mode, max_hits=int(max_hits),
                   min_score=min_score, evalue=evalue, device=device, alphabet=alphabet,
-                  map_unknown=map_unknown, owner="dask", strand=strand)
+                  map_unknown=map_unknown, owner="dask", strand=strand, workers=workers)
     _log_plan(job, "on Dask")
     token = uuid.uuid4().hex
     job_node = dask.delayed(job, name=f"swdask-search-{token}")
     # The task declares its kernels' device (the cluster routes GPU work by it) and its
-    # cells (progress counts them).
+    # cells (progress counts them).  The pieces come largest first, and Dask starts root
+    # tasks in graph order: the last tasks to finish are the small ones.
     level = [dask.delayed(backend.KernelTask(tasks.score_partition, device,
-                                             work=job.file_cells(number)), pure=True)(
-                 job_node, number, dask_key_name=(f"swdask_score-{token}", number))
-             for number in range(len(job.files))]
+                                             work=job.piece_cells(piece)), pure=True)(
+                 job_node, piece, dask_key_name=(f"swdask_score-{token}", piece))
+             for piece in range(len(job.pieces))]
     merge = dask.delayed(tasks.merge_candidates, pure=True)
     while True:
         level = [merge(job_node, *level[k:k + plan.MERGE_FAN_IN])

@@ -3,6 +3,7 @@ decided; the :class:`SearchJob` every task gets, and the :class:`SearchStats` it
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 import shutil
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from ...scoring import Scoring
 from ...scoring.statistics import annotate, karlin_altschul
 from ...sequences.batch import SequenceBatch, as_batch
 from ...sequences.ingest import open_database
-from ...sequences.store import SequenceStore
+from ...sequences.store import SequenceStore, row_group_sizes
 from ...tables import to_pandas
 from ..base import Job, TemporaryStore
 
@@ -29,15 +30,24 @@ if TYPE_CHECKING:
 
     from ...sequences.batch import SequencesLike
 
-__all__ = ["MERGE_FAN_IN", "SCORE_TABLE_BYTES", "TRACEBACK_QUERIES", "SearchJob",
-           "SearchStats", "check_limits", "hits_meta", "prepare", "strand_rows"]
+__all__ = ["MERGE_FAN_IN", "SCORE_TABLE_BYTES", "SPLIT_LEVELS", "SPLIT_TOLERANCE",
+           "TRACEBACK_QUERIES", "ScorePiece", "SearchJob", "SearchStats", "check_limits",
+           "hits_meta", "longest_share", "prepare", "score_pieces", "strand_rows",
+           "traceback_batch_size"]
 
 #: Bound on the score tables (scores and both ends, int32) held at once for one partition.
 SCORE_TABLE_BYTES = 256 * 2**20
 #: Score tables merged by one task of the merge tree.
 MERGE_FAN_IN = 8
-#: Queries per traceback task (and per partition of the hits DataFrame).
+#: Most queries per traceback task (and per partition of the hits DataFrame); the
+#: batches are of equal size (:func:`traceback_batch_size`).
 TRACEBACK_QUERIES = 64
+#: How much longer than an even share (the database's residues / the workers) the most
+#: any worker scores may be before a search's store files are cut finer
+#: (:func:`score_pieces`).
+SPLIT_TOLERANCE = 0.05
+#: Pieces per worker tried in turn, finer and finer, by :func:`score_pieces`.
+SPLIT_LEVELS = (1, 2, 4, 8, 16)
 
 @functools.cache
 def hits_meta() -> pd.DataFrame:
@@ -94,6 +104,112 @@ class SearchStats:
         return self.cells / self.total_seconds / 1e9 if self.total_seconds else 0.0
 
 
+@dataclass(frozen=True)
+class ScorePiece:
+    """The subjects of one score task: row groups ``row_groups`` of store file ``number``
+    (all of it when None), whose first row is row ``first_row`` of the file, holding
+    ``residues`` residues."""
+
+    number: int
+    row_groups: tuple[int, ...] | None
+    first_row: int
+    residues: int
+
+
+def score_pieces(files: Sequence[str], file_residues: Sequence[int],
+                 workers: int = 1) -> tuple[ScorePiece, ...]:
+    """The score tasks of a search on ``workers`` workers, largest first.
+
+    Workers take the tasks largest first, each the next one as it is free (Dask hands
+    out root tasks in graph order): the most any worker then scores is ``longest``
+    (:func:`longest_share`).  One task per store file (as the store's partitions are
+    sized) while ``longest`` is within :data:`SPLIT_TOLERANCE` of an even share: 102.6 M
+    residues in six files of 16.8 M and one of 2 M on 2 workers, say (3 files and the small
+    one against 3).  Otherwise the files are cut into runs of whole row groups (the
+    smallest unit a task reads: about 2 M residues, ``ROW_GROUP_RESIDUES``) of about
+    ``total / (k x workers)`` residues, for ``k`` of :data:`SPLIT_LEVELS` in turn, until
+    it is (or the row groups allow no finer cut): as few tasks as balance needs, since
+    each task costs its read, upload and kernel launches.  Ties are ordered the later
+    first (longer subjects).  Which subjects a task scores does not change any hit: the
+    merge keeps each query's best by a total order.
+
+    Examples
+    --------
+    Balanced as stored: one piece per file, largest first (no file is opened):
+
+    >>> pieces = score_pieces(["a", "b", "c", "d"], [50, 80, 80, 50], workers=2)
+    >>> [(p.number, p.row_groups, p.residues) for p in pieces]
+    [(2, None, 80), (1, None, 80), (3, None, 50), (0, None, 50)]
+    """
+    total = sum(int(r) for r in file_residues)
+    even = total / max(workers, 1)
+    groups = {}  # file -> (rows, residues) of its row groups, read once
+    pieces = [ScorePiece(number, None, 0, int(residues))
+              for number, residues in enumerate(file_residues)]
+    for level in SPLIT_LEVELS if workers > 1 else ():
+        if longest_share([p.residues for p in pieces], workers) <= (1 + SPLIT_TOLERANCE) * even:
+            break
+        target = total / (level * workers)
+        finer = []
+        for number, (path, residues) in enumerate(zip(files, file_residues)):
+            parts = math.ceil(int(residues) / target)
+            if parts > 1 and number not in groups:
+                groups[number] = row_group_sizes(path)
+            rows, group_residues = groups.get(number, ((), ()))
+            finer.extend(_cut_file(number, rows, group_residues, min(parts, len(rows)),
+                                   int(residues)))
+        pieces = finer
+    return tuple(sorted(pieces, key=lambda p: (-p.residues, -p.number, -p.first_row)))
+
+
+def longest_share(sizes: Sequence[int], workers: int) -> float:
+    """The most any of ``workers`` workers gets when each takes the largest of ``sizes``
+    left as it is free (greedy longest-first, all at the same speed).
+
+    Examples
+    --------
+    >>> longest_share([5, 5, 4, 3, 3], 2)
+    11
+    """
+    import heapq
+
+    loads = [0] * max(workers, 1)
+    for size in sorted(sizes, reverse=True):
+        heapq.heapreplace(loads, loads[0] + size)
+    return max(loads)
+
+
+def _cut_file(number: int, rows: Sequence[int], group_residues: Sequence[int], parts: int,
+              residues: int) -> list[ScorePiece]:
+    """Store file ``number`` as ``parts`` runs of whole row groups of about equal residues
+    (the whole file, ``row_groups=None``, for one part)."""
+    if parts <= 1:
+        return [ScorePiece(number, None, 0, residues)]
+    done = np.concatenate([[0], np.cumsum(group_residues)])
+    # Cut between row groups where the residues before are nearest k / parts of the file.
+    cuts = sorted({int(np.abs(done - k * done[-1] / parts).argmin())
+                   for k in range(1, parts)} - {0, len(rows)})
+    first_rows = np.concatenate([[0], np.cumsum(rows)])
+    return [ScorePiece(number, tuple(range(g0, g1)), int(first_rows[g0]), int(done[g1] - done[g0]))
+            for g0, g1 in zip([0, *cuts], [*cuts, len(rows)])]
+
+
+def traceback_batch_size(n_queries: int, workers: int = 1) -> int:
+    """Queries per traceback task: at most :data:`TRACEBACK_QUERIES`, and at least as
+    many tasks as ``workers`` (while there are queries for them), of equal size.  196
+    queries make 4 tasks of 49, not 3 of 64 and one of 4, and 12 queries on 2 workers 2
+    tasks of 6, not one: the traceback comes after the last score task, and one worker
+    tracing back alone while the others wait was the end of every small search.
+
+    Examples
+    --------
+    >>> traceback_batch_size(196), traceback_batch_size(12, workers=2), traceback_batch_size(0)
+    (49, 6, 1)
+    """
+    batches = max(1, -(-n_queries // TRACEBACK_QUERIES), min(n_queries, workers))
+    return max(1, -(-n_queries // batches))
+
+
 @dataclass(frozen=True, kw_only=True)
 class SearchJob(Job):
     """Everything the tasks of one search need: small, immutable, picklable.
@@ -115,9 +231,10 @@ class SearchJob(Job):
     db_residues: int
     db_sequences: int
     statistics: bool  # local mode with published Karlin-Altschul parameters
-    batch_size: int  # queries per traceback task (TRACEBACK_QUERIES when the graph was built)
+    batch_size: int  # queries per traceback task (traceback_batch_size() when planned)
     file_residues: tuple = ()  # residues of each of ``files``
     keep: object = None  # a temporary store's TemporaryStore (a plain path once pickled)
+    pieces: tuple = ()  # the score tasks' ScorePiece, largest first (score_pieces)
 
     @property
     def n_batches(self) -> int:
@@ -129,9 +246,9 @@ class SearchJob(Job):
         """Cells of the whole score pass: residues scored (each strand) x database residues."""
         return int(self.rows.lengths.sum()) * self.db_residues
 
-    def file_cells(self, number: int) -> int:
-        """Cells of the score task of store file ``number`` (its weight in progress)."""
-        return int(self.rows.lengths.sum()) * int(self.file_residues[number])
+    def piece_cells(self, piece: int) -> int:
+        """Cells of score task ``piece`` (of :attr:`pieces`: its weight in progress)."""
+        return int(self.rows.lengths.sum()) * self.pieces[piece].residues
 
     @property
     def strands(self) -> int:
@@ -206,10 +323,11 @@ def strand_rows(queries: SequenceBatch, strand: str) -> SequenceBatch:
 def prepare(queries: SequencesLike, database: str | os.PathLike | SequenceStore, *,
             scoring: Scoring | None, mode: str, max_hits: int, min_score: int | None,
             evalue: float | None, device: str, alphabet: str, map_unknown: bool, owner: str,
-            strand: str | None = None) -> SearchJob:
+            strand: str | None = None, workers: int = 1) -> SearchJob:
     """Open the database and the queries and check that they go together.
 
-    ``device`` is the job's, already decided.  A FASTA database is ingested into a
+    ``device`` is the job's, already decided; ``workers`` the workers that will run its
+    score tasks (:func:`score_pieces`).  A FASTA database is ingested into a
     temporary store; with ``owner="dask"`` the search's :class:`TemporaryStore` removes
     it later, otherwise the caller must (``store_path`` of the result; ``keep`` is then
     True).  ``strand`` defaults to ``"both"`` for DNA; protein takes ``"plus"`` only
@@ -254,6 +372,9 @@ def prepare(queries: SequencesLike, database: str | os.PathLike | SequenceStore,
         if mode == "local" and not statistics:
             annotate(hits_meta(), scoring, db_residues=store.n_residues,
                      db_sequences=store.n_records)  # warns once: E-values stay null
+        files = tuple(str(f) for f in store.files)
+        file_residues = tuple(int(p["n_residues"]) for p in store.partitions)
+        pieces = score_pieces(files, file_residues, workers)
     except BaseException:
         if temporary:
             shutil.rmtree(store.path, ignore_errors=True)
@@ -267,7 +388,7 @@ def prepare(queries: SequencesLike, database: str | os.PathLike | SequenceStore,
     return SearchJob(queries=batch, rows=strand_rows(batch, strand), strand=strand,
                      scoring=scoring, mode=mode, max_hits=max_hits,
                      min_score=min_score, evalue=evalue, device=device,
-                     store_path=str(store.path), files=tuple(str(f) for f in store.files),
+                     store_path=str(store.path), files=files,
                      db_residues=store.n_residues, db_sequences=store.n_records,
-                     statistics=statistics, batch_size=TRACEBACK_QUERIES, keep=keep,
-                     file_residues=tuple(int(p["n_residues"]) for p in store.partitions))
+                     statistics=statistics, batch_size=traceback_batch_size(len(batch), workers),
+                     keep=keep, file_residues=file_residues, pieces=pieces)

@@ -132,15 +132,21 @@ def queries_at(hits: pd.DataFrame, max_hits: int) -> int:
 # --------------------------------------------------------------------------------------
 
 
-def score_partition(job: SearchJob, number: int) -> Candidates:
-    """Each query's best candidates in store partition ``number`` (schema SCORES).
+def score_partition(job: SearchJob, piece: int) -> Candidates:
+    """Each query's best candidates in score piece ``piece`` of the job (schema SCORES):
+    a store file or some of its row groups (:func:`swdask.jobs.search.plan.score_pieces`).
 
-    The task reads its Parquet file itself, straight to arrays (columns checked: a
-    damaged file names the file and the column).
+    The task reads its Parquet file itself, straight to arrays, only its row groups
+    (columns checked: a damaged file names the file and the column).  A candidate's
+    ``partition`` and ``row`` are its file and its row in the file, where the traceback
+    reads it back.
     """
     started = time.time()
+    part = job.pieces[piece]
+    number = part.number
     path = job.files[number]
-    table = read_part(path, list(_SUBJECT_COLUMNS))
+    table = read_part(path, list(_SUBJECT_COLUMNS),
+                      row_groups=None if part.row_groups is None else list(part.row_groups))
     seq_id = table.column("seq_id").to_numpy()
     offsets, residues = list_arrays(table.column("residues"))
     device = job.task_device()
@@ -167,7 +173,7 @@ def score_partition(job: SearchJob, number: int) -> Candidates:
             columns["subject_end"].append(s_end)
             columns["subject_length"].append(lengths[keep])
             columns["partition"].append(np.full(keep.size, number, np.int32))
-            columns["row"].append(keep.astype(np.int64))
+            columns["row"].append(keep.astype(np.int64) + part.first_row)
             columns["minus"].append(np.full(keep.size, minus[q0 + row], np.int32))
     import pandas as pd  # on the Dask path only: the in-process search imports it late
 

@@ -130,6 +130,33 @@ def test_cpu_gpu_and_mixed_give_identical_results_in_the_simulator():
 
 
 
+def test_tile_rows_are_dealt_out_to_every_worker():
+    """On 2 one-thread workers the tile rows alternate between them (row_workers), so both
+    score tiles the whole time instead of the tiles following their neighbours' data to
+    one worker; the result is the one-worker result."""
+    from distributed import Client, LocalCluster, get_task_stream
+
+    scoring = Scoring(alphabet="dna")
+    codes = window_codes()
+    a, b = codes[:600], codes[300:900]
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        plan = la.plan_tiles(len(a), len(b), tile=100)
+        placed = la_score.row_workers(client, plan, "cpu")
+        assert len(set(placed)) == 2 and placed[0] != placed[1] and placed[0] == placed[2]
+        with get_task_stream(client) as stream:
+            two = la.align_long(a, b, scoring=scoring, tile=100, device="cpu", client=client)
+        ran = {}
+        for record in stream.data:
+            parts = str(record["key"]).split("-")
+            if parts[:2] == ["swdask", "tile"] and parts[2] != "best":
+                ran[int(parts[-2]), int(parts[-1])] = record["worker"]
+        assert len(ran) == 36 and all(ran[p, q] == placed[p] for p, q in ran)
+    one = la.align_long(a, b, scoring=scoring, tile=100, device="cpu")
+    assert (two.score, two.query_end, two.subject_end) == (one.score, one.query_end,
+                                                            one.subject_end)
+
+
 #: Workers that ran a tile of the traceback's walk (in-process workers: the same module).
 _TRACED_ON = []
 
@@ -180,6 +207,19 @@ def test_cost_model_plans():
     slow = la.CostModel(gpu_gcups=20.0, gpu_warp_gcups=20.0 / 2112)
     assert la.plan_tiles(100_000, 100_000, gpus=1, cpu_threads=16, model=slow).shape[0] > 1
     assert la.simulate(la.plan_tiles(10, 10, tile=5), model, 0, 0) == float("inf")
+
+
+def test_plans_for_two_gpus_are_never_slower_than_for_one():
+    """A tile row per GPU made 1 Mb x 1 Mb slower on 2 GPUs than on one (each tile restarts
+    the kernel's wavefront); one tile in all is a candidate now, and a larger pair is cut."""
+    model = la.CostModel()
+    for m, n in ((1_000_000, 1_000_000), (2_460_000, 1_000_000), (2_460_000, 2_460_000)):
+        one = la.plan_tiles(m, n, gpus=1, cpu_threads=0, model=model)
+        two = la.plan_tiles(m, n, gpus=2, cpu_threads=0, model=model)
+        assert two.predicted <= one.predicted, (m, n)
+        row_per_gpu = la.TilePlan(tuple(range(0, m + 1, m // 2)), (0, n), gpu_rows=2)
+        assert two.predicted <= la.simulate(row_per_gpu, model, 2, 0), (m, n)
+    assert two.shape[0] > 1 and two.predicted < 0.85 * one.predicted  # 2.46 Mb squared
 
 
 def test_calibrate_cpu():

@@ -273,6 +273,66 @@ def test_one_and_two_workers_give_the_in_process_hits(client, store, reference, 
     same_hits(table, reference)
 
 
+@pytest.fixture(scope="module")
+def grouped(tmp_path_factory):
+    """sprot_db in 5 files, 4 of 11 or 12 row groups and one of 4 (about 4,000 residues a
+    row group): files that the score tasks of a search on 2 workers are cut into."""
+    ingest_module = importlib.import_module("swdask.sequences.ingest")
+    path = tmp_path_factory.mktemp("grouped") / "sprot.store"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ingest_module, "ROW_GROUP_RESIDUES", 4_000)
+        store = swdask.ingest(SPROT_DB, path, partition_residues=40_000)
+    groups = [pq.ParquetFile(f).metadata.num_row_groups for f in store.files]
+    assert len(groups) == 5 and min(groups[:4]) >= 11 and groups[4] >= 2
+    return store
+
+
+def test_score_pieces_cover_each_file_once_largest_first(grouped):
+    from swdask.sequences.store import row_group_sizes
+
+    files = [str(f) for f in grouped.files]
+    residues = [p["n_residues"] for p in grouped.partitions]
+    one = search_module.score_pieces(files, residues, workers=1)
+    assert sorted(p.number for p in one) == [0, 1, 2, 3, 4]  # one per file, as stored
+    assert all(p.row_groups is None and p.first_row == 0 for p in one)
+    even = sum(residues) / 2
+    assert search_module.longest_share(residues, 2) > 1.05 * even  # so the files are cut
+    pieces = search_module.score_pieces(files, residues, workers=2)
+    assert len(pieces) > len(files)
+    assert [p.residues for p in pieces] == sorted((p.residues for p in pieces), reverse=True)
+    # Cut until the workers' shares are even (or into single row groups, the finest cut).
+    assert (search_module.longest_share([p.residues for p in pieces], 2) <= 1.05 * even
+            or all(p.row_groups is not None and len(p.row_groups) == 1 for p in pieces))
+    for number, path in enumerate(files):
+        rows, group_residues = row_group_sizes(path)
+        mine = sorted((p for p in pieces if p.number == number), key=lambda p: p.first_row)
+        groups = [list(range(len(rows))) if p.row_groups is None else list(p.row_groups)
+                  for p in mine]  # None: the whole file (one no larger than a piece)
+        assert [g for run in groups for g in run] == list(range(len(rows)))
+        assert [p.first_row for p in mine] == [int(rows[:run[0]].sum()) for run in groups]
+        assert [p.residues for p in mine] == [int(group_residues[run].sum()) for run in groups]
+
+
+def test_two_workers_cut_files_into_pieces_with_the_same_hits(client, grouped,
+                                                               small_batches):
+    reference = swdask.search_in_process(QUERIES, grouped, max_hits=10)
+    job = search_module.prepare(QUERIES, grouped, scoring=None, mode="local", max_hits=10,
+                                min_score=None, evalue=None, device="cpu", alphabet="auto",
+                                map_unknown=False, owner="caller", workers=2)
+    assert len(job.pieces) > len(grouped.files)
+    assert job.batch_size == 4 and job.n_batches == 3  # 12 queries: 4, 4, 4 (not 5, 5, 2)
+    assert search_module.traceback_batch_size(3, workers=2) == 2  # 2 tasks, not 1
+    _scheduler_idle(client)
+    hits, stats = swdask.search(QUERIES, grouped, max_hits=10, return_stats=True)
+    assert hits.npartitions == 3
+    table, found = cluster_module.compute(hits, stats, client=client)
+    same_hits(table, reference)
+    assert found.n_hits == len(reference) and found.cells == job.cells
+    keys = hits.__dask_graph__().keys()
+    assert sum(1 for key in keys if isinstance(key, tuple)
+               and str(key[0]).startswith("swdask_score-")) == len(job.pieces)
+
+
 class KillOnce(WorkerPlugin):
     """Kills its worker process right after its second score task, once per marker file."""
 
