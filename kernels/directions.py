@@ -101,3 +101,17 @@ def walk_step(bits, state, i, j, ops, k):
         return (STATE_E if bits & E_EXTENDS else STATE_H), i, j - 1, k + 1, False
     ops[k] = OP_INS
     return (STATE_F if bits & F_EXTENDS else STATE_H), i - 1, j, k + 1, False
+
+
+def border_gap(i, j, ops, k):
+    """The end of a global path's walk at the matrix's first row or column (cell
+    ``(i, j)``, one of them 0): the ``j`` deletions or ``i`` insertions that lead to
+    ``(0, 0)``, written to ``ops`` from ``k`` on (in reverse order, as the walk's).
+    Returns the next free index of ``ops``."""
+    for _ in range(j):
+        ops[k] = OP_DEL
+        k += 1
+    for _ in range(i):
+        ops[k] = OP_INS
+        k += 1
+    return k

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numba import njit
 
-from ..directions import NEG, SCORE_LIMIT, STATE_H, cell_bound, decision, walk_step
+from ..directions import NEG, SCORE_LIMIT, STATE_H, border_gap, cell_bound, decision, walk_step
 from . import prebuild
 from .prebuild import read_only
 from .reference import GLOBAL, LOCAL, OP_DEL, OP_INS, OP_MATCH, SEMIGLOBAL, mode_code
@@ -58,6 +58,7 @@ MAX_TRACEBACK_CELLS = 1_000_000_000
 #: into the kernels that call them (no compilation of their own).
 decision_njit = njit(inline="always")(decision)
 walk_step_njit = njit(inline="always")(walk_step)
+border_gap_njit = njit(inline="always")(border_gap)
 
 # Column kinds of summarize_path, in the order of their CIGAR letters "=XID".
 _CIGAR_EQ, _CIGAR_X, _CIGAR_I, _CIGAR_D = 0, 1, 2, 3
@@ -290,13 +291,7 @@ def _traceback_kernel(query, subject, matrix, gap_open, gap_extend, mode_code, e
     while True:
         if state == STATE_H and (i == 0 or j == 0):
             if glob:
-                # Boundary gap: at most one of i, j is non-zero here.
-                for _ in range(j):
-                    ops_rev[k] = OP_DEL
-                    k += 1
-                for _ in range(i):
-                    ops_rev[k] = OP_INS
-                    k += 1
+                k = border_gap_njit(i, j, ops_rev, k)
                 i = 0
                 j = 0
             break

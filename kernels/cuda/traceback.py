@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import config, cuda, int16, int32, uint32
 
-from ..cpu.reference import GLOBAL, LOCAL, OP_DEL, OP_INS, mode_code
-from ..directions import NEG, STATE_H, decision, walk_step
+from ..cpu.reference import GLOBAL, LOCAL, mode_code
+from ..directions import NEG, STATE_H, border_gap, decision, walk_step
 from .compile import jit
 
 if TYPE_CHECKING:
@@ -69,6 +69,7 @@ _SIMULATED = bool(config.ENABLE_CUDASIM)
 # The decisions and the walk of the CPU kernels, as device functions.
 _decision = cuda.jit(device=True)(decision)
 _walk_step = cuda.jit(device=True)(walk_step)
+_border_gap = cuda.jit(device=True)(border_gap)
 
 
 if _SIMULATED:
@@ -227,13 +228,7 @@ def _walk_kernel(directions, dir_base, ends_i, ends_j, ops_base, ops, mode, out_
         if stop:
             break
     if mode == GLOBAL and state == STATE_H:
-        # The border's gap: at most one of i, j is non-zero here.
-        for _ in range(j):
-            path[k] = OP_DEL
-            k += 1
-        for _ in range(i):
-            path[k] = OP_INS
-            k += 1
+        k = _border_gap(i, j, path, k)
         i = 0
         j = 0
     out_len[pair] = k
