@@ -24,7 +24,7 @@ PACKAGES = {"swdask": "swdask", "kernels": "swdask.kernels",
 #: Compiled by ``numba.cuda.jit(device=True)`` as well as ``@njit``: a CUDA device
 #: function is typed by Numba from its arguments, and carries no annotations.
 CUDA_DEVICE_FUNCTIONS = {
-    "kernels/directions.py": {"decision", "walk_step"},
+    "kernels/directions.py": {"border_gap", "decision", "walk_step"},
     "kernels/cpu/psse.py": {"philox", "fisher_yates", "write_copy", "gumbel_fit", "gumbel_sf",
                             "pair_significance"},
     "kernels/cuda/all_pairs.py": {"lowest_score"},
