@@ -30,13 +30,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["MAX_CODE", "count_shared", "need_of", "qgram_codes"]
+__all__ = ["MAX_CODE", "count_shared", "merge_count", "need_of", "qgram_codes"]
 
 #: Codes must stay below this (int64 with room): ``alphabet_size ** q <= MAX_CODE``.
 MAX_CODE = 1 << 62
 
 
-@njit(nogil=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def qgram_codes(residues: np.ndarray, offsets: np.ndarray, q: int, base: int,
                 unknown: int) -> tuple[np.ndarray, np.ndarray]:
     """Sorted q-gram codes of each sequence, without those holding ``unknown``.
@@ -62,16 +62,18 @@ def qgram_codes(residues: np.ndarray, offsets: np.ndarray, q: int, base: int,
     """
     n = offsets.shape[0] - 1
     counts = np.zeros(n + 1, np.int64)
-    for i in range(n):
+    for i in prange(n):
         run = 0  # residues since the last unknown
+        found = 0
         for p in range(offsets[i], offsets[i + 1]):
             run = 0 if residues[p] == unknown else run + 1
             if run >= q:
-                counts[i + 1] += 1
+                found += 1
+        counts[i + 1] = found
     code_offsets = np.cumsum(counts)
     codes = np.empty(code_offsets[n], np.int64)
     top = np.int64(base) ** (q - 1)  # the weight of a window's first digit
-    for i in range(n):
+    for i in prange(n):
         k = code_offsets[i]
         run = 0
         code = np.int64(0)
@@ -92,36 +94,43 @@ def qgram_codes(residues: np.ndarray, offsets: np.ndarray, q: int, base: int,
     return codes, code_offsets
 
 
-@njit(nogil=True, cache=True, inline="always")
-def need_of(m: int, n: int, q: int, num: int, den: int) -> int:
+def need_of(m, n, q, num, den):
     """The fewest shared q-grams of lengths ``m``, ``n`` at identity ``num / den``:
     ``max(m, n) - q + 1 - q * floor((den - num) * (m + n) / (den + num))`` (at most 0:
     the pair cannot be ruled out).  The reference: ``QgramFilter.need`` in
-    :mod:`swdask.jobs.allpairs.filter`."""
+    :mod:`swdask.jobs.allpairs.filter`.  Plain Python, compiled here and for the GPU
+    (:mod:`swdask.kernels.cuda.qgram`)."""
     edits = ((den - num) * (m + n)) // (den + num)
     return max(m, n) - q + 1 - q * edits
 
 
-@njit(nogil=True, cache=True, inline="always")
-def _merge_count(a, a0, a1, b, b0, b1, need):
-    """Sum of minima of two sorted runs, or a smaller number once ``need`` is out of
-    reach (what is left of the shorter run bounds the rest)."""
-    i, j, shared = a0, b0, 0
+def merge_count(a, a0, a1, b, b0, b1, need):
+    """Sum of minima of the counts of the sorted runs ``a[a0:a1]`` and ``b[b0:b1]``, or
+    a smaller number once ``need`` is out of reach (every match still to come takes one
+    element of each run, so the shorter rest bounds what can be added).  Plain Python,
+    compiled here and for the GPU."""
+    i = a0
+    j = b0
+    shared = 0
     while i < a1 and j < b1:
-        x, y = a[i], b[j]
+        x = a[i]
+        y = b[j]
         if x == y:
             shared += 1
             i += 1
             j += 1
-        elif x < y:
-            i += 1
-            if shared + min(a1 - i, b1 - j) < need:
-                break
         else:
-            j += 1
+            if x < y:
+                i += 1
+            else:
+                j += 1
             if shared + min(a1 - i, b1 - j) < need:
                 break
     return shared
+
+
+_need_of = njit(nogil=True, cache=True, inline="always")(need_of)
+_merge_count = njit(nogil=True, cache=True, inline="always")(merge_count)
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -143,7 +152,7 @@ def count_shared(q_codes: np.ndarray, q_code_off: np.ndarray, s_codes: np.ndarra
         a0, a1 = q_code_off[qi], q_code_off[qi + 1]
         for p in range(pair_start[k], pair_start[k + 1]):
             sj = s_lo[k] + p - pair_start[k]
-            need = need_of(q_len[qi], s_len[sj], q, num, den)
+            need = _need_of(q_len[qi], s_len[sj], q, num, den)
             count = _merge_count(q_codes, a0, a1, s_codes, s_code_off[sj],
                                  s_code_off[sj + 1], need)
             shared[p] = count if count >= need else -1

@@ -154,10 +154,16 @@ class QgramFilter:
         edits = ((den - num) * (m + n)) // (den + num)
         return np.maximum(np.maximum(m, n) - self.q + 1 - self.q * edits, 0)
 
-    def codes(self, batch: SequenceBatch) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def codes(self, batch: SequenceBatch) -> tuple[np.ndarray, npt.NDArray[np.int64]]:
         """The sorted q-gram codes of each sequence of ``batch`` and their offsets
-        (:func:`swdask.kernels.cpu.qgram.qgram_codes`)."""
-        return qgram_codes(batch.residues, batch.offsets, self.q, self.base, self.unknown)
+        (:func:`swdask.kernels.cpu.qgram.qgram_codes`); int32 where they fit (DNA up to
+        q = 13), halving the memory and the merge's reads."""
+        with backend.KERNEL_LOCK:  # a parallel Numba kernel: one at a time per process
+            codes, offsets = qgram_codes(batch.residues, batch.offsets, self.q, self.base,
+                                         self.unknown)
+        if self.base ** self.q <= np.iinfo(np.int32).max:
+            codes = codes.astype(np.int32)
+        return codes, offsets
 
     def can_drop(self, q_len: npt.ArrayLike, s_len: npt.ArrayLike, runs: Runs) -> bool:
         """Whether some pair of ``runs`` may need a shared q-gram; if not, counting is
@@ -180,26 +186,33 @@ class QgramFilter:
         return bool(most.max() > 0)
 
     def shared(self, q_codes: tuple, s_codes: tuple, q_len: npt.ArrayLike,
-               s_len: npt.ArrayLike, runs: Runs) -> npt.NDArray[np.int32]:
+               s_len: npt.ArrayLike, runs: Runs, device: str = "cpu") -> npt.NDArray[np.int32]:
         """Shared q-gram counts of the pairs of ``runs``, in run order (int32): exact
         where a pair reaches its need, -1 where it does not (the kernel's early stop,
-        :func:`swdask.kernels.cpu.qgram.count_shared`).  ``q_codes`` / ``s_codes`` are
-        :meth:`codes` of the two blocks."""
+        :func:`swdask.kernels.cpu.qgram.count_shared`, or on ``device="gpu"``
+        :func:`swdask.kernels.cuda.qgram.count_shared_gpu`: the same counts).
+        ``q_codes`` / ``s_codes`` are :meth:`codes` of the two blocks."""
         q_list, s_lo, s_count = runs
         pair_start = _starts(s_count)
-        out = np.zeros(int(pair_start[-1]), np.int32)
         t = self.threshold
-        with backend.KERNEL_LOCK:  # a parallel Numba kernel: one at a time per process
-            count_shared(q_codes[0], q_codes[1], s_codes[0], s_codes[1],
-                         np.asarray(q_len, dtype=np.int64), np.asarray(s_len, dtype=np.int64),
-                         q_list, s_lo, pair_start, self.q, t.numerator, t.denominator, out)
+        arguments = (q_codes[0], q_codes[1], s_codes[0], s_codes[1],
+                     np.asarray(q_len, dtype=np.int64), np.asarray(s_len, dtype=np.int64),
+                     q_list, s_lo, pair_start, self.q, t.numerator, t.denominator)
+        with backend.KERNEL_LOCK:  # one kernel at a time per process (all cores, or the GPU)
+            if device == "gpu":
+                from ...kernels.cuda.qgram import count_shared_gpu
+
+                return count_shared_gpu(*arguments)[0]
+            out = np.zeros(int(pair_start[-1]), np.int32)
+            count_shared(*arguments, out)
         return out
 
     def keep(self, q_codes: tuple, s_codes: tuple, q_len: npt.ArrayLike, s_len: npt.ArrayLike,
-             runs: Runs) -> Runs:
-        """The runs of the pairs of ``runs`` that share at least their need, in order.
-        Ask :meth:`can_drop` first: where it says no, this counts for nothing."""
-        kept = np.flatnonzero(self.shared(q_codes, s_codes, q_len, s_len, runs) >= 0)
+             runs: Runs, device: str = "cpu") -> Runs:
+        """The runs of the pairs of ``runs`` that share at least their need, in order,
+        counted on ``device``.  Ask :meth:`can_drop` first: where it says no, this
+        counts for nothing."""
+        kept = np.flatnonzero(self.shared(q_codes, s_codes, q_len, s_len, runs, device) >= 0)
         return runs_of(*pairs_of(runs, kept))
 
 

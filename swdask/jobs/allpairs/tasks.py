@@ -169,11 +169,12 @@ def block_pair(job: AllPairsJob, a: int, b: int) -> tuple[pa.Table, BlockStats]:
     runs = pair_ranges(qa.lengths, sb.lengths, a == b, job.bound)
     pairs = int(runs[2].sum())
     sparse, filter_seconds = False, 0.0
+    device = job.task_device()
     if job.prefilter is not None and job.prefilter.can_drop(qa.lengths, sb.lengths, runs):
         tick = time.perf_counter()
         codes = [_block_qgrams(job.store_path, job.blocks[x], job.prefilter)
                  for x in ((a,) if a == b else (a, b))]
-        runs = job.prefilter.keep(codes[0], codes[-1], qa.lengths, sb.lengths, runs)
+        runs = job.prefilter.keep(codes[0], codes[-1], qa.lengths, sb.lengths, runs, device)
         sparse, filter_seconds = True, time.perf_counter() - tick
     q_list, s_lo, s_count = runs
     scored = int(s_count.sum())
@@ -181,7 +182,6 @@ def block_pair(job: AllPairsJob, a: int, b: int) -> tuple[pa.Table, BlockStats]:
     if scored:
         cum = np.concatenate([[0], np.cumsum(sb.lengths.astype(np.int64))])
         cells = int((qa.lengths[q_list].astype(np.int64) * (cum[s_lo + s_count] - cum[s_lo])).sum())
-    device = job.task_device()
     if scored == 0:
         found, seconds, abandoned = [np.zeros(0, np.int64)] * 5, 0.0, 0
     elif device == "gpu":
