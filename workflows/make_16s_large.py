@@ -36,7 +36,7 @@ def make(source: Path, output: Path, *, copies: int = 7, seed: int = 17,
     from swdask.testing import mutated_copy
 
     written = 0
-    with open(output, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as out:
+    with open(output, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as out:
         for g, (name, _, codes) in enumerate(iter_records(source, alphabet=DNA, map_unknown=True)):
             gene = DNA.decode(codes)
             records = [(name, gene)]
