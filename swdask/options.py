@@ -150,6 +150,9 @@ TUNABLES = {
     # alphabet (DNA 7, protein 4, measured in docs/allpairs.md).  Results never change,
     # only how many pairs the filter drops.
     "allpairs-qgram": None,
+    # Where a GPU run's all-pairs pre-filter counts: "gpu" (with the score pass) or "cpu"
+    # (the host's cores, while the GPU scores the previous block pair); for measuring.
+    "allpairs-filter-device": "gpu",
 }
 
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 from ... import backend
 from ...kernels.cpu.score import kernel_threads, score_all
 from ...kernels.cpu.traceback import align_codes
+from ...options import tunable
 from ...parquet_schemas import ALLPAIRS
 from ...sequences.batch import SequenceBatch
 from ...sequences.store import SequenceStore
@@ -174,7 +175,8 @@ def block_pair(job: AllPairsJob, a: int, b: int) -> tuple[pa.Table, BlockStats]:
         tick = time.perf_counter()
         codes = [_block_qgrams(job.store_path, job.blocks[x], job.prefilter)
                  for x in ((a,) if a == b else (a, b))]
-        runs = job.prefilter.keep(codes[0], codes[-1], qa.lengths, sb.lengths, runs, device)
+        where = "cpu" if tunable("allpairs-filter-device") == "cpu" else device
+        runs = job.prefilter.keep(codes[0], codes[-1], qa.lengths, sb.lengths, runs, where)
         sparse, filter_seconds = True, time.perf_counter() - tick
     q_list, s_lo, s_count = runs
     scored = int(s_count.sum())

@@ -178,8 +178,12 @@ def test_simulated_gpu_scores_the_filtered_runs_as_the_cpu(tmp_path):
     plain, _ = _run(path, 0.9, False)
     gpu = all_pairs(path, scoring=DNA, min_identity=0.9, cigar=True, device="gpu").compute(
         scheduler="sync")
-    assert cpu.equals(plain) and cpu.equals(gpu) and len(cpu) >= 3
-    assert cpu_stats.pairs_filtered > 0
+    with dask.config.set({"swdask.allpairs-filter-device": "cpu"}):  # GPU scores, CPU counts
+        mixed, mixed_stats = dask.compute(*all_pairs(path, scoring=DNA, min_identity=0.9,
+                                                     cigar=True, device="gpu",
+                                                     return_stats=True), scheduler="sync")
+    assert cpu.equals(plain) and cpu.equals(gpu) and cpu.equals(mixed) and len(cpu) >= 3
+    assert cpu_stats.pairs_filtered == mixed_stats.pairs_filtered > 0
 
 
 def test_resume_with_the_filter_switched_changes_nothing(tmp_path):
