@@ -22,7 +22,7 @@ from swdask.sequences.alphabet import PROTEIN
 from swdask.sequences.batch import SequenceBatch
 from swdask.sequences.store import load_sequences
 from swdask.testing import mutated_copy
-from tests.helpers import RRNA, pack, run_cli, write_fasta
+from tests.helpers import QUERIES, RRNA, pack, run_cli, write_fasta
 
 DNA = swdask.Scoring(match=2, mismatch=-3, gap_open=5, gap_extend=2)
 THRESHOLDS = [Fraction(1, 2), Fraction(4, 5), Fraction(9, 10), Fraction(95, 100),
@@ -165,6 +165,23 @@ def test_16s_filtered_run_equals_the_unfiltered_run(t, block_size, first60):
         assert stats.pairs_filtered > 0 and len(table) > 0
     if t == 0.8:
         assert len(table) > 0 and stats.pairs_filtered == 0  # the filter stepped aside
+
+
+def test_protein_filtered_run_equals_the_unfiltered_run(tmp_path):
+    """Protein (q = 4, X never an identity): real Swiss-Prot records and their mutants."""
+    batch = load_sequences(QUERIES, alphabet="protein")
+    rng = random.Random(8)
+    records = []
+    for i in range(4):
+        seq = batch.alphabet.decode(batch.codes(i))[:120]
+        records += [(f"p{i}m{k}", mutated_copy(seq, 0.04 * k, rng, letters="ACDEFGHIKLMNPQRSTVWYX"))
+                    for k in range(3)]
+    path = write_fasta(tmp_path / "proteins.fasta", records)
+    options = dict(scoring=swdask.Scoring("BLOSUM62"), min_identity=0.9, cigar=True,
+                   device="cpu", return_stats=True)
+    (table, stats), (plain, _) = (dask.compute(*all_pairs(path, prefilter=p, **options))
+                                  for p in (True, False))
+    assert table.equals(plain) and len(table) >= 4 and stats.pairs_filtered > 0
 
 
 def test_simulated_gpu_scores_the_filtered_runs_as_the_cpu(tmp_path):
