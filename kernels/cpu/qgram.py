@@ -11,13 +11,12 @@ Two kernels, both plain integer code:
   sorted code lists; each pair stops as soon as it can no longer reach its ``need``.
 
 Why sorted lists and a merge, not count vectors and a matrix product: the product counts
-``sum count_a(w) * count_b(w)``, an over-count that keeps pairs the bound could drop (in
-16S genes, with their repeated motifs, many); the merge counts the exact sum of minima in
-``len_a + len_b`` steps, and most pairs stop early: in a 16S block pair at 97 % identity
-the merge runs about a third of its steps (the profile of the 2,000-gene benchmark:
-see docs/allpairs.md).  Why not a dense table per query (``alphabet**q`` counters):
-its random accesses into a 390,625-entry table cost more than the merge's sequential
-reads at DNA's q = 8.
+``sum count_a(w) * count_b(w)``, an over-count that keeps pairs the exact count drops
+(sequences with repeated q-grams count them squared); the merge counts the exact sum of
+minima in ``len_a + len_b`` steps at most, and a pair stops as soon as it cannot reach its
+need (docs/allpairs.md has the measurements).  A dense table of counts per query
+(``alphabet**q`` counters, 78,125 at DNA's q = 7) would be the other exact way, with random
+reads instead of sequential ones; it is not measured against the merge.
 
 Why the count never loses a pair (docs/allpairs.md has the proof): an alignment with
 ``e`` non-identity columns leaves at least ``length - q + 1 - q*e`` q-grams of each

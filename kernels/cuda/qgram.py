@@ -11,8 +11,7 @@ pairs) and copied with the block pair: a 2,048-gene block of 16S is 12 MB of int
 
 Why a thread per pair and not the tensor cores' count-vector products: the product counts
 ``sum count_a * count_b``, which over-counts repeated q-grams and so keeps pairs the
-exact sum of minima drops; the merge's early stop makes an unrelated pair cost about a
-third of its steps.  Whether a warp per query (its codes in shared memory) is faster is
+exact sum of minima drops, and the merge stops early on pairs that cannot pass.  Whether a warp per query (its codes in shared memory) is faster is
 for measurement on the card (issue 17).
 """
 from __future__ import annotations
