@@ -146,6 +146,13 @@ TUNABLES = {
     # job) prints its one-line progress: done, rate and time left.  On a terminal a bar
     # redraws itself instead.
     "progress-interval": "10s",
+    # The q-gram length of the all-pairs pre-filter (swdask.jobs.allpairs.filter); None: by
+    # alphabet (DNA 7, protein 4, measured in docs/allpairs.md).  Results never change,
+    # only how many pairs the filter drops.
+    "allpairs-qgram": None,
+    # Where a GPU run's all-pairs pre-filter counts: "gpu" (with the score pass) or "cpu"
+    # (the host's cores, while the GPU scores the previous block pair); for measuring.
+    "allpairs-filter-device": "gpu",
 }
 
 

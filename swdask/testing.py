@@ -15,6 +15,7 @@ The slow reference of every kernel's scores and paths is
 """
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from .scoring import Scoring
     from .sequences.batch import SequenceBatch
 
-__all__ = ["long_subjects", "path_summary", "planted_copy"]
+__all__ = ["long_subjects", "mutated_copy", "path_summary", "planted_copy"]
 
 
 def path_summary(query: Sequence[int] | np.ndarray, subject: Sequence[int] | np.ndarray,
@@ -147,6 +148,36 @@ def planted_copy(codes: npt.ArrayLike, scoring: Scoring, *, spacing: int = 200,
     score = rescore(codes, copy, 0, 0, ops, np.asarray(scoring.matrix), scoring.gap_open,
                     scoring.gap_extend)
     return copy, int(score), ops
+
+
+def mutated_copy(sequence: str, divergence: float, rng: random.Random, *,
+                 indels: float = 0.2, letters: str = "ACGT") -> str:
+    """A copy of ``sequence`` with ``round(divergence * len(sequence))`` random edits.
+
+    Each edit, at a uniform position of the copy so far, is a substitution by another of
+    ``letters`` (probability ``1 - indels``), or an insertion or a deletion of one residue
+    (``indels / 2`` each).  Edits may fall on one another (a deletion of an inserted
+    residue), so the copy's divergence is at most ``divergence``.  The all-pairs data
+    maker (``workflows/make_16s_large.py``) and tests draw their mutants here.
+
+    Examples
+    --------
+    >>> copy = mutated_copy("ACGT" * 50, 0.05, random.Random(1))
+    >>> copy != "ACGT" * 50 and abs(len(copy) - 200) <= 10
+    True
+    """
+    residues = list(sequence)
+    for _ in range(round(divergence * len(sequence))):
+        kind = rng.random()
+        if kind < indels / 2 or not residues:
+            residues.insert(rng.randrange(len(residues) + 1), rng.choice(letters))
+            continue
+        at = rng.randrange(len(residues))
+        if kind < indels:
+            del residues[at]
+        else:
+            residues[at] = rng.choice([c for c in letters if c != residues[at].upper()])
+    return "".join(residues)
 
 
 def long_subjects(batch: SequenceBatch, lengths: Iterable[int],

@@ -27,7 +27,7 @@ from .common import (
 NAME = "allpairs"
 HELP = "every pair of a sequence set above an identity threshold"
 DESCRIPTION = """All-against-all alignment (e.g. 16S genes): exact scores of every pair the
-lengths allow, traceback of the pairs over the identity bound, and the pairs whose alignment
+lengths and the shared q-grams allow (global mode), traceback of the pairs over the identity bound, and the pairs whose alignment
 reaches --min-identity; one Parquet file per block pair in OUT, resumable with --resume."""
 
 
@@ -56,6 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", choices=DEVICES,
                         help="auto (default: a GPU when one is visible and the mode is global), "
                         "cpu, or gpu (global mode)")
+    parser.add_argument("--no-prefilter", dest="prefilter", action="store_false",
+                        help="score every pair the lengths allow, without first dropping the "
+                        "pairs that share too few q-grams to reach T (same output, slower; for "
+                        "comparison)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in OUT, skipping block pairs already written")
     add_job_options(parser, force_help="replace an existing all-pairs OUT (only that) once the "
@@ -80,10 +84,11 @@ def run(args: argparse.Namespace) -> None:
                                 device=args.device, cigar=args.cigar, block_size=args.block_size,
                                 alphabet=args.alphabet, map_unknown=args.map_unknown,
                                 resume=args.resume, force=args.force, client=client,
-                                progress=progress_wanted(args))
+                                progress=progress_wanted(args), prefilter=args.prefilter)
         where = where_ran(client)
     wall = time.perf_counter() - started
     f = {"output": args.output, "sequences": stats.n_sequences, "pairs": stats.pairs,
+         "pairs_filtered": stats.pairs_filtered, "filter_seconds": stats.filter_seconds,
          "pairs_scored": stats.pairs_scored, "cells": stats.cells,
          "kernel_seconds": stats.kernel_seconds, "kernel_gcups": stats.kernel_gcups,
          "candidates": stats.candidates, "hits": stats.hits,
@@ -92,7 +97,8 @@ def run(args: argparse.Namespace) -> None:
          "pairs_per_second": stats.pairs / max(wall, 1e-9), "device": stats.device, **where}
     if not args.quiet:
         print(f"wrote {f['hits']:,} pairs to {args.output}: {f['sequences']:,} sequences, "
-              f"{f['pairs']:,} pairs, {f['pairs_scored']:,} scored ({f['cells']:,} cells, "
+              f"{f['pairs']:,} pairs, {f['pairs_filtered']:,} dropped by shared q-grams "
+              f"({f['filter_seconds']:.1f} s), {f['pairs_scored']:,} scored ({f['cells']:,} cells, "
               f"{f['kernel_gcups']:.2f} GCUPS in the kernel), {f['candidates']:,} traced back, "
               f"{f['block_pairs_skipped']:,} of {f['block_pairs']:,} block pairs skipped by "
               f"length, {wall:.1f} s ({f['pairs_per_second']:,.0f} pairs/s) on {f['device']}, "

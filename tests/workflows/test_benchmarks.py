@@ -3,7 +3,8 @@ import json
 import subprocess
 import sys
 
-from tests.helpers import QUERIES, ROOT, SPROT196, SPROT12071, SPROT_DB
+import swdask
+from tests.helpers import QUERIES, ROOT, RRNA, SPROT196, SPROT12071, SPROT_DB
 
 
 def test_cpu_search_benchmark_smoke(tmp_path):
@@ -63,12 +64,54 @@ def test_allpairs_benchmark_smoke(tmp_path):
          "--repeats", "1", "--json", str(out)],
         capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr
-    assert "| wall s | pairs/s | kernel s | kernel GCUPS |" in result.stdout
+    assert "| pre-filter | wall s | pairs/s | filter s | kernel s | kernel GCUPS |" in result.stdout
     report = json.loads(out.read_text())
-    run = report["runs"][0]
-    assert report["workload"]["genes"] == 40 and run["pairs"] == 40 * 39 // 2
-    assert 0 < run["pairs_scored"] <= run["pairs"] and run["cells"] > 0
-    assert run["passing_pairs"] <= run["traced_back"] and report["device"].startswith("CPU")
+    filtered, plain = report["runs"]  # --quick runs with and without the pre-filter
+    assert report["workload"]["genes"] == 40 and plain["pairs"] == 40 * 39 // 2
+    assert (filtered["prefilter"], plain["prefilter"]) == (True, False)
+    assert 0 < plain["pairs_scored"] <= plain["pairs"] and plain["cells"] > 0
+    assert filtered["pairs_scored"] + filtered["pairs_filtered"] == plain["pairs_scored"]
+    assert filtered["pairs_filtered"] > 0 and plain["pairs_filtered"] == 0
+    assert report["outputs_identical"] is True and "identical: yes" in result.stdout
+    assert plain["passing_pairs"] <= plain["traced_back"] and report["device"].startswith("CPU")
+
+
+def test_allpairs_vsearch_benchmark_smoke(tmp_path):
+    out = tmp_path / "vsearch.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "allpairs_vsearch.py"),
+         "--quick", "--json", str(out)], capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert report["workload"]["genes"] == 40 and report["median_s"]["vsearch"] > 0
+    assert report["pairs"]["both"] <= report["pairs"]["swdask"]
+    assert "vsearch / swdask:" in result.stdout
+
+
+def test_make_16s_large(tmp_path):
+    """The data maker on 16S_200: eight records per gene, mutants within the divergence
+    asked for, the same bytes on a second run."""
+    import random
+
+    from swdask.kernels.cpu.traceback import align_codes
+    from swdask.sequences.store import load_sequences
+
+    script = ROOT / "workflows" / "make_16s_large.py"
+    for name in ("a.fna.gz", "b.fna.gz"):
+        done = subprocess.run([sys.executable, str(script), str(RRNA), "-o", str(tmp_path / name),
+                               "--copies", "2"], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+    assert (tmp_path / "a.fna.gz").read_bytes() == (tmp_path / "b.fna.gz").read_bytes()
+    batch = load_sequences(tmp_path / "a.fna.gz", alphabet="dna")
+    original = load_sequences(RRNA, alphabet="dna")
+    assert len(batch) == 3 * len(original) and batch.names[:3] == (
+        original.names[0], f"{original.names[0]}_m1", f"{original.names[0]}_m2")
+    scoring = swdask.Scoring(match=2, mismatch=-3, gap_open=5, gap_extend=2)
+    for g in random.Random(2).sample(range(len(original)), 3):
+        gene = batch.alphabet.decode(batch.codes(3 * g))
+        for k in (1, 2):
+            r = align_codes(gene, batch.alphabet.decode(batch.codes(3 * g + k)), scoring, "global")
+            assert 0.93 <= r["identity"] < 1
 
 
 def test_significance_benchmark_smoke(tmp_path):

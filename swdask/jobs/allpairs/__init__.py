@@ -13,15 +13,19 @@ Flow
    (``identity <= shorter / longer``, see :class:`IdentityBound`) is skipped whole, and
    inside a block pair only the pairs whose lengths allow ``t`` are scored: since blocks
    are sorted by length, those of one query form one contiguous range of subjects.
-2. **Score pass.**  Exact scores of those pairs: on the GPU by the warp-per-pair kernel
+2. **Pre-filter** (global mode, :mod:`.filter`).  Of those pairs, the ones whose two
+   sequences share fewer q-grams than any alignment at identity ``t`` keeps are dropped
+   (exact: proof in :class:`~.filter.QgramFilter`); the rest, as runs of subjects per
+   query, go on.  ``prefilter=False`` / ``--no-prefilter`` scores every pair instead.
+3. **Score pass.**  Exact scores of the pairs left: on the GPU by the warp-per-pair kernel
    of :mod:`swdask.kernels.cuda.all_pairs`, which filters on the device and ships back
    only passing ``(query, subject, score)`` rows; on the CPU by the SIMD kernel
    :func:`swdask.kernels.cpu.score.score_all` (queries in chunks against the union of
    their subject ranges), filtered at once.  The filter is the score bound
    ``score >= max(L(m, n), min_score)`` of :class:`IdentityBound`.
-3. **Traceback** (CPU, on every core) of the pairs that pass, the exact identity of the
+4. **Traceback** (CPU, on every core) of the pairs that pass, the exact identity of the
    reported alignment, and the rows whose identity is at least the threshold.
-4. **Output.**  A lazy Dask DataFrame (:func:`all_pairs`), or one Parquet file per block
+5. **Output.**  A lazy Dask DataFrame (:func:`all_pairs`), or one Parquet file per block
    pair written atomically, resumable (:func:`write_all_pairs`, ``swdask allpairs``).
 
 Which alignment, which identity
@@ -31,9 +35,10 @@ exact optimal score (swdask's one tie rule, :mod:`swdask.kernels.cpu.reference`)
 identity is ``matches / alignment columns`` (BLAST's pident / 100, ``N``/``X`` never an
 identity).  A pair is in the output when that identity is at least the threshold ``t``,
 decided exactly in integers (``matches * den >= num * columns`` for ``t = num / den``)
-and its score is at least ``min_score``.  The score filter drops only pairs that cannot be
-in the output (proof in :class:`IdentityBound`), so the output is exactly what tracing
-every pair back and filtering would give.  Pairs are unordered and never self pairs: the
+and its score is at least ``min_score``.  The score filter and the pre-filter drop only
+pairs that cannot be in the output (proofs in :class:`IdentityBound` and
+:class:`~.filter.QgramFilter`), so the output is exactly what tracing every pair back and
+filtering would give.  Pairs are unordered and never self pairs: the
 ``query`` of a row is the sequence that comes first in the store (shorter, or as long with
 a smaller ``seq_id``).
 
@@ -46,6 +51,7 @@ Modules
 -------
 - :mod:`.plan`: the identity threshold and its score bound (:class:`IdentityBound`), the
   blocks and block pairs, the :class:`~.plan.AllPairsJob`;
+- :mod:`.filter`: the q-gram pre-filter (:class:`~.filter.QgramFilter`) and the pair runs;
 - :mod:`.tasks`: one block pair (score pass, traceback, identity filter) and its typed
   statistics; :class:`AllPairsStats`;
 - :mod:`.output`: the resumable output folder (:func:`write_all_pairs`,

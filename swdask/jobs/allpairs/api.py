@@ -25,12 +25,12 @@ def all_pairs(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | N
               mode: str = "global", min_identity: float | Fraction = 0.97,
               min_score: int | None = None, device: str = "auto", cigar: bool = False,
               block_size: int = BLOCK_SIZE, alphabet: str = "auto", map_unknown: bool = False,
-              return_stats: bool = False) -> dd.DataFrame | tuple[dd.DataFrame, dd.Scalar]:
+              prefilter: bool = True, return_stats: bool = False) -> dd.DataFrame | tuple[dd.DataFrame, dd.Scalar]:
     """Every unordered pair of a sequence set with identity at least ``min_identity``:
     a lazy Dask DataFrame.
 
-    One task per block pair (see the module docstring): score pass with the identity
-    bound, traceback of the pairs over it, exact identity filter.  Nothing is computed
+    One task per block pair (see the module docstring): the q-gram pre-filter, score
+    pass with the identity bound, traceback of the pairs over it, exact identity filter.  Nothing is computed
     until the result is (``.compute()``, ``client.compute(...)``, ``.to_parquet(...)``);
     the arguments are checked at once.
 
@@ -57,6 +57,10 @@ def all_pairs(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | N
     alphabet : {"auto", "protein", "dna"}, default "auto"
     map_unknown : bool, default False
         As :func:`swdask.ingest`.
+    prefilter : bool, default True
+        In global mode, drop the pairs that share too few q-grams to reach
+        ``min_identity`` before scoring them (:mod:`swdask.jobs.allpairs.filter`; exact:
+        the rows are the same without it, only slower).
     return_stats : bool, default False
         Also return a lazy :class:`AllPairsStats` (a ``dask.dataframe.Scalar``).
 
@@ -93,7 +97,7 @@ def all_pairs(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | N
     job = prepare(source, scoring=scoring, mode=mode, min_identity=min_identity,
                   min_score=min_score, device=device, cigar=cigar, block_size=block_size,
                   alphabet=alphabet, map_unknown=map_unknown, rows=None,
-                  client=backend.current_client())
+                  client=backend.current_client(), prefilter=prefilter)
     meta = to_pandas(ALLPAIRS.empty_table())
     token = uuid.uuid4().hex[:8]
     job_node = dask.delayed(job, name=f"swdask-allpairs-job-{token}")

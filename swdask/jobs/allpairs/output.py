@@ -71,6 +71,8 @@ def _manifest(job: AllPairsJob, store: SequenceStore) -> dict:
         "cigar": job.cigar,
         "blocks": [[b.partition, b.start, b.stop] for b in job.blocks],
         "block_pairs": [list(p) for p in job.block_pairs], "block_pairs_skipped": job.skipped,
+        # For the record only: the pre-filter changes no row (a resume need not match it).
+        "prefilter": None if job.prefilter is None else {"q": job.prefilter.q},
     }
 
 
@@ -146,7 +148,7 @@ def write_all_pairs(source: str | os.PathLike | SequenceStore, output: str | os.
                     device: str = "auto", cigar: bool = False, block_size: int = BLOCK_SIZE,
                     alphabet: str = "auto", map_unknown: bool = False, resume: bool = False,
                     force: bool = False, client: Client | None = None, progress: bool = False,
-                    gpu_rows: int | None = None) -> AllPairsStats:
+                    gpu_rows: int | None = None, prefilter: bool = True) -> AllPairsStats:
     """Run :func:`all_pairs` into a folder: one Parquet file per block pair, resumable.
 
     Each block pair's rows go to ``OUTPUT/pairs-AAAAA-BBBBB.parquet``, written under a
@@ -159,8 +161,9 @@ def write_all_pairs(source: str | os.PathLike | SequenceStore, output: str | os.
 
     Parameters
     ----------
-    source, scoring, mode, min_identity, min_score, device, cigar, block_size, alphabet, map_unknown
-        As :func:`all_pairs`.
+    source, scoring, mode, min_identity, min_score, device, cigar, block_size, alphabet, map_unknown, prefilter
+        As :func:`all_pairs`.  ``prefilter`` changes no row, so a run may be resumed
+        with the other choice.
     output : str or os.PathLike
         The folder to create (or to resume).  A new folder is made, with its manifest,
         before the first block pair, so that of two runs into one new folder one fails at
@@ -206,7 +209,8 @@ def write_all_pairs(source: str | os.PathLike | SequenceStore, output: str | os.
     how = check_all_pairs_output(output, resume=resume, force=force, inputs=[source])
     job = prepare(source, scoring=scoring, mode=mode, min_identity=min_identity,
                   min_score=min_score, device=device, cigar=cigar, block_size=block_size,
-                  alphabet=alphabet, map_unknown=map_unknown, rows=gpu_rows, client=client)
+                  alphabet=alphabet, map_unknown=map_unknown, rows=gpu_rows, client=client,
+                  prefilter=prefilter)
     store = SequenceStore.open(job.store_path)
     manifest = _manifest(job, store)
     if how == "replace":
@@ -286,7 +290,7 @@ def _write_run(job: AllPairsJob, manifest: dict, output: Path, done_infos: dict,
     # Most cells first (plan.largest_first).  The output does not change: each block pair
     # has its own file, read back in the manifest's order.
     todo = largest_first(work)
-    done = sum(v.pairs_scored for v in infos.values())
+    done = sum(v.pairs_planned for v in infos.values())
     logger.info("all pairs: %d sequences, %d block pairs to run (%d done before), %s pairs "
                 "to score, on %s", job.n_sequences, len(todo), len(infos),
                 f"{sum(weights.values()):,}", "Dask" if client is not None else "this process")

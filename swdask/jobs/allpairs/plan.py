@@ -18,6 +18,7 @@ from ...scoring import Scoring
 from ...sequences.ingest import open_database
 from ...sequences.store import SequenceStore, read_part
 from ..base import Job, TemporaryStore
+from .filter import QgramFilter
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -360,6 +361,7 @@ class AllPairsJob(Job):
     rows: int | None
     n_sequences: int
     skipped: int
+    prefilter: QgramFilter | None = None
     keep: object = field(default=None, compare=False)  # a temporary store's TemporaryStore
 
     @property
@@ -385,10 +387,12 @@ def check_device(device: str, mode: str, *, here: bool) -> str:
 def prepare(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | None, mode: str,
             min_identity: float | Fraction, min_score: int | None, device: str, cigar: bool,
             block_size: int, alphabet: str, map_unknown: bool, rows: int | None,
-            client: Client | None) -> AllPairsJob:
+            client: Client | None, prefilter: bool = True) -> AllPairsJob:
     """Check the arguments, open (or ingest) the sequences, decide the device once
     (:func:`swdask.backend.job_device`: here, or on ``client``'s workers) and plan the
-    blocks and the block pairs that the lengths leave."""
+    blocks and the block pairs that the lengths leave, and the q-gram pre-filter
+    (:class:`~.filter.QgramFilter`, unless ``prefilter`` is false or it cannot drop a
+    pair)."""
     check_allpairs_mode(mode)
     if block_size is None or isinstance(block_size, bool) or int(block_size) < 1:
         raise ValueError(f"block_size must be a positive whole number, got {block_size!r}")
@@ -409,6 +413,7 @@ def prepare(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | Non
     longest = max((p["max_length"] for p in store.partitions), default=0)
     scoring.check_lengths(longest, longest, "the longest pair")  # before any work
     bound = IdentityBound.from_scoring(scoring, min_identity, mode)
+    qgrams = QgramFilter.for_job(bound, store.alphabet) if prefilter else None
     blocks = plan_blocks(store, int(block_size))
     pairs, skipped = [], 0
     for a in range(len(blocks)):
@@ -421,4 +426,4 @@ def prepare(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | Non
                        scoring=scoring, bound=bound,
                        min_score=None if min_score is None else int(min_score), device=device,
                        cigar=bool(cigar), rows=rows, n_sequences=store.n_records,
-                       skipped=skipped, keep=keep)
+                       skipped=skipped, prefilter=qgrams, keep=keep)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 
 import numba
@@ -13,13 +14,15 @@ import pandas as pd
 import pyarrow as pa
 
 from ... import backend
-from ...kernels.cpu.score import score_all
+from ...kernels.cpu.score import kernel_threads, score_all
 from ...kernels.cpu.traceback import align_codes, describe
+from ...options import tunable
 from ...parquet_schemas import ALLPAIRS
 from ...sequences.batch import SequenceBatch
 from ...sequences.store import SequenceStore
 from ...tables import check_table, to_pandas
 from ..base import TaskStats, stat
+from .filter import QgramFilter, Runs, pairs_of
 from .plan import NO_BOUND, AllPairsJob, Block, pair_cells, pair_ranges
 
 __all__ = ["CPU_CHUNK", "AllPairsStats", "BlockStats", "allpairs_stats", "block_frame",
@@ -39,42 +42,72 @@ def read_block(store_path: str, block: Block) -> SequenceBatch:
     return _read_partition(store_path, block.partition).take(np.arange(block.start, block.stop))
 
 
-def _score_cpu(qa: SequenceBatch, sb: SequenceBatch, q_list, s_lo, s_count, job: AllPairsJob):
-    """Passing ``(query, subject, score, query_end, subject_end)`` arrays and kernel seconds."""
+@functools.lru_cache(maxsize=4)
+def _block_qgrams(store_path: str, block: Block, prefilter: QgramFilter) -> tuple:
+    # A block takes part in many block pairs, and the lower triangle runs row by row.
+    return prefilter.codes(read_block(store_path, block))
+
+
+def _score_cpu(qa: SequenceBatch, sb: SequenceBatch, runs: Runs, job: AllPairsJob, *,
+               sparse: bool):
+    """Passing ``(query, subject, score, query_end, subject_end)`` arrays, kernel seconds
+    and 0 (the CPU abandons no pair).
+
+    The SIMD kernel scores one query set against one subject set in lanes of subjects.
+    Dense runs (every pair the lengths allow) go as chunks of :data:`CPU_CHUNK` queries
+    against the union of their subject ranges, one chunk at a time on every core.  The
+    sparse runs left by the q-gram filter go one query at a time against exactly its own
+    subjects (a union would score mostly pairs the filter dropped), several queries at
+    once on the cores: a query with a few subjects fills one group of lanes, one core.
+    """
     scoring, bound = job.scoring, job.bound
     floor = NO_BOUND if job.min_score is None else job.min_score
-    found = [[], [], [], [], []]
-    seconds = 0.0
-    for c in range(0, len(q_list), CPU_CHUNK):
-        ql = q_list[c:c + CPU_CHUNK]
-        lo = s_lo[c:c + CPU_CHUNK]
-        hi = lo + s_count[c:c + CPU_CHUNK]
-        first, last = int(lo.min()), int(hi.max())
-        subjects = np.arange(first, last, dtype=np.int64)
+    q_list, s_lo, s_count = runs
+
+    def score(ql, subjects, lo=None, hi=None):
         chunk = qa.take(ql)
+        scores, q_end, s_end = score_all(chunk.residues, chunk.offsets, sb.residues,
+                                         sb.offsets, scoring.matrix, scoring.gap_open,
+                                         scoring.gap_extend, job.mode, subjects)
+        low = bound.lowest_scores(chunk.lengths[:, None], sb.lengths[subjects][None, :])
+        keep = (scores >= low) & (scores >= floor)
+        if lo is not None:
+            cols = subjects[None, :]
+            keep &= (cols >= lo[:, None]) & (cols < hi[:, None])
+        rows, which = np.nonzero(keep)
+        return (ql[rows], subjects[which], scores[rows, which], q_end[rows, which],
+                s_end[rows, which])
+
+    seconds = 0.0
+    found = []
+    if sparse:
+        qi, sj = pairs_of(runs)
+        cut = np.flatnonzero(np.diff(qi)) + 1
+        work = [(g[:1], h) for g, h in zip(np.split(qi, cut), np.split(sj, cut)) if len(g)]
+        threads = max(1, min(kernel_threads(), len(work)))
         with backend.KERNEL_LOCK:
             tick = time.perf_counter()
-            scores, q_end, s_end = score_all(chunk.residues, chunk.offsets, sb.residues,
-                                             sb.offsets, scoring.matrix, scoring.gap_open,
-                                             scoring.gap_extend, job.mode, subjects)
-            seconds += time.perf_counter() - tick
-        cols = subjects[None, :]
-        low = bound.lowest_scores(chunk.lengths[:, None], sb.lengths[subjects][None, :])
-        keep = (cols >= lo[:, None]) & (cols < hi[:, None]) & (scores >= low) & (scores >= floor)
-        rows, which = np.nonzero(keep)
-        found[0].append(ql[rows])
-        found[1].append(subjects[which])
-        found[2].append(scores[rows, which])
-        found[3].append(q_end[rows, which])
-        found[4].append(s_end[rows, which])
-    if not found[0]:
+            with ThreadPoolExecutor(threads, thread_name_prefix="swdask-allpairs-score") as pool:
+                found = list(pool.map(lambda w: score(*w), work))
+            seconds = time.perf_counter() - tick
+    else:
+        for c in range(0, len(q_list), CPU_CHUNK):
+            lo = s_lo[c:c + CPU_CHUNK]
+            hi = lo + s_count[c:c + CPU_CHUNK]
+            subjects = np.arange(int(lo.min()), int(hi.max()), dtype=np.int64)
+            with backend.KERNEL_LOCK:
+                tick = time.perf_counter()
+                found.append(score(q_list[c:c + CPU_CHUNK], subjects, lo, hi))
+                seconds += time.perf_counter() - tick
+    if not found:
         return [np.zeros(0, np.int64)] * 5, seconds, 0
-    return [np.concatenate(x).astype(np.int64) for x in found], seconds, 0
+    return [np.concatenate(x).astype(np.int64) for x in zip(*found)], seconds, 0
 
 
-def _score_gpu(qa, sb, q_list, s_lo, s_count, job: AllPairsJob):
+def _score_gpu(qa: SequenceBatch, sb: SequenceBatch, runs: Runs, job: AllPairsJob):
     from ...kernels.cuda.all_pairs import score_passing_pairs
 
+    q_list, s_lo, s_count = runs
     with backend.KERNEL_LOCK:
         qi, sj, score, q_end, s_end, seconds, abandoned = score_passing_pairs(
             qa.residues, qa.offsets, sb.residues, sb.offsets, q_list, s_lo, s_count,
@@ -129,8 +162,6 @@ def _trace(qa, sb, found, job: AllPairsJob, device: str = "cpu") -> list:
         for k in range(n):
             trace(k)
     else:
-        from concurrent.futures import ThreadPoolExecutor
-
         order = sorted(range(n), key=lambda k: -(int(q_end[k]) * int(s_end[k])))
         with ThreadPoolExecutor(threads, thread_name_prefix="swdask-allpairs") as pool:
             for _ in pool.map(trace, order):
@@ -154,23 +185,34 @@ def block_pair(job: AllPairsJob, a: int, b: int) -> tuple[pa.Table, BlockStats]:
     and its record."""
     qa = read_block(job.store_path, job.blocks[a])
     sb = qa if a == b else read_block(job.store_path, job.blocks[b])
-    q_list, s_lo, s_count = pair_ranges(qa.lengths, sb.lengths, a == b, job.bound)
-    pairs = int(s_count.sum())
-    cells = pair_cells(qa.lengths, sb.lengths, q_list, s_lo, s_count)
+    runs = pair_ranges(qa.lengths, sb.lengths, a == b, job.bound)
+    pairs = int(runs[2].sum())
+    sparse, filter_seconds = False, 0.0
     device = job.task_device()
-    if pairs == 0:
+    if job.prefilter is not None and job.prefilter.can_drop(qa.lengths, sb.lengths, runs):
+        tick = time.perf_counter()
+        codes = [_block_qgrams(job.store_path, job.blocks[x], job.prefilter)
+                 for x in ((a,) if a == b else (a, b))]
+        where = "cpu" if tunable("allpairs-filter-device") == "cpu" else device
+        runs = job.prefilter.keep(codes[0], codes[-1], qa.lengths, sb.lengths, runs, where)
+        sparse, filter_seconds = True, time.perf_counter() - tick
+    q_list, s_lo, s_count = runs
+    scored = int(s_count.sum())
+    cells = pair_cells(qa.lengths, sb.lengths, q_list, s_lo, s_count) if scored else 0
+    if scored == 0:
         found, seconds, abandoned = [np.zeros(0, np.int64)] * 5, 0.0, 0
     elif device == "gpu":
-        found, seconds, abandoned = _score_gpu(qa, sb, q_list, s_lo, s_count, job)
+        found, seconds, abandoned = _score_gpu(qa, sb, runs, job)
     else:
-        found, seconds, abandoned = _score_cpu(qa, sb, q_list, s_lo, s_count, job)
+        found, seconds, abandoned = _score_cpu(qa, sb, runs, job, sparse=sparse)
     tick = time.perf_counter()
     rows = _trace(qa, sb, found, job, device)
     traced = time.perf_counter() - tick
     rows.sort(key=lambda r: (r[2], r[3]))
     return _table(rows), BlockStats(
-        pairs_scored=pairs, cells=cells, abandoned=abandoned, candidates=len(found[0]),
-        hits=len(rows), kernel_seconds=seconds, traceback_seconds=traced, device=device)
+        pairs_scored=scored, pairs_filtered=pairs - scored, cells=cells, abandoned=abandoned,
+        candidates=len(found[0]), hits=len(rows), kernel_seconds=seconds,
+        filter_seconds=filter_seconds, traceback_seconds=traced, device=device)
 
 
 @dataclass(frozen=True)
@@ -178,13 +220,21 @@ class BlockStats(TaskStats):
     """What block-pair tasks did (a manifest records one per block pair, as JSON)."""
 
     pairs_scored: int = 0
+    pairs_filtered: int = 0
     cells: int = 0
     abandoned: int = 0
     candidates: int = 0
     hits: int = 0
     kernel_seconds: float = 0.0
+    filter_seconds: float = 0.0
     traceback_seconds: float = 0.0
     device: str = stat("join")
+
+    @property
+    def pairs_planned(self) -> int:
+        """The pairs the lengths allow: scored or dropped by the q-gram filter (what
+        progress counts)."""
+        return self.pairs_scored + self.pairs_filtered
 
     def to_json(self) -> dict:
         """The record as the manifest's JSON object."""
@@ -200,11 +250,13 @@ class BlockStats(TaskStats):
 class AllPairsStats:
     """What an all-pairs run did: small, immutable, picklable.
 
-    ``pairs`` all unordered pairs of the set; ``pairs_scored`` those the lengths allow
-    (each scored exactly once) and ``cells`` their ``m * n`` (whole, also for the pairs
-    the GPU kernel abandoned early, ``pairs_abandoned``); ``candidates`` the pairs
-    over the score bound (traced back); ``hits`` the rows written; seconds of the score
-    kernel (``kernel_seconds``, summed over tasks) and of the traceback.
+    ``pairs`` all unordered pairs of the set; of those the lengths allow,
+    ``pairs_filtered`` were dropped by the q-gram pre-filter and ``pairs_scored`` scored
+    (each exactly once), ``cells`` their ``m * n`` (whole, also for the pairs the GPU
+    kernel abandoned early, ``pairs_abandoned``); ``candidates`` the pairs over the
+    score bound (traced back); ``hits`` the rows written; seconds of the pre-filter
+    (``filter_seconds``), of the score kernel (``kernel_seconds``) and of the traceback,
+    each summed over tasks.
     """
 
     n_sequences: int
@@ -219,6 +271,8 @@ class AllPairsStats:
     block_pairs_skipped: int
     device: str
     pairs_abandoned: int = 0
+    pairs_filtered: int = 0
+    filter_seconds: float = 0.0
 
     @property
     def kernel_gcups(self) -> float:
@@ -235,7 +289,8 @@ def allpairs_stats(job: AllPairsJob, blocks: Iterable[BlockStats]) -> AllPairsSt
         cells=total.cells, candidates=total.candidates, hits=total.hits,
         kernel_seconds=total.kernel_seconds, traceback_seconds=total.traceback_seconds,
         block_pairs=len(job.block_pairs), block_pairs_skipped=job.skipped,
-        device=total.device or job.device, pairs_abandoned=total.abandoned)
+        device=total.device or job.device, pairs_abandoned=total.abandoned,
+        pairs_filtered=total.pairs_filtered, filter_seconds=total.filter_seconds)
 
 
 def block_frame(job: AllPairsJob, a: int, b: int) -> tuple[pd.DataFrame, BlockStats]:
