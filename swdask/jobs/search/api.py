@@ -217,8 +217,8 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
     token = uuid.uuid4().hex
     job_node = dask.delayed(job, name=f"swdask-search-{token}")
     # The task declares its kernels' device (the cluster routes GPU work by it) and its
-    # cells (progress counts them).  The pieces come largest first, and Dask starts root
-    # tasks in graph order: the last tasks to finish are the small ones.
+    # cells (progress counts them, and on a cluster the scheduler starts the score tasks
+    # by them, most first: swdask.cluster.largest_first).
     level = [dask.delayed(backend.KernelTask(tasks.score_partition, device,
                                              work=job.piece_cells(piece)), pure=True)(
                  job_node, piece, dask_key_name=(f"swdask_score-{token}", piece))

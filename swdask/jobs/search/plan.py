@@ -113,9 +113,10 @@ def score_pieces(files: Sequence[str], file_residues: Sequence[int],
                  workers: int = 1) -> tuple[ScorePiece, ...]:
     """The score tasks of a search on ``workers`` workers, largest first.
 
-    Workers take the tasks largest first, each the next one as it is free (Dask hands
-    out root tasks in graph order): the most any worker then scores is ``longest``
-    (:func:`longest_share`).  One task per store file (as the store's partitions are
+    Workers take the tasks largest first, each the next one as it is free (on a cluster
+    the scheduler starts kernel tasks by their work, most first:
+    :func:`swdask.cluster.largest_first`): the most any worker then scores is
+    :func:`longest_share`.  One task per store file (as the store's partitions are
     sized) while ``longest`` is within :data:`SPLIT_TOLERANCE` of an even share: 102.6 M
     residues in six files of 16.8 M and one of 2 M on 2 workers, say (3 files and the small
     one against 3).  Otherwise the files are cut into runs of whole row groups (the

@@ -333,6 +333,34 @@ def test_two_workers_cut_files_into_pieces_with_the_same_hits(client, grouped,
                and str(key[0]).startswith("swdask_score-")) == len(job.pieces)
 
 
+def test_score_tasks_start_largest_first(grouped, monkeypatch):
+    """The scheduler starts a search's score tasks by their cells, most first
+    (cluster.largest_first), not in dask.order's order of the merge tree; the hits are
+    the in-process ones."""
+    from distributed import Client, LocalCluster, get_task_stream
+
+    monkeypatch.setattr(search_module, "MERGE_FAN_IN", 2)  # a deep tree: dask.order's groups
+    monkeypatch.setattr(search_module, "SPLIT_TOLERANCE", 0.0)  # cut the files finely
+    reference = swdask.search_in_process(QUERIES, grouped, max_hits=10)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        hits = swdask.search(QUERIES, grouped, max_hits=10)
+        pieces = search_module.prepare(
+            QUERIES, grouped, scoring=None, mode="local", max_hits=10, min_score=None,
+            evalue=None, device="cpu", alphabet="auto", map_unknown=False, owner="caller",
+            workers=2).pieces
+        with get_task_stream(client) as stream:
+            table = hits.compute()
+    same_hits(table, reference)
+    started = [key[1] for _, key in sorted(
+        (r["startstops"][0]["start"], r["key"]) for r in stream.data
+        if isinstance(r["key"], tuple) and str(r["key"][0]).startswith("swdask_score-"))]
+    assert len(started) == len(pieces) > 8
+    # The scheduler hands each of the 2 one-thread workers 2 tasks at once, which each
+    # starts in turn: the k-th to start is among the k + 4 largest.
+    assert all(piece < k + 4 for k, piece in enumerate(started)), started
+
+
 class KillOnce(WorkerPlugin):
     """Kills its worker process right after its second score task, once per marker file."""
 
