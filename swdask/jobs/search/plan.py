@@ -117,7 +117,7 @@ def score_pieces(files: Sequence[str], file_residues: Sequence[int],
     the scheduler starts kernel tasks by their work, most first:
     :func:`swdask.cluster.largest_first`): the most any worker then scores is
     :func:`longest_share`.  One task per store file (as the store's partitions are
-    sized) while ``longest`` is within :data:`SPLIT_TOLERANCE` of an even share: 102.6 M
+    sized) while that is within :data:`SPLIT_TOLERANCE` of an even share: 102.6 M
     residues in six files of 16.8 M and one of 2 M on 2 workers, say (3 files and the small
     one against 3).  Otherwise the files are cut into runs of whole row groups (the
     smallest unit a task reads: about 2 M residues, ``ROW_GROUP_RESIDUES``) of about
