@@ -137,8 +137,9 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
         The hits table (columns and dtypes of ``swdask.parquet_schemas.HITS``), one
         partition per traceback task (batches of equal size, at most
         ``TRACEBACK_QUERIES`` (64) queries each, at least one per worker of the current
-        client): queries in input order, hits by rank, a RangeIndex in each partition.  ``evalue`` and ``bitscore`` follow NCBI
-        BLAST+ (:mod:`swdask.scoring.statistics`) in local mode and are null otherwise.
+        client): queries in input order, hits by rank, a RangeIndex in each partition.
+        ``evalue`` and ``bitscore`` follow NCBI BLAST+ (:mod:`swdask.scoring.statistics`)
+        in local mode and are null otherwise.
         ``strand`` is ``"plus"`` or ``"minus"`` for DNA (coordinates on the sequences as
         given; see ``swdask.parquet_schemas.HITS``), null for protein.
     dask.dataframe.Scalar

@@ -2,6 +2,7 @@
 decided; the :class:`SearchJob` every task gets, and the :class:`SearchStats` it reports."""
 from __future__ import annotations
 
+import heapq
 import math
 import numbers
 import shutil
@@ -165,8 +166,6 @@ def longest_share(sizes: Sequence[int], workers: int) -> float:
     >>> longest_share([5, 5, 4, 3, 3], 2)
     11
     """
-    import heapq
-
     loads = [0] * max(workers, 1)
     for size in sorted(sizes, reverse=True):
         heapq.heapreplace(loads, loads[0] + size)
