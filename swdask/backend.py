@@ -51,9 +51,9 @@ __all__ = ["ALLPAIRS_GPU", "KERNEL_LOCK", "LOCAL_GPU", "GpuKernels", "KernelTask
            "load_search_kernels",
            "check_device", "check_long_device", "choose_device", "cluster_gpus",
            "cuda_driver_loadable", "current_client", "gpu_available", "gpu_here", "job_device",
-           "kernel_workers", "require_gpu", "score_all_gpu", "simulator_enabled", "start_early", "start_gpu",
-           "task_device", "tile_device", "top_hits_gpu", "trace_device", "visible_gpus",
-           "worker_name"]
+           "kernel_workers", "require_gpu", "score_all_gpu", "simulator_enabled",
+           "start_early", "start_gpu", "task_device", "tile_device", "top_hits_gpu",
+           "trace_device", "visible_gpus", "worker_name"]
 
 #: One kernel at a time in a process.  A CPU kernel takes all of Numba's threads and a GPU
 #: kernel the whole device, so two at once only share them; and Numba's workqueue threading

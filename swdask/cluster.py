@@ -57,8 +57,8 @@ if TYPE_CHECKING:
     from distributed.security import Security
 
 __all__ = ["TaskRouting", "check_main_guard", "cluster", "cluster_error", "compute", "connect",
-           "faults", "gpu_resources", "route_tasks", "session", "shutdown", "tls_security",
-           "work_progress", "work_topic", "worker_count"]
+           "faults", "gpu_resources", "largest_first", "route_tasks", "session", "shutdown",
+           "tls_security", "work_progress", "work_topic", "worker_count"]
 
 logger = logging.getLogger(__name__)
 
@@ -663,6 +663,10 @@ class TaskRouting(SchedulerPlugin):
       of the cluster advertises ``GPU`` (else there is nothing to route to, and a
       resource no worker has would leave the task waiting for ever);
     - it may run ``retries`` more times where it raises (kernel tasks are pure);
+    - the kernel tasks of a graph start largest ``work`` first: they take the graph's
+      priorities of kernel tasks among themselves, the highest going to the most work
+      (:func:`largest_first`), so that the last tasks to finish are small and the workers
+      finish together (a search's score tasks, significance's batches);
     - for a client that watches its work (:func:`work_progress`), its ``work`` is told to
       that client when the graph arrives (``{"total": ...}``) and when the task is done
       (``{"done": ...}``), as events of the topic :func:`work_topic`.
@@ -687,6 +691,7 @@ class TaskRouting(SchedulerPlugin):
         gpu_workers = any(ws.resources.get("GPU", 0) > 0 for ws in scheduler.workers.values())
         watched = client in self.watching
         total = 0
+        weighed = []  # (work, task) of the graph's kernel tasks
         for key in tasks:
             ts = scheduler.tasks.get(key)
             if ts is None or ts.state != "released" or ts.run_spec is None:
@@ -700,10 +705,12 @@ class TaskRouting(SchedulerPlugin):
                     ts.resource_restrictions = resources
             if not ts.retries:
                 ts.retries = self.retries
-            work = sum(kernel.work for kernel in kernels) if watched else 0
-            if work:
+            work = sum(kernel.work for kernel in kernels)
+            weighed.append((work, ts))
+            if work and watched:
                 self.work[key] = (client, work)
                 total += work
+        largest_first(weighed)
         if total:
             scheduler.log_event(work_topic(client), {"total": total})
 
@@ -722,6 +729,36 @@ class TaskRouting(SchedulerPlugin):
         self.watching.discard(client)
         for key in [key for key, (owner, _) in self.work.items() if owner == client]:
             del self.work[key]
+
+
+def largest_first(weighed: list[tuple[int, Any]]) -> None:
+    """Give tasks (``(work, TaskState)`` pairs of one graph) their own priorities again,
+    the highest to the most work (ties: in their own order).
+
+    The scheduler starts the tasks that are ready in priority order, each worker taking
+    the next as it is free, so the workers start on the largest and end on small ones
+    (greedy longest-first).  The priorities Dask gives (``dask.order``) follow the graph's
+    shape, not the tasks' sizes: on 2 workers a search's 18 score tasks of 6-12 K
+    residues started 11, 9, 8, 14, ... 17, 16, 7, 5, ... 0, the largest (0) last.  Only
+    the tasks' own priorities are exchanged, so the graph keeps its place among others.
+
+    Examples
+    --------
+    >>> class Task:
+    ...     def __init__(self, priority):
+    ...         self.priority = priority
+    >>> tasks = [(5, Task((0, 1, 1))), (9, Task((0, 1, 2))), (7, Task((0, 1, 3)))]
+    >>> largest_first(tasks)
+    >>> [(work, task.priority) for work, task in tasks]
+    [(5, (0, 1, 3)), (9, (0, 1, 1)), (7, (0, 1, 2))]
+    """
+    weighed = [(work, ts) for work, ts in weighed if ts.priority is not None]
+    if len({work for work, _ in weighed}) < 2:
+        return  # nothing to order by
+    slots = sorted(ts.priority for _, ts in weighed)
+    order = sorted(weighed, key=lambda item: (-item[0], item[1].priority))
+    for priority, (_, ts) in zip(slots, order):
+        ts.priority = priority
 
 
 def route_tasks(client: Client) -> None:

@@ -5,8 +5,8 @@ For each job of ``--jobs`` it starts a cluster of 1 worker, then one of ``--work
 for ``--device gpu``; a ``LocalCluster`` of worker processes with ``--cpu-threads`` Numba
 threads each for ``--device cpu``), and in each cluster runs the job: an untimed warm-up
 on a smaller input (the same kinds of tasks; repeated, at most 3 times, until every worker
-has run one of its kernel tasks, so that each has loaded its kernels), then the timed run.  It prints,
-for each job: the wall time on 1 and N workers, their ratio, whether the outputs are
+has run one of its kernel tasks, so that each has loaded its kernels), then the timed run.
+It prints, for each job: the wall time on 1 and N workers, their ratio, whether the outputs are
 identical (the result tables compared exactly), and the **busy share of each worker**
 from Dask's task stream (``distributed.get_task_stream``): the time at least one of its
 tasks ran over the wall time, and apart the same for its kernel tasks (search score
@@ -315,11 +315,11 @@ class AllPairsJob:
                                 device=self.args.device, block_size=self.args.block_size,
                                 client=client, force=True)
         # The folder is read back after the clock stops (run_on): not part of the job.
-        return (lambda: read_all_pairs(out)), {"hits": stats.hits, "pairs_scored": stats.pairs_scored,
-                       "cells": stats.cells, "block_pairs": stats.block_pairs,
-                       "block_pairs_skipped": stats.block_pairs_skipped,
-                       "kernel_seconds": stats.kernel_seconds,
-                       "traceback_seconds": stats.traceback_seconds, "device": stats.device}
+        return (lambda: read_all_pairs(out)), {
+            "hits": stats.hits, "pairs_scored": stats.pairs_scored, "cells": stats.cells,
+            "block_pairs": stats.block_pairs, "block_pairs_skipped": stats.block_pairs_skipped,
+            "kernel_seconds": stats.kernel_seconds,
+            "traceback_seconds": stats.traceback_seconds, "device": stats.device}
 
 
 class LongJob:
@@ -469,9 +469,9 @@ def run_job(job, args, streams: Path | None, result: dict, save) -> None:
     result["bar_met"] = None if bar is None else result["ratio"] >= bar
     ok = all(r["stats"].get("planted_score_ok", True) for r in result["runs"].values())
     result["checks_ok"] = ok and result["identical"]
+    against = "" if bar is None else f" (bar {bar} x: {'met' if result['bar_met'] else 'NOT met'})"
     print(f"{job.name}: 1 worker {one['wall_s']:.2f} s, {args.workers} workers "
-          f"{many['wall_s']:.2f} s, ratio {result['ratio']:.2f} x"
-          f"{'' if bar is None else f' (bar {bar} x: ' + ('met' if result['bar_met'] else 'NOT met') + ')'}"
+          f"{many['wall_s']:.2f} s, ratio {result['ratio']:.2f} x{against}"
           f"; outputs {'identical' if result['identical'] else 'DIFFER'}"
           f"{'' if ok else '; PLANTED SCORE MISSED'}\n", flush=True)
 

@@ -13,7 +13,7 @@ from ...sequences.store import SequenceStore
 from ...tables import to_pandas
 from ..base import lazy_value
 from . import tasks
-from .plan import BLOCK_SIZE, prepare
+from .plan import BLOCK_SIZE, block_pair_work, prepare
 
 if TYPE_CHECKING:
     import dask.dataframe as dd
@@ -101,9 +101,13 @@ def all_pairs(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | N
     meta = to_pandas(ALLPAIRS.empty_table())
     token = uuid.uuid4().hex[:8]
     job_node = dask.delayed(job, name=f"swdask-allpairs-job-{token}")
-    # The task declares its kernels' device: the cluster routes GPU work by it.
-    block = dask.delayed(backend.KernelTask(tasks.block_frame, job.device), nout=2, pure=True)
-    parts = [block(job_node, a, b, dask_key_name=f"swdask-allpairs-{token}-{a}-{b}")
+    # The task declares its kernels' device (the cluster routes GPU work by it) and its
+    # cells (progress counts them, and on a cluster the scheduler starts the block pairs
+    # by them, most first: swdask.cluster.largest_first).
+    work = block_pair_work(job, job.block_pairs)
+    parts = [dask.delayed(backend.KernelTask(tasks.block_frame, job.device, work=work[a, b][1]),
+                          nout=2, pure=True)(
+                 job_node, a, b, dask_key_name=f"swdask-allpairs-{token}-{a}-{b}")
              for a, b in job.block_pairs]
     frames = [frame for frame, _ in parts]
     if not frames:

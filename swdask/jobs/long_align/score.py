@@ -126,11 +126,11 @@ def row_workers(client: Client, plan: TilePlan, device: str) -> list[str | None]
     Tile rows are dealt out in turn (row ``p`` to slot ``p`` modulo the slots): for a
     ``"gpu"`` job, and the GPU rows of a ``"both"`` job, over the GPU workers (a tile
     takes a whole GPU); for a ``"cpu"`` job over every worker, a slot per thread.  Left
-    to itself, Dask puts a tile where its two neighbours' boundaries are, which is where
-    the first tile ran: the tiles of a plan of one row per GPU all went to one GPU
-    unless work stealing moved some, and the other waited.  Dealt out, the rows run as a
-    pipeline on every worker (a tile waits only for the one above, on the previous
-    worker, and one boundary moves).  The CPU rows of a ``"both"`` job stay free: the
+    to itself, Dask puts a tile where its neighbours' boundaries are, so the tiles
+    follow the first ones (on 2 one-thread CPU workers, 34 and 66 of 100 tiles; a plan
+    of one tile row per GPU could leave a GPU idle).  Dealt out, the rows run as a
+    pipeline on every worker (a tile waits for the one above, on the previous worker,
+    and one boundary moves).  The CPU rows of a ``"both"`` job stay free: the
     GPUs take some of them too.  Workers are taken in the order of their names.
 
     Examples

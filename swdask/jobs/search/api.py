@@ -139,8 +139,9 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
         The hits table (columns and dtypes of ``swdask.parquet_schemas.HITS``), one
         partition per traceback task (batches of equal size, at most
         ``TRACEBACK_QUERIES`` (64) queries each, at least one per worker of the current
-        client): queries in input order, hits by rank, a RangeIndex in each partition.  ``evalue`` and ``bitscore`` follow NCBI
-        BLAST+ (:mod:`swdask.scoring.statistics`) in local mode and are null otherwise.
+        client): queries in input order, hits by rank, a RangeIndex in each partition.
+        ``evalue`` and ``bitscore`` follow NCBI BLAST+ (:mod:`swdask.scoring.statistics`)
+        in local mode and are null otherwise.
         ``strand`` is ``"plus"`` or ``"minus"`` for DNA (coordinates on the sequences as
         given; see ``swdask.parquet_schemas.HITS``), null for protein.
     dask.dataframe.Scalar
@@ -219,8 +220,8 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
     token = uuid.uuid4().hex
     job_node = dask.delayed(job, name=f"swdask-search-{token}")
     # The task declares its kernels' device (the cluster routes GPU work by it) and its
-    # cells (progress counts them).  The pieces come largest first, and Dask starts root
-    # tasks in graph order: the last tasks to finish are the small ones.
+    # cells (progress counts them, and on a cluster the scheduler starts the score tasks
+    # by them, most first: swdask.cluster.largest_first).
     level = [dask.delayed(backend.KernelTask(tasks.score_partition, device,
                                              work=job.piece_cells(piece)), pure=True)(
                  job_node, piece, dask_key_name=(f"swdask_score-{token}", piece))

@@ -3,6 +3,7 @@ decided; the :class:`SearchJob` every task gets, and the :class:`SearchStats` it
 from __future__ import annotations
 
 import functools
+import heapq
 import math
 import numbers
 import shutil
@@ -120,10 +121,11 @@ def score_pieces(files: Sequence[str], file_residues: Sequence[int],
                  workers: int = 1) -> tuple[ScorePiece, ...]:
     """The score tasks of a search on ``workers`` workers, largest first.
 
-    Workers take the tasks largest first, each the next one as it is free (Dask hands
-    out root tasks in graph order): the most any worker then scores is ``longest``
-    (:func:`longest_share`).  One task per store file (as the store's partitions are
-    sized) while ``longest`` is within :data:`SPLIT_TOLERANCE` of an even share: 102.6 M
+    Workers take the tasks largest first, each the next one as it is free (on a cluster
+    the scheduler starts kernel tasks by their work, most first:
+    :func:`swdask.cluster.largest_first`): the most any worker then scores is
+    :func:`longest_share`.  One task per store file (as the store's partitions are
+    sized) while that is within :data:`SPLIT_TOLERANCE` of an even share: 102.6 M
     residues in six files of 16.8 M and one of 2 M on 2 workers, say (3 files and the small
     one against 3).  Otherwise the files are cut into runs of whole row groups (the
     smallest unit a task reads: about 2 M residues, ``ROW_GROUP_RESIDUES``) of about
@@ -171,8 +173,6 @@ def longest_share(sizes: Sequence[int], workers: int) -> float:
     >>> longest_share([5, 5, 4, 3, 3], 2)
     11
     """
-    import heapq
-
     loads = [0] * max(workers, 1)
     for size in sorted(sizes, reverse=True):
         heapq.heapreplace(loads, loads[0] + size)

@@ -7,7 +7,10 @@ the Dask tasks here and :func:`swdask.jobs.search.api.search_in_process`.
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections import OrderedDict
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,8 +39,11 @@ if TYPE_CHECKING:
     from ...scoring import Scoring
 
 __all__ = [
+    "SUBJECTS",
+    "SUBJECT_CACHE_BYTES",
     "Candidates",
     "ScoreStats",
+    "SubjectCache",
     "TraceStats",
     "best_of",
     "hit_row",
@@ -56,6 +62,9 @@ __all__ = [
 
 #: Threads that decode a traceback task's row groups (at most one per core).
 READ_THREADS = 8
+#: Bytes of decoded row groups that a process keeps for its traceback tasks
+#: (:class:`SubjectCache`): a 102.6 M-residue store's whole take about 110 MB.
+SUBJECT_CACHE_BYTES = 256 * 2**20
 
 _SUBJECT_COLUMNS = ("seq_id", "length", "residues")
 _FETCHED = pa.schema([SEQUENCES.field(name) for name in ("seq_id", "name", "length", "residues")])
@@ -294,6 +303,70 @@ def traceback_batch(job: SearchJob, candidates: pd.DataFrame,
                             queries_at_max_hits=queries_at(hits, job.max_hits))
 
 
+class SubjectCache:
+    """Decoded row groups of store files (the columns a traceback reads), kept in this
+    process for its later traceback tasks, the least recently used dropped beyond
+    :data:`SUBJECT_CACHE_BYTES`.
+
+    The best hits of any batch of queries are spread over most of a database, so every
+    traceback task read most of its row groups again: 4 tasks of a 196-query search, 4
+    times the database on one worker.  Kept, each worker reads each row group once (issue
+    18: data read once per worker).  An entry is keyed by the file's path, size and
+    modification time, so a file rewritten since is read again; a row group that another
+    thread is reading is waited for, not read twice (a GPU worker runs two tasks at once).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.tables = OrderedDict()  # key -> pa.Table
+        self.reading = {}  # key -> Future of a read in progress
+        self.bytes = 0
+        self.reads = 0  # row groups decoded (for tests and benchmarks)
+
+    def get(self, path: str, group: int) -> pa.Table:
+        """Row group ``group`` of part file ``path`` (columns seq_id, name, length,
+        residues), read and checked by :func:`swdask.sequences.store.read_part` once."""
+        try:
+            stat = os.stat(path)
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot read partition: {exc}") from None
+        key = (str(path), int(group), stat.st_size, stat.st_mtime_ns)
+        with self.lock:
+            table = self.tables.get(key)
+            if table is not None:
+                self.tables.move_to_end(key)
+                return table
+            pending = self.reading.get(key)
+            if pending is None:
+                pending = self.reading[key] = Future()
+                mine = True
+            else:
+                mine = False
+        if not mine:
+            return pending.result()
+        try:
+            table = read_part(path, list(_FETCHED.names), row_groups=[int(group)])
+        except BaseException as exc:
+            with self.lock:
+                del self.reading[key]
+            pending.set_exception(exc)
+            raise
+        with self.lock:
+            del self.reading[key]
+            self.reads += 1
+            self.tables[key] = table
+            self.bytes += table.nbytes
+            while self.bytes > SUBJECT_CACHE_BYTES and self.tables:
+                _, dropped = self.tables.popitem(last=False)
+                self.bytes -= dropped.nbytes
+        pending.set_result(table)
+        return table
+
+
+#: This process's :class:`SubjectCache`.
+SUBJECTS = SubjectCache()
+
+
 def _read_subjects(job: SearchJob, candidates: pd.DataFrame) -> dict:
     """``{seq_id: (name, codes)}`` of the candidates' subjects, read from their partitions.
 
@@ -302,7 +375,8 @@ def _read_subjects(job: SearchJob, candidates: pd.DataFrame) -> dict:
     taken by position; their ``seq_id`` must be the score pass's.  The row groups are
     decoded in parallel threads (Arrow releases the GIL): the top hits of a search are
     spread over most of a database, and one thread decoding them all took about 0.55 s
-    of a 1.2 s traceback task on an H100 host (102 M residues, 64 queries).
+    of a 1.2 s traceback task on an H100 host (102 M residues, 64 queries).  A row group
+    read by an earlier task of this process is not read again (:class:`SubjectCache`).
     """
     plans = []
     for number, group in candidates.groupby("partition", sort=True):
@@ -323,7 +397,7 @@ def _read_subjects(job: SearchJob, candidates: pd.DataFrame) -> dict:
 
     def read(item):
         _number, path, g = item
-        return read_part(path, list(_FETCHED.names), row_groups=[g])
+        return SUBJECTS.get(path, g)
 
     threads = min(len(reads), os.cpu_count() or 1, READ_THREADS)
     if threads > 1:

@@ -89,6 +89,35 @@ def test_result_is_lazy_with_the_hits_schema(store, small_batches):
     assert any(name.startswith("traceback_batch") for name in names)
 
 
+def test_traceback_tasks_read_each_row_group_once_per_process(store, reference, monkeypatch):
+    """4 traceback tasks in one process: each row group holding a hit is decoded once
+    (SubjectCache), not once per task; a file changed since is read again; the hits are
+    the in-process ones."""
+    tasks_module = importlib.import_module("swdask.jobs.search.tasks")
+    reads = []
+    real = tasks_module.read_part
+
+    def counted(path, *args, **kwargs):
+        if kwargs.get("row_groups") is not None:
+            reads.append((str(path), tuple(kwargs["row_groups"])))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(tasks_module, "read_part", counted)
+    monkeypatch.setattr(tasks_module, "SUBJECTS", tasks_module.SubjectCache())
+    monkeypatch.setattr(search_module, "TRACEBACK_QUERIES", 3)  # 12 queries: 4 tasks
+    hits = swdask.search(QUERIES, store, max_hits=10)
+    assert hits.npartitions == 4
+    same_hits(hits.compute(), reference)
+    assert reads and len(reads) == len(set(reads)) == tasks_module.SUBJECTS.reads
+    assert len(reads) <= len(store.files)  # one row group each, read once in all
+    same_hits(hits.compute(), reference)
+    assert len(reads) == tasks_module.SUBJECTS.reads  # all kept
+    path = reads[0][0]
+    os.utime(path, ns=(time.time_ns(), os.stat(path).st_mtime_ns + 10**9))
+    same_hits(hits.compute(), reference)
+    assert reads.count(reads[0]) == 2  # the changed file read again
+
+
 def test_threads_give_the_in_process_hits_and_stats(store, reference, small_batches):
     hits, stats = swdask.search(QUERIES, store, max_hits=10, return_stats=True)
     table, stats = dask.compute(hits, stats)
@@ -331,6 +360,34 @@ def test_two_workers_cut_files_into_pieces_with_the_same_hits(client, grouped,
     keys = hits.__dask_graph__().keys()
     assert sum(1 for key in keys if isinstance(key, tuple)
                and str(key[0]).startswith("swdask_score-")) == len(job.pieces)
+
+
+def test_score_tasks_start_largest_first(grouped, monkeypatch):
+    """The scheduler starts a search's score tasks by their cells, most first
+    (cluster.largest_first), not in dask.order's order of the merge tree; the hits are
+    the in-process ones."""
+    from distributed import Client, LocalCluster, get_task_stream
+
+    monkeypatch.setattr(search_module, "MERGE_FAN_IN", 2)  # a deep tree: dask.order's groups
+    monkeypatch.setattr(search_module, "SPLIT_TOLERANCE", 0.0)  # cut the files finely
+    reference = swdask.search_in_process(QUERIES, grouped, max_hits=10)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        hits = swdask.search(QUERIES, grouped, max_hits=10)
+        pieces = search_module.prepare(
+            QUERIES, grouped, scoring=None, mode="local", max_hits=10, min_score=None,
+            evalue=None, device="cpu", alphabet="auto", map_unknown=False, owner="caller",
+            workers=2).pieces
+        with get_task_stream(client) as stream:
+            table = hits.compute()
+    same_hits(table, reference)
+    started = [key[1] for _, key in sorted(
+        (r["startstops"][0]["start"], r["key"]) for r in stream.data
+        if isinstance(r["key"], tuple) and str(r["key"][0]).startswith("swdask_score-"))]
+    assert len(started) == len(pieces) > 8
+    # The scheduler hands each of the 2 one-thread workers 2 tasks at once, which each
+    # starts in turn: the k-th to start is among the k + 4 largest.
+    assert all(piece < k + 4 for k, piece in enumerate(started)), started
 
 
 class KillOnce(WorkerPlugin):
