@@ -62,7 +62,9 @@ def test_lines_off_a_terminal_and_a_summary_of_the_same_figures(inputs, tmp_path
     summary = json.loads((tmp_path / "run.json").read_text())
     assert summary["command"] == command
     lines = progress_lines(err, command)
-    total = summary["pairs_scored"] if command == "allpairs" else summary["cells"]
+    # all-pairs counts the pairs the lengths allow: scored, or dropped by the pre-filter
+    total = (summary["pairs_scored"] + summary["pairs_filtered"] if command == "allpairs"
+             else summary["cells"])
     shape = re.compile(
         rf"{desc}: [\d.,]+[kMGT]? of {re.escape(amount(total))} {unit}s \(\d+%\) in \d\d:\d\d, "
         rf"[\d.,]+[kMGT]? {unit}s/s(, ETA (\?|[\d:]+)|; finishing)")
@@ -106,7 +108,9 @@ def check_summary_line(command: str, lines: list[str], f: dict) -> None:
                       rf"\((?P<gcups>[\d.]+) GCUPS\) on (?P<device>\w+), {threads}", lines[0])
     elif command == "allpairs":
         got = figures(rf"wrote (?P<hits>[\d,]+) pairs to (?P<output>\S+): (?P<sequences>[\d,]+) "
-                      rf"sequences, (?P<pairs>[\d,]+) pairs, (?P<pairs_scored>[\d,]+) scored "
+                      rf"sequences, (?P<pairs>[\d,]+) pairs, (?P<pairs_filtered>[\d,]+) dropped "
+                      rf"by shared q-grams \((?P<filter_seconds>[\d.]+) s\), "
+                      rf"(?P<pairs_scored>[\d,]+) scored "
                       rf"\((?P<cells>[\d,]+) cells, (?P<kernel_gcups>[\d.]+) GCUPS in the "
                       rf"kernel\), (?P<candidates>[\d,]+) traced back, "
                       rf"(?P<block_pairs_skipped>[\d,]+) of (?P<block_pairs>[\d,]+) block pairs "
@@ -191,7 +195,8 @@ def test_a_terminal_gets_a_bar_of_cells(inputs, tmp_path, capsys, monkeypatch, c
     status, _, err = run_cli(capsys, *argv, "--summary-json", tmp_path / "run.json")
     assert status == 0, err
     summary = json.loads((tmp_path / "run.json").read_text())
-    total = summary["pairs_scored"] if command == "allpairs" else summary["cells"]
+    total = (summary["pairs_scored"] + summary["pairs_filtered"] if command == "allpairs"
+             else summary["cells"])
     assert total > 100  # tasks: a few
     assert f"/{tqdm.format_sizeof(total)} [" in err, err[-600:]  # tqdm's "n/total [elapsed"
     assert f"{unit}/s]" in err and "\r" in err  # redrawn in place, with tqdm's rate
