@@ -45,6 +45,7 @@ so nothing is cached; kernels are still rendered to files and run from there.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -55,7 +56,8 @@ import struct
 import threading
 import time
 import types
-from collections.abc import Callable, Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -468,6 +470,17 @@ class Kernel:
         return _Launch(self, self.dispatcher[launch_config])
 
 
+@contextlib.contextmanager
+def quiet_occupancy() -> Iterator[None]:
+    """Silence Numba's note that a grid is small (``NumbaPerformanceWarning``: "Grid size
+    ... under-utilization"): small launches are legitimate here (a small database, the
+    last few pairs of a block), and the note reached a command's standard error.  Every
+    launch of a kernel of this room runs under it (:class:`_Launch`)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
+        yield
+
+
 class _Launch:
     """A configured launch that saves any specialisation it made Numba compile."""
 
@@ -481,7 +494,8 @@ class _Launch:
         dispatcher = self.kernel.dispatcher
         before = len(dispatcher.overloads)
         start = time.perf_counter()
-        with self.kernel._lock:  # not while load_ahead's thread loads this kernel's module
+        # Not while load_ahead's thread loads this kernel's module.
+        with self.kernel._lock, quiet_occupancy():
             self.configured(*args)
         if len(dispatcher.overloads) != before:
             seconds = time.perf_counter() - start

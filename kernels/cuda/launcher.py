@@ -35,11 +35,9 @@ streams, so two threads (two Dask tasks on one GPU worker) also overlap.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
 import time
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -48,7 +46,7 @@ import numpy as np
 from numba import config, cuda
 
 from . import inter_task, inter_task_dpx, intra_task
-from .compile import build, get_kernel, is_cached, jit, load_ahead
+from .compile import build, get_kernel, is_cached, jit, load_ahead, quiet_occupancy
 from .inter_task import has_dpx, launch_plan, threads_per_block
 
 if TYPE_CHECKING:
@@ -91,12 +89,7 @@ class KernelStats:
                            self.cells_intra + other.cells_intra)
 
 
-@contextlib.contextmanager
-def _quiet():
-    """Small launches are legitimate (a small database); silence Numba's occupancy note."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
-        yield
+_quiet = quiet_occupancy  # the room's rule; every launch of a room kernel applies it too
 
 
 class _Ordered:

@@ -30,10 +30,8 @@ Launches use the public functions of :mod:`~swdask.kernels.cuda.inter_task` and
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,7 +41,7 @@ from numba import config, cuda
 
 from ..cpu import psse as cpu_psse
 from . import inter_task, inter_task_dpx
-from .compile import get_kernel, jit
+from .compile import get_kernel, jit, quiet_occupancy
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -127,11 +125,7 @@ class DeviceStats:
                 self.rescored)
 
 
-@contextlib.contextmanager
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
-        yield
+_quiet = quiet_occupancy
 
 
 def _grid(n, threads):

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -46,7 +45,7 @@ from numba import config, cuda, int16, int32, uint32
 
 from ..cpu.reference import GLOBAL, LOCAL, mode_code
 from ..directions import NEG, STATE_H, border_gap, decision, walk_step
-from .compile import jit
+from .compile import jit, quiet_occupancy
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -399,8 +398,7 @@ def _launch(batch, queries, subjects, ends, matrix, n_codes, gap_open, gap_exten
     d_score = cuda.to_device(np.zeros(count, np.int32), stream=stream)
     marks = _Marks(stream)
     threads = 32 if _SIMULATED else 128
-    with warnings.catch_warnings():  # few pairs make a small grid: nothing to warn about
-        warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
+    with quiet_occupancy():  # few pairs make a small grid: nothing to warn about
         marks.mark()
         _forward_kernel[count, LANES, stream](
             d_prof, args[0], args[1], d_res, d_s_start, d_ei, d_ej, d_dir_base, d_bound_base,
