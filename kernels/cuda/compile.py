@@ -467,7 +467,8 @@ class Kernel:
         if self.simulated:
             return _RecordingLaunch(self, self.dispatcher[launch_config])
         self._ensure_loaded()
-        return _Launch(self, self.dispatcher[launch_config])
+        with quiet_occupancy():  # Numba may say it as the grid is set, or at the launch
+            return _Launch(self, self.dispatcher[launch_config])
 
 
 @contextlib.contextmanager
