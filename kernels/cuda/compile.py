@@ -660,7 +660,7 @@ def load_ahead(specs: Iterable[tuple[str, dict[str, Any]]]) -> threading.Thread 
     (:meth:`Kernel.warm`), in order, while the caller goes on.
 
     A first launch of a kernel in a process loads its CUDA module: 0.36 s for the 11
-    kernels of a 20-query search on an H100 host (cProfile of a first and a second search
+    kernels of a 20-query search on an H200 host (cProfile of a first and a second search
     in one process, 2026-11-27), paid one launch at a time while the GPU waits.  On this
     thread the loads overlap the caller's reading and uploading and the GPU's work on the
     first kernels.  Call it once the process's CUDA context exists (the thread makes it

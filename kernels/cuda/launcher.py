@@ -657,20 +657,24 @@ def kernels_due(lengths: Iterable[int], matrix: npt.ArrayLike, gap_open: int,
                 gap_extend: int) -> int:
     """How many distinct search kernels for queries of ``lengths`` are not compiled on
     this machine yet (what ``device="auto"`` weighs)."""
-    matrix = np.asarray(matrix)
-    packed = has_dpx() and inter_task_dpx.fits_16bit(matrix, gap_open, gap_extend)
-    specs = search_specs(sorted(lengths, reverse=True), matrix, packed)
+    specs = _search_specs_of(lengths, matrix, gap_open, gap_extend)
     unique = {(family, tuple(sorted(shape.items()))) for family, shape in specs}
     return sum(not is_cached(family, **dict(shape)) for family, shape in unique)
+
+
+def _search_specs_of(lengths, matrix, gap_open, gap_extend):
+    """:func:`search_specs` of a search of queries of ``lengths``, packed (16-bit) where
+    this GPU and the scoring allow it, as the launcher decides."""
+    matrix = np.asarray(matrix)
+    packed = has_dpx() and inter_task_dpx.fits_16bit(matrix, gap_open, gap_extend)
+    return search_specs(sorted(lengths, reverse=True), matrix, packed)
 
 
 def load_search_kernels(lengths: Iterable[int], matrix: npt.ArrayLike, gap_open: int,
                         gap_extend: int) -> threading.Thread | None:
     """Load the kernels a search of queries of ``lengths`` launches (those saved on this
     machine) on a thread: :func:`swdask.kernels.cuda.compile.load_ahead`."""
-    matrix = np.asarray(matrix)
-    packed = has_dpx() and inter_task_dpx.fits_16bit(matrix, gap_open, gap_extend)
-    specs = search_specs(sorted(lengths, reverse=True), matrix, packed)
+    specs = _search_specs_of(lengths, matrix, gap_open, gap_extend)
     # Score kernels first (they launch first), each shape once.
     unique = dict.fromkeys((family, tuple(sorted(shape.items()))) for family, shape in
                            specs[len(SEARCH_KERNELS):] + specs[:len(SEARCH_KERNELS)])

@@ -345,7 +345,7 @@ def search_in_process(queries: SequencesLike, database: str | os.PathLike | Sequ
         if chosen == "gpu":
             backend.check_device(chosen, mode)  # raises DeviceError where there is none
             # The kernels' modules load on a thread while the store is read and the GPU
-            # scores: 0.36 s of a first search's launches otherwise (H100 host).
+            # scores: 0.36 s of a first search's launches otherwise (H200 host).
             loading = backend.load_search_kernels(job.rows.lengths, job.scoring)
             # pandas (0.25-0.3 s of imports) is first needed for the hits table: imported
             # here it loads while this thread waits on the GPU.
