@@ -30,10 +30,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .cpu.reference import OP_DEL, OP_INS, OP_MATCH
 
 if TYPE_CHECKING:
-    import numpy as np
+    import numpy.typing as npt
 
 #: Stands for the reference's -inf: E of column 0 and F of row 0.  Only ever lowered by
 #: one gap_extend before a max() with a finite value discards it, so it cannot wrap
@@ -49,6 +51,79 @@ def cell_bound(m: int, n: int, matrix: np.ndarray, gap_open: int, gap_extend: in
     Exact kernels need it below :data:`SCORE_LIMIT`."""
     worst = max(abs(int(matrix.max())), abs(int(matrix.min()))) + int(gap_open) + int(gap_extend)
     return (int(m) + int(n) + 1) * worst
+
+def global_band(rows: npt.ArrayLike, cols: npt.ArrayLike, scores: npt.ArrayLike,
+                matrix: np.ndarray, gap_open: int, gap_extend: int,
+                ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The diagonal band that holds every decision a global traceback reads, given the
+    optimal score: offsets ``lo <= j - i <= hi`` of DP cells ``(i, j)``, per pair.
+
+    A traceback that computes only the band (cells outside it count as -inf) walks the
+    same path as one over the whole ``rows x cols`` rectangle, so the GPU traceback of
+    all-pairs candidates (:func:`swdask.kernels.cuda.traceback.trace_paths` with
+    ``known_scores``) writes decisions for the band only: a tenth of the cells at 16S
+    lengths and identity 0.97.
+
+    Parameters
+    ----------
+    rows, cols : array-like of int
+        The pairs' lengths (the whole pair: global mode ends at ``(rows, cols)``).
+    scores : array-like of int
+        Each pair's optimal global score, from a score kernel.
+    matrix : numpy.ndarray of int
+    gap_open, gap_extend : int
+        A gap of k residues costs ``gap_open + k * gap_extend``.
+
+    Returns
+    -------
+    lo, hi : numpy.ndarray of int64
+        The band of each pair; ``(-rows, cols)`` (the whole rectangle) where no band
+        applies (a scoring whose gap columns cost nothing below the best pair's score).
+
+    Notes
+    -----
+    *The loss of an alignment.*  Let ``a = max(matrix)`` and give every column the loss
+    ``a * (residues in the column) / 2 - (its score)``, and every gap run its opening
+    ``o`` on top.  An aligned column loses ``a - s >= 0``, a gap column ``a/2 + e``.  The
+    columns hold all ``rows + cols`` residues, so every global alignment has
+    ``score = a (rows + cols) / 2 - loss``: the optimal ones lose exactly
+    ``D = a (rows + cols) / 2 - S``, and losses only add up along a path.
+
+    *The band.*  A path through a cell of offset ``k = j - i`` has at least ``|k|`` gap
+    columns before it and ``|delta - k|`` after it (``delta = cols - rows``), so it loses
+    at least ``g (|k| + |delta - k|) + o`` (``g = a/2 + e > 0``; no ``o`` if it has no
+    gap).  Every cell of every optimal path, in every state (H, E, F), therefore has an
+    offset with ``g (|k| + |delta - k|) + o <= D`` (or ``k = delta = 0``): those offsets
+    are the band.
+
+    *The same path.*  Computed inside the band, a cell's value is the best over the paths
+    that stay inside, so it is never above the full matrix's, and it equals it wherever
+    an optimal prefix stays inside, which is every cell, in every state, that lies on an
+    optimal path.  Walk back from ``(rows, cols)``, which is on all of them: at a cell of
+    the walk the full traceback picks, among the sources that reach the cell's value, the
+    first by the tie order (:func:`decision`); that source lies on an optimal path, so its
+    value is exact in the band, and every source before it in the tie order is below the
+    cell's value in the full matrix, hence in the band too.  The band picks the same
+    source at every step, and the walk is the same.  (The GPU kernel widens the band to
+    whole strips of rows; any wider region keeps the argument.)
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int64)
+    scores = np.asarray(scores, dtype=np.int64)
+    best = int(np.max(matrix))
+    # Doubled, so that a/2 stays an integer: g2 = 2g, loss2 = 2D.
+    g2 = best + 2 * int(gap_extend)
+    full = (-rows, cols.copy())
+    if g2 <= 0 or gap_open < 0:
+        return full
+    loss2 = best * (rows + cols) - 2 * scores
+    most_gaps = np.maximum(0, (loss2 - 2 * int(gap_open)) // g2)
+    delta = cols - rows
+    spare = np.maximum(0, (most_gaps - np.abs(delta)) // 2)
+    lo = np.minimum(0, delta) - spare
+    hi = np.maximum(0, delta) + spare
+    return np.maximum(lo, -rows), np.minimum(hi, cols)
+
 
 #: Source of H in bits 0-1 of a decision.
 SRC_DIAG, SRC_E, SRC_F, SRC_STOP = 0, 1, 2, 3

@@ -43,7 +43,11 @@ def cpu_end(query, subject, scoring, mode):
     return int(score), int(qe), int(se)
 
 
-def check_pairs(pairs, scoring, label, budget=gpu_traceback.DIRECTION_BYTES, mode="local"):
+def check_pairs(pairs, scoring, label, budget=gpu_traceback.DIRECTION_BYTES, mode="local",
+                banded=False):
+    """The GPU's paths, starts and scores of ``pairs`` are the CPU traceback's; with
+    ``banded``, the GPU is given the optimal scores (global mode's band).  Returns the
+    GPU call's stats."""
     ends, wanted = [], []
     for query, subject in pairs:
         _, qe, se = cpu_end(query, subject, scoring, mode)
@@ -51,15 +55,18 @@ def check_pairs(pairs, scoring, label, budget=gpu_traceback.DIRECTION_BYTES, mod
         wanted.append(traceback_pair(
             query, subject, np.ascontiguousarray(scoring.matrix, np.int32), scoring.gap_open,
             scoring.gap_extend, mode_code(mode), qe, se))
+    stats = {}
     scores, starts, ops = gpu_traceback.trace_paths(
         [q for q, _ in pairs], [s for _, s in pairs], np.array(ends), scoring.matrix,
-        scoring.gap_open, scoring.gap_extend, mode=mode, budget=budget)
+        scoring.gap_open, scoring.gap_extend, mode=mode, budget=budget, stats=stats,
+        known_scores=[w[0] for w in wanted] if banded else None)
     for k, (score, qs, _, ss, _, path) in enumerate(wanted):
         where = (f"{label} {mode}, pair {k} (lengths {len(pairs[k][0])} x {len(pairs[k][1])}, "
                  f"end {ends[k]})")
         assert (starts[k, 0], starts[k, 1]) == (qs, ss), where
         np.testing.assert_array_equal(ops[k], path, err_msg=where)
         assert scores[k] == score, where
+    return stats
 
 
 def windows(source, rng, count, low, high):
@@ -112,6 +119,62 @@ def test_gpu_traceback_several_passes_and_dna(mode):
     pairs = [(query, subject), (query[:257].copy(), gene[240:258].copy()),
              (gene[:256].copy(), gene[250:256].copy())]
     check_pairs(pairs, scoring, "DNA 2/-3 5/2", mode=mode)
+
+
+def test_global_band_holds_the_optimal_paths_and_narrows_with_the_score():
+    """The band of :func:`global_band` on real 16S pairs: the CPU's optimal path stays
+    inside it; the end cell's offset is always in it; a better score narrows it; a
+    scoring whose gap columns lose nothing gets the whole rectangle."""
+    from swdask.kernels.directions import global_band
+
+    scoring = Scoring(None, match=2, mismatch=-3, gap_open=5, gap_extend=2, alphabet="dna")
+    matrix = scoring.matrix.astype(np.int32)
+    rng = np.random.default_rng(11)
+    for gene in windows(DNA, rng, 12, 30, 400):
+        copy = mutated(gene, rng, 4, rate=float(rng.uniform(0.0, 0.2)))
+        score, qs, _, ss, _, path = traceback_pair(gene, copy, matrix, 5, 2, mode_code("global"),
+                                                   -1, -1)
+        (lo,), (hi,) = global_band([len(gene)], [len(copy)], [score], matrix, 5, 2)
+        i = j = 0
+        for op in path:  # the path's offsets j - i, cell by cell
+            i += op != 2  # OP_DEL (2) moves along the subject only
+            j += op != 1  # OP_INS (1) along the query only
+            assert lo <= j - i <= hi, (len(gene), len(copy), lo, hi, j - i)
+        assert lo <= len(copy) - len(gene) <= hi
+    lo, hi = global_band([100, 100], [100, 90], [200, 140], matrix, 5, 2)
+    assert (lo[0], hi[0]) == (0, 0)  # identical: no room for any gap
+    assert lo[1] < -10 and hi[1] > 0
+    free = global_band([50], [60], [0], np.full((4, 4), -2), 5, 0)
+    assert (free[0][0], free[1][0]) == (-50, 60)
+
+
+@pytest.mark.parametrize("scoring", [Scoring(None, match=2, mismatch=-3, gap_open=5,
+                                             gap_extend=2, alphabet="dna"),
+                                     Scoring("PAM30", gap_open=9, gap_extend=1)],
+                         ids=["DNA-2-3-5-2", "PAM30-9-1"])
+def test_banded_global_traceback_walks_the_full_rectangles_paths(scoring):
+    """Given the optimal scores, the GPU computes only the band: the same paths, starts
+    and scores as the CPU's full rectangles, for related pairs (narrow bands, across the
+    256-row pass and the 8-row strips), pairs of different lengths, unrelated pairs (wide
+    bands), single residues and empty sides."""
+    rng = np.random.default_rng(5)
+    dna = scoring.alphabet.name == "dna"
+    source, letters = (DNA, 4) if dna else (PROTEIN, 20)
+    pairs = []
+    if dna:  # 264 rows: two passes of 256, the second a strip and a bit
+        gene = DNA.codes(7)[:264].copy()
+        pairs.append((gene, mutated(gene, rng, letters, rate=0.02)))
+    for gene in windows(source, rng, 2, 30, 70):
+        pairs.append((gene, mutated(gene, rng, letters, rate=0.03)))
+        pairs.append((mutated(gene, rng, letters, rate=0.1)[:-9].copy(), gene))
+    queries = windows(source, rng, 3, 1, 40)
+    subjects = windows(source, rng, 3, 1, 40)
+    pairs += list(zip(queries, subjects))
+    pairs += [(queries[0][:1].copy(), queries[0][:1].copy()),
+              (queries[1], np.zeros(0, np.uint8)), (np.zeros(0, np.uint8), subjects[1])]
+    stats = check_pairs(pairs, scoring, repr(scoring), mode="global", banded=True)
+    if dna:  # the 264-row pair's narrow band outweighs the short pairs' whole strips
+        assert stats["band_cells"] < stats["cells"] / 2
 
 
 def test_gpu_traceback_batches_under_a_small_budget():
