@@ -91,7 +91,8 @@ def run(args: argparse.Namespace) -> None:
          "pairs_filtered": stats.pairs_filtered, "filter_seconds": stats.filter_seconds,
          "pairs_scored": stats.pairs_scored, "cells": stats.cells,
          "kernel_seconds": stats.kernel_seconds, "kernel_gcups": stats.kernel_gcups,
-         "candidates": stats.candidates, "hits": stats.hits,
+         "candidates": stats.candidates, "traceback_seconds": stats.traceback_seconds,
+         "traceback_kernel_seconds": stats.traceback_kernel_seconds, "hits": stats.hits,
          "block_pairs": stats.block_pairs + stats.block_pairs_skipped,
          "block_pairs_skipped": stats.block_pairs_skipped, "seconds": wall,
          "pairs_per_second": stats.pairs / max(wall, 1e-9), "device": stats.device, **where}
@@ -99,7 +100,8 @@ def run(args: argparse.Namespace) -> None:
         print(f"wrote {f['hits']:,} pairs to {args.output}: {f['sequences']:,} sequences, "
               f"{f['pairs']:,} pairs, {f['pairs_filtered']:,} dropped by shared q-grams "
               f"({f['filter_seconds']:.1f} s), {f['pairs_scored']:,} scored ({f['cells']:,} cells, "
-              f"{f['kernel_gcups']:.2f} GCUPS in the kernel), {f['candidates']:,} traced back, "
+              f"{f['kernel_gcups']:.2f} GCUPS in the kernel), {f['candidates']:,} traced back "
+              f"({f['traceback_seconds']:.1f} s summed over tasks), "
               f"{f['block_pairs_skipped']:,} of {f['block_pairs']:,} block pairs skipped by "
               f"length, {wall:.1f} s ({f['pairs_per_second']:,.0f} pairs/s) on {f['device']}, "
               f"{where_text(f)}", file=sys.stderr)

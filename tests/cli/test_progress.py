@@ -113,7 +113,8 @@ def check_summary_line(command: str, lines: list[str], f: dict) -> None:
                       rf"by shared q-grams \((?P<filter_seconds>[\d.]+) s\), "
                       rf"(?P<pairs_scored>[\d,]+) scored "
                       rf"\((?P<cells>[\d,]+) cells, (?P<kernel_gcups>[\d.]+) GCUPS in the "
-                      rf"kernel\), (?P<candidates>[\d,]+) traced back, "
+                      rf"kernel\), (?P<candidates>[\d,]+) traced back "
+                      rf"\((?P<traceback_seconds>[\d.]+) s summed over tasks\), "
                       rf"(?P<block_pairs_skipped>[\d,]+) of (?P<block_pairs>[\d,]+) block pairs "
                       rf"skipped by length, [\d.]+ s \((?P<pairs_per_second>[\d,]+) pairs/s\) on "
                       rf"(?P<device>\w+), {threads}", lines[0])

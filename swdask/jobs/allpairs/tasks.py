@@ -117,10 +117,11 @@ def _score_gpu(qa: SequenceBatch, sb: SequenceBatch, runs: Runs, job: AllPairsJo
     return found, seconds, abandoned
 
 
-def _trace(qa, sb, found, job: AllPairsJob, device: str = "cpu") -> list:
+def _trace(qa, sb, found, job: AllPairsJob, device: str = "cpu") -> tuple[list, float]:
     """Rows of the passing pairs, traced back on the GPU (``device="gpu"``, all pairs of
-    the block pair in one call) or on Numba's thread count (the CPU kernel releases the
-    GIL); rows in ``found`` order."""
+    the block pair in one call, inside the band their scores allow) or on Numba's thread
+    count (the CPU kernel releases the GIL); rows in ``found`` order; and the seconds of
+    the GPU's traceback kernels (0.0 on the CPU)."""
     qi, sj, score, q_end, s_end = found
     n = len(qi)
     rows = [None] * n
@@ -144,14 +145,16 @@ def _trace(qa, sb, found, job: AllPairsJob, device: str = "cpu") -> list:
             queries = [qa.codes(int(i)) for i in qi]
             subjects = [sb.codes(int(j)) for j in sj]
             ends = np.stack([q_end, s_end], axis=1)
+            timing = {}
             with backend.KERNEL_LOCK:
                 scores, starts, paths = gpu_traceback.trace_paths(
                     queries, subjects, ends, scoring.matrix, scoring.gap_open,
-                    scoring.gap_extend, mode=mode)
+                    scoring.gap_extend, mode=mode, known_scores=score, stats=timing)
             for k in range(n):
                 keep(k, describe(queries[k], subjects[k], scores[k], starts[k], ends[k],
                                  paths[k], scoring.alphabet.unknown_code))
-            return [row for row in rows if row is not None]
+            kernels = timing["forward_seconds"] + timing["walk_seconds"]
+            return [row for row in rows if row is not None], kernels
 
     def trace(k):
         q, s = qa.codes(int(qi[k])), sb.codes(int(sj[k]))
@@ -166,7 +169,7 @@ def _trace(qa, sb, found, job: AllPairsJob, device: str = "cpu") -> list:
         with ThreadPoolExecutor(threads, thread_name_prefix="swdask-allpairs") as pool:
             for _ in pool.map(trace, order):
                 pass
-    return [row for row in rows if row is not None]
+    return [row for row in rows if row is not None], 0.0
 
 
 _COLUMNS = ("query", "subject", "query_id", "subject_id", "score", "identity", "matches",
@@ -206,13 +209,14 @@ def block_pair(job: AllPairsJob, a: int, b: int) -> tuple[pa.Table, BlockStats]:
     else:
         found, seconds, abandoned = _score_cpu(qa, sb, runs, job, sparse=sparse)
     tick = time.perf_counter()
-    rows = _trace(qa, sb, found, job, device)
+    rows, trace_kernels = _trace(qa, sb, found, job, device)
     traced = time.perf_counter() - tick
     rows.sort(key=lambda r: (r[2], r[3]))
     return _table(rows), BlockStats(
         pairs_scored=scored, pairs_filtered=pairs - scored, cells=cells, abandoned=abandoned,
         candidates=len(found[0]), hits=len(rows), kernel_seconds=seconds,
-        filter_seconds=filter_seconds, traceback_seconds=traced, device=device)
+        filter_seconds=filter_seconds, traceback_seconds=traced,
+        traceback_kernel_seconds=trace_kernels, device=device)
 
 
 @dataclass(frozen=True)
@@ -228,6 +232,7 @@ class BlockStats(TaskStats):
     kernel_seconds: float = 0.0
     filter_seconds: float = 0.0
     traceback_seconds: float = 0.0
+    traceback_kernel_seconds: float = 0.0
     device: str = stat("join")
 
     @property
@@ -255,8 +260,9 @@ class AllPairsStats:
     (each exactly once), ``cells`` their ``m * n`` (whole, also for the pairs the GPU
     kernel abandoned early, ``pairs_abandoned``); ``candidates`` the pairs over the
     score bound (traced back); ``hits`` the rows written; seconds of the pre-filter
-    (``filter_seconds``), of the score kernel (``kernel_seconds``) and of the traceback,
-    each summed over tasks.
+    (``filter_seconds``), of the score kernel (``kernel_seconds``), of the traceback
+    (``traceback_seconds``: kernels, paths described, rows built) and of its GPU kernels
+    alone (``traceback_kernel_seconds``, 0 on the CPU), each summed over tasks.
     """
 
     n_sequences: int
@@ -273,6 +279,7 @@ class AllPairsStats:
     pairs_abandoned: int = 0
     pairs_filtered: int = 0
     filter_seconds: float = 0.0
+    traceback_kernel_seconds: float = 0.0
 
     @property
     def kernel_gcups(self) -> float:
@@ -290,7 +297,8 @@ def allpairs_stats(job: AllPairsJob, blocks: Iterable[BlockStats]) -> AllPairsSt
         kernel_seconds=total.kernel_seconds, traceback_seconds=total.traceback_seconds,
         block_pairs=len(job.block_pairs), block_pairs_skipped=job.skipped,
         device=total.device or job.device, pairs_abandoned=total.abandoned,
-        pairs_filtered=total.pairs_filtered, filter_seconds=total.filter_seconds)
+        pairs_filtered=total.pairs_filtered, filter_seconds=total.filter_seconds,
+        traceback_kernel_seconds=total.traceback_kernel_seconds)
 
 
 def block_frame(job: AllPairsJob, a: int, b: int) -> tuple[pd.DataFrame, BlockStats]:
