@@ -355,6 +355,56 @@ def summarize_path(query: npt.NDArray[np.uint8], subject: npt.NDArray[np.uint8],
             int(a.shape[0]) - matches, int(np.count_nonzero(run_kind >= _CIGAR_I)), n_ops)
 
 
+def path_identities(query_residues: npt.NDArray[np.uint8], query_at: npt.ArrayLike,
+                    subject_residues: npt.NDArray[np.uint8], subject_at: npt.ArrayLike,
+                    starts: npt.ArrayLike, paths: Sequence[npt.NDArray[np.uint8]],
+                    unknown_code: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The identity columns and all columns of many paths at once, as
+    :func:`summarize_path` counts them (its ``matches`` and ``align_length``), without
+    their CIGARs: a caller that keeps only some paths by identity describes just those.
+
+    Parameters
+    ----------
+    query_residues, subject_residues : numpy.ndarray of uint8
+        Residue codes of many sequences, concatenated.
+    query_at, subject_at : array-like of int
+        Where path ``k``'s query and subject begin in them.
+    starts : array-like of int, shape (n, 2)
+        ``(query_start, subject_start)`` of each path, in its own sequences.
+    paths : sequence of numpy.ndarray of uint8
+        Each path's operations in forward order.
+    unknown_code : int
+        As :func:`summarize_path`.
+
+    Returns
+    -------
+    matches, columns : numpy.ndarray of int64
+    """
+    n = len(paths)
+    columns = np.fromiter((len(p) for p in paths), dtype=np.int64, count=n)
+    if not columns.sum():
+        return np.zeros(n, np.int64), columns
+    ops = np.concatenate(paths)
+    owner = np.repeat(np.arange(n), columns)
+    first = np.concatenate(([0], np.cumsum(columns)[:-1]))
+    starts = np.asarray(starts, dtype=np.int64).reshape(-1, 2)
+
+    def position(steps, at, start):
+        # Residue of each column in the concatenated residues: the path's start, plus
+        # the residues its earlier columns consumed (the column's own, less one).
+        before = np.cumsum(steps)
+        at_first = np.minimum(first, len(ops) - 1)  # (an empty path repeats nothing)
+        before -= np.repeat(before[at_first] - steps[at_first], columns)
+        return (np.asarray(at, np.int64) + start)[owner] + before - 1
+
+    aligned = ops == OP_MATCH
+    q = query_residues[position(ops != OP_DEL, query_at, starts[:, 0])[aligned]]
+    s = subject_residues[position(ops != OP_INS, subject_at, starts[:, 1])[aligned]]
+    identical = (q == s) & (q != unknown_code)
+    matches = np.bincount(owner[aligned], weights=identical, minlength=n).astype(np.int64)
+    return matches, columns
+
+
 def cigar_string(cigar: npt.NDArray[np.uint8]) -> str:
     """The ``str`` of a CIGAR returned by :func:`summarize_path`."""
     return np.asarray(cigar, dtype=np.uint8).tobytes().decode("ascii")

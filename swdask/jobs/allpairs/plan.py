@@ -221,12 +221,15 @@ class IdentityBound:
         low = np.minimum(np.minimum(f1, f2), f3)
         return np.where(short * den < num * long_, CANNOT_PASS, low)
 
-    def identity_passes(self, matches: int, columns: int) -> bool:
-        """``matches / columns >= t``, exactly (an empty alignment has identity 0)."""
+    def identity_passes(self, matches: int | npt.ArrayLike,
+                        columns: int | npt.ArrayLike) -> bool | npt.NDArray[np.bool_]:
+        """``matches / columns >= t``, exactly (an empty alignment has identity 0); of
+        one alignment, or elementwise of arrays of them."""
         t = self.threshold
-        if columns == 0:
-            return t == 0
-        return matches * t.denominator >= t.numerator * columns
+        passes = (np.asarray(matches, dtype=np.int64) * t.denominator
+                  >= t.numerator * np.asarray(columns, dtype=np.int64))
+        passes = np.where(np.asarray(columns) == 0, t == 0, passes)
+        return bool(passes) if passes.ndim == 0 else passes
 
 
 @dataclass(frozen=True)

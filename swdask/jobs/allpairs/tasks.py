@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from ... import backend
 from ...kernels.cpu.score import kernel_threads, score_all
-from ...kernels.cpu.traceback import align_codes, describe
+from ...kernels.cpu.traceback import align_codes, describe, path_identities
 from ...options import tunable
 from ...parquet_schemas import ALLPAIRS
 from ...sequences.batch import SequenceBatch
@@ -150,7 +150,17 @@ def _trace(qa, sb, found, job: AllPairsJob, device: str = "cpu") -> tuple[list, 
                 scores, starts, paths = gpu_traceback.trace_paths(
                     queries, subjects, ends, scoring.matrix, scoring.gap_open,
                     scoring.gap_extend, mode=mode, known_scores=score, stats=timing)
-            for k in range(n):
+            wrong = np.flatnonzero(scores != score)
+            if len(wrong):  # the score and traceback kernels must agree to the bit
+                k = wrong[0]
+                raise AssertionError(f"kernel mismatch for {qa.names[qi[k]]} / {sb.names[sj[k]]}: "
+                                     f"score pass {score[k]}, traceback {scores[k]}")
+            # Most candidates fail the identity: count every path's identities at once,
+            # and describe only the paths that pass.
+            matches, columns = path_identities(
+                qa.residues, qa.offsets[qi], sb.residues, sb.offsets[sj], starts, paths,
+                scoring.alphabet.unknown_code)
+            for k in np.flatnonzero(job.bound.identity_passes(matches, columns)):
                 keep(k, describe(queries[k], subjects[k], scores[k], starts[k], ends[k],
                                  paths[k], scoring.alphabet.unknown_code))
             kernels = timing["forward_seconds"] + timing["walk_seconds"]

@@ -40,6 +40,7 @@ from swdask.kernels.cpu.traceback import (
     align_codes,
     check_traceback_size,
     cigar_string,
+    path_identities,
     rescore,
     summarize_path,
     traceback_pair,
@@ -86,6 +87,32 @@ def check_path(result, query, subject, matrix, gap_open, gap_extend, label):
 
 
 # --- random pairs against the reference ---------------------------------------------
+
+@settings(deadline=None, max_examples=200, derandomize=True)
+@given(batch=st.lists(st.tuples(st.lists(st.integers(0, 4), max_size=30),
+                                st.lists(st.integers(0, 4), max_size=30),
+                                st.sampled_from(sorted(MODE_CODES))), min_size=1, max_size=6))
+def test_path_identities_count_as_summarize_path(batch):
+    """Many paths counted at once (concatenated sequences, empty paths among them, the
+    unknown code 4 never an identity) give each path's summarize_path counts."""
+    matrix = Scoring(alphabet="dna").matrix.astype(np.int32)
+    queries = [np.array(q, np.uint8) for q, _, _ in batch]
+    subjects = [np.array(s, np.uint8) for _, s, _ in batch]
+    results = [traceback_pair(q, s, matrix, 5, 2, MODE_CODES[mode], -1, -1)
+               for q, s, (_, _, mode) in zip(queries, subjects, batch)]
+
+    def joined(seqs):
+        at = np.concatenate([[0], np.cumsum([len(x) for x in seqs])[:-1]]).astype(np.int64)
+        return np.concatenate(seqs + [np.zeros(0, np.uint8)]).astype(np.uint8), at
+
+    (q_res, q_at), (s_res, s_at) = joined(queries), joined(subjects)
+    starts = [(r[1], r[3]) for r in results]
+    paths = [np.asarray(r[5], np.uint8) for r in results]
+    matches, columns = path_identities(q_res, q_at, s_res, s_at, starts, paths, 4)
+    for k, (q, s, (qs, ss), ops) in enumerate(zip(queries, subjects, starts, paths)):
+        _, want_matches, _, _, want_columns = summarize_path(q, s, qs, ss, ops, 4)
+        assert (matches[k], columns[k]) == (want_matches, want_columns), k
+
 
 @st.composite
 def problems(draw):
