@@ -182,7 +182,9 @@ def _forward_kernel(profiles, profile_base, profile_rows, s_res, s_start, ends_i
         diag_in = zero
         if glob and strip > 0:
             diag_in = int32(-(gap_oe + (strip * ROWS - 1) * gap_e))
-        for step in range(sweep_from, sweep_to + LANES):
+        # One step before the first column, so that lane 0 too takes its first diagonal
+        # from the row above (the previous pass's last lane) inside the matrix.
+        for step in range(sweep_from - 1, sweep_to + LANES):
             j = step - lane
             in_h = _from_previous_lane(out_h, scratch, 0, lane)
             in_f = _from_previous_lane(out_f, scratch, 1, lane)

@@ -164,6 +164,9 @@ def test_banded_global_traceback_walks_the_full_rectangles_paths(scoring):
     if dna:  # 264 rows: two passes of 256, the second a strip and a bit
         gene = DNA.codes(7)[:264].copy()
         pairs.append((gene, mutated(gene, rng, letters, rate=0.02)))
+        # Identical: a band of one diagonal, on which every pass begins at its first lane's
+        # first column, whose diagonal comes from the previous pass.
+        pairs.append((gene, gene.copy()))
     for gene in windows(source, rng, 2, 30, 70):
         pairs.append((gene, mutated(gene, rng, letters, rate=0.03)))
         pairs.append((mutated(gene, rng, letters, rate=0.1)[:-9].copy(), gene))
