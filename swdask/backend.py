@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ALLPAIRS_GPU", "KERNEL_LOCK", "LOCAL_GPU", "GpuKernels", "KernelTask", "auto_device",
            "load_search_kernels",
-           "check_device", "check_long_device", "choose_device", "cluster_gpus",
+           "SpreadTask", "check_device", "check_long_device", "choose_device", "cluster_gpus",
            "cuda_driver_loadable", "current_client", "gpu_available", "gpu_here", "job_device",
            "kernel_workers", "require_gpu", "score_all_gpu", "simulator_enabled",
            "start_early", "start_gpu", "task_device", "tile_device", "top_hits_gpu",
@@ -129,6 +129,43 @@ class KernelTask:
     function: Callable
     device: str = "cpu"
     work: int = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
+    @property
+    def weight(self) -> int:
+        """What the cluster shares out by (:class:`SpreadTask`): the task's work."""
+        return self.work
+
+
+@dataclass(frozen=True)
+class SpreadTask:
+    """A Dask task's function whose calls a cluster shares out among its workers by
+    ``weight``, not by where their inputs lie: a search's traceback batches.
+
+    Dask puts a task on the worker that holds its inputs, so every task that reads one
+    small result (the merged candidates of a search) would queue on the worker that made
+    it.  The scheduler reads this off each task, as it reads :class:`KernelTask` (whose
+    ``work`` is its weight), and deals the tasks of each function out to the workers,
+    heaviest first, each to the worker with the least weight of that function still to
+    do (:class:`swdask.cluster.TaskRouting`).  Calling it calls ``function``.
+
+    Parameters
+    ----------
+    function : callable
+        The task's function (a module-level function: it is pickled by reference).
+    weight : int, default 1
+        The task's cost relative to the other calls of ``function`` (e.g. residues).
+
+    Examples
+    --------
+    >>> SpreadTask(max, weight=3)(3, 4)
+    4
+    """
+
+    function: Callable
+    weight: int = 1
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)

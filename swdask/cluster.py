@@ -576,24 +576,30 @@ def _free_dashboard() -> str:
 # --------------------------------------------------------------------------------------
 
 
-def _kernel_tasks(node):
-    """The :class:`~swdask.backend.KernelTask` functions a Dask task runs: its own, those
-    of the tasks fused into it (their subgraph is an argument) and of tasks nested in its
-    arguments."""
+def _spread_tasks(node):
+    """The :class:`~swdask.backend.KernelTask` and :class:`~swdask.backend.SpreadTask`
+    functions a Dask task runs: its own, those of the tasks fused into it (their subgraph
+    is an argument) and of tasks nested in its arguments."""
     from dask._task_spec import GraphNode, Task
 
     if isinstance(node, Task):
-        if isinstance(node.func, backend.KernelTask):
+        if isinstance(node.func, (backend.KernelTask, backend.SpreadTask)):
             yield node.func
         parts = list(node.args) + list(node.kwargs.values())
         while parts:
             part = parts.pop()
             if isinstance(part, GraphNode):
-                yield from _kernel_tasks(part)
+                yield from _spread_tasks(part)
             elif isinstance(part, dict):  # a fused subgraph: {key: task}
                 parts.extend(part.values())
             elif isinstance(part, (list, tuple)):
                 parts.extend(part)
+
+
+def _kernel_tasks(node):
+    """The :class:`~swdask.backend.KernelTask` functions a Dask task runs (as
+    :func:`_spread_tasks`)."""
+    return (task for task in _spread_tasks(node) if isinstance(task, backend.KernelTask))
 
 
 def gpu_resources(task: GraphNode) -> dict[str, float]:
@@ -671,9 +677,25 @@ class TaskRouting(SchedulerPlugin):
       that client when the graph arrives (``{"total": ...}``) and when the task is done
       (``{"done": ...}``), as events of the topic :func:`work_topic`.
 
-    Restrictions and retries given by the caller are kept.  :func:`route_tasks` installs
-    it (:func:`cluster`, :func:`compute`, and every job planned while a client is current:
-    :func:`swdask.backend.job_device`); ``dask scheduler --preload swdask.cluster`` does too.
+    **Dealt out by weight** (issue 18).  Tasks of a kernel task's ``work`` or a
+    :class:`swdask.backend.SpreadTask`'s ``weight`` are dealt out to the workers when
+    their graph arrives (:meth:`deal`): the tasks of each function heaviest first, each
+    to the worker with the least weight of that function still to do (longest processing
+    time first), which then runs them largest first.  Dask alone puts a task where its
+    inputs are (every score task of a search on the worker that held the job: on 2 GPUs the
+    second one idle for the first third of the run, 11 of 38 tasks) and shares pushed
+    tasks out by count, not by size; its work stealing moves tasks only once their
+    estimated time is large (0.2 s of a worker's queue), which a short GPU search's is
+    not.  A dealt task is held to its worker loosely (Dask's ``loose_restrictions``): if
+    that worker leaves, any worker takes it, and an idle worker may still steal it.  Only
+    tasks every running worker could run are dealt (a GPU task on a cluster of GPU and
+    CPU workers is left to Dask), and none once a worker joins that could not run them.
+
+    Restrictions and retries given by the caller are kept: a task given its workers
+    (``client.compute(..., workers=...)``) is not dealt.  :func:`route_tasks` installs
+    it (:func:`cluster`, :func:`compute`, and every job planned while a client is
+    current: :func:`swdask.backend.job_device`); ``dask scheduler --preload
+    swdask.cluster`` does too.
     """
 
     name = "swdask-task-routing"
@@ -684,6 +706,7 @@ class TaskRouting(SchedulerPlugin):
         self.scheduler = None
         self.watching = set()  # clients told of their kernel tasks' work
         self.work = {}  # key -> (client, work) of their tasks not done yet
+        self.dealt = {}  # key -> (kind, worker address, weight) of dealt tasks not done yet
 
     def update_graph(self, scheduler: Scheduler, *, tasks: Iterable[Key] = (),
                      client: str | None = None, **kwargs: Any) -> None:
@@ -692,30 +715,82 @@ class TaskRouting(SchedulerPlugin):
         watched = client in self.watching
         total = 0
         weighed = []  # (work, task) of the graph's kernel tasks
+        spread = {}  # kind -> [(weight, task)] to deal out
         for key in tasks:
             ts = scheduler.tasks.get(key)
             if ts is None or ts.state != "released" or ts.run_spec is None:
                 continue  # computed, or running already: an earlier graph's task
-            kernels = list(_kernel_tasks(ts.run_spec))
-            if not kernels:
+            shared = list(_spread_tasks(ts.run_spec))
+            if not shared:
                 continue
-            if gpu_workers and not ts.resource_restrictions:
-                resources = gpu_resources(ts.run_spec)
-                if resources:
-                    ts.resource_restrictions = resources
-            if not ts.retries:
-                ts.retries = self.retries
-            work = sum(kernel.work for kernel in kernels)
-            weighed.append((work, ts))
-            if work and watched:
-                self.work[key] = (client, work)
-                total += work
+            kernels = [task for task in shared if isinstance(task, backend.KernelTask)]
+            if kernels:
+                if gpu_workers and not ts.resource_restrictions:
+                    resources = gpu_resources(ts.run_spec)
+                    if resources:
+                        ts.resource_restrictions = resources
+                if not ts.retries:
+                    ts.retries = self.retries
+                work = sum(kernel.work for kernel in kernels)
+                weighed.append((work, ts))
+                if work and watched:
+                    self.work[key] = (client, work)
+                    total += work
+            weight = sum(task.weight for task in shared)
+            if weight > 0:
+                spread.setdefault(_kind(shared[0].function), []).append((weight, ts))
         largest_first(weighed)
+        for kind, items in spread.items():
+            self.deal(scheduler, kind, items)
         if total:
             scheduler.log_event(work_topic(client), {"total": total})
 
+    def deal(self, scheduler: Scheduler, kind: str, items: list[tuple[int, Any]]) -> None:
+        """Deal tasks of one kind (``(weight, TaskState)``) out to the running workers,
+        heaviest first, each to the worker with the least weight of ``kind`` dealt to it
+        and not done yet (ties: the worker's address); see the class docstring."""
+        running = {ws.address: ws for ws in scheduler.running}
+        if len(running) < 2:
+            return
+        loads = dict.fromkeys(running, 0)
+        for other, address, weight in self.dealt.values():
+            if other == kind and address in loads:
+                loads[address] += weight
+        for weight, ts in sorted(items, key=lambda item: (-item[0], item[1].priority or ())):
+            if ts.worker_restrictions or ts.host_restrictions:
+                continue  # the caller's choice
+            valid = scheduler.valid_workers(ts)
+            if valid is not None and {ws.address for ws in valid} != set(running):
+                continue  # not every worker can run it: Dask's choice among those that can
+            address = min(loads, key=lambda a: (loads[a], a))
+            ts.worker_restrictions = {address}
+            ts.loose_restrictions = True
+            loads[address] += weight
+            self.dealt[ts.key] = (kind, address, weight)
+
+    def add_worker(self, scheduler: Scheduler, worker: str) -> None:
+        """A worker that cannot run every dealt task joined: those not done yet are held
+        to their workers no longer (a loose restriction whose worker left would let Dask
+        give a GPU task to that worker)."""
+        ws = scheduler.workers.get(worker)
+        if ws is None or not self.dealt:
+            return
+        for key in list(self.dealt):
+            ts = scheduler.tasks.get(key)
+            if ts is None:
+                del self.dealt[key]
+                continue
+            needs = ts.resource_restrictions or {}
+            if any(ws.resources.get(name, 0) < amount for name, amount in needs.items()):
+                ts.worker_restrictions = None
+                ts.loose_restrictions = False
+                del self.dealt[key]
+
     def transition(self, key: Key, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
-        if finish != "memory" and finish != "forgotten":  # every task's transitions: be quick
+        if finish != "memory" and finish != "forgotten" and finish != "erred":
+            return  # every task's transitions: be quick
+        self.dealt.pop(key, None)
+        if finish == "erred":
             return
         entry = self.work.pop(key, None)
         if entry is not None and finish == "memory":
@@ -729,6 +804,11 @@ class TaskRouting(SchedulerPlugin):
         self.watching.discard(client)
         for key in [key for key, (owner, _) in self.work.items() if owner == client]:
             del self.work[key]
+
+
+def _kind(function: Callable) -> str:
+    """The name a task's function is dealt out under (its module and name)."""
+    return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', function)}"
 
 
 def largest_first(weighed: list[tuple[int, Any]]) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from distributed.diagnostics.plugin import WorkerPlugin
+from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
 from swdask.cli import main
 from swdask.kernels.cpu.tile import matrix_boundaries, score_tile
@@ -287,3 +287,26 @@ def dying_workers(part, allowed_failures=1, once=None):
             yield local.scheduler_address
     finally:
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+class FirstAssignment(SchedulerPlugin):
+    """Records the worker the scheduler first gives each task to (before any stealing):
+    ``client.register_plugin(FirstAssignment())``, then :func:`first_assignments`."""
+
+    name = "swdask-test-first-assignment"
+
+    def __init__(self):
+        self.first = {}
+
+    async def start(self, scheduler):
+        self.scheduler = scheduler
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if finish == "processing":
+            self.first.setdefault(key, self.scheduler.tasks[key].processing_on.address)
+
+
+def first_assignments(client) -> dict:
+    """``{key: worker address}`` of the tasks :class:`FirstAssignment` saw assigned."""
+    return client.run_on_scheduler(
+        lambda dask_scheduler: dict(dask_scheduler.plugins[FirstAssignment.name].first))

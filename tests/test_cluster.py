@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -19,11 +20,11 @@ from dask._task_spec import TaskRef
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 import swdask
-from swdask.backend import KernelTask
+from swdask.backend import KernelTask, SpreadTask
 from swdask.cli import main
 from swdask.cluster import shutdown
 from swdask.errors import ClusterError, DeviceError
-from tests.helpers import SPROT_DB, dying_workers
+from tests.helpers import SPROT_DB, FirstAssignment, dying_workers, first_assignments
 
 cluster_module = importlib.import_module("swdask.cluster")
 
@@ -58,6 +59,52 @@ def test_a_gpu_worker_runs_two_score_tasks_at_once():
         assert client.run_on_scheduler(lambda dask_scheduler: [
             dask_scheduler.tasks[f"score-{k}"].resource_restrictions for k in range(2)]) \
             == [share, share]
+
+
+def _busy(job, seconds):
+    time.sleep(seconds)
+    return seconds
+
+
+def test_tasks_are_dealt_out_by_work_not_to_where_their_input_is():
+    """Issue 18: tasks that all read one input (a search's job or merged candidates) went
+    to the worker holding it, and Dask's stealing moves none while the queue looks short:
+    the second GPU idled.  Kernel tasks are dealt out by their work, longest first, each to
+    the worker with the least work of their function (SpreadTask: its weight), whatever
+    their inputs; a task whose caller names its workers keeps them."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    from swdask.jobs.search.plan import longest_share
+
+    sizes = [9, 8, 7, 7, 5, 4, 3, 2, 2, 1]
+    with LocalCluster(n_workers=2, threads_per_worker=2, processes=False,
+                      resources=dict(cluster_module.GPU_RESOURCE),
+                      dashboard_address=":0") as local, Client(local) as client:
+        cluster_module.route_tasks(client)
+        client.register_plugin(FirstAssignment())
+        workers = sorted(client.scheduler_info()["workers"])
+        job = dask.delayed({"queries": "shared by every task"}, name="the-job")
+        kernels = [dask.delayed(KernelTask(_busy, "gpu", work=size), pure=True)(
+                       job, size / 1000, dask_key_name=f"kernel-{k}")
+                   for k, size in enumerate(sizes)]
+        spread = [dask.delayed(SpreadTask(_busy, weight=3), pure=True)(
+                      job, 0.001, dask_key_name=f"spread-{k}") for k in range(4)]
+        assert client.compute([*kernels, *spread], sync=True) == [s / 1000 for s in sizes] \
+            + [0.001] * 4
+        first = first_assignments(client)
+        work = dict.fromkeys(workers, 0)
+        for k, size in enumerate(sizes):
+            work[first[f"kernel-{k}"]] += size
+        # Longest first, each to the least loaded: the loads of greedy LPT.
+        assert max(work.values()) == longest_share(sizes, 2), work
+        assert sorted(first[f"spread-{k}"] for k in range(4)) == sorted(workers * 2)
+        # A caller's own choice of workers stands.
+        mine = [dask.delayed(KernelTask(_busy, "gpu", work=size), pure=True)(
+                    job, 0.001, dask_key_name=f"mine-{k}") for k, size in enumerate(sizes)]
+        client.compute(mine, workers=[workers[1]], sync=True)
+        assert {first_assignments(client)[f"mine-{k}"] for k in range(len(sizes))} \
+            == {workers[1]}
 
 
 def test_cluster_plans():

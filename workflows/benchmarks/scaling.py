@@ -11,7 +11,8 @@ identical (the result tables compared exactly), and the **busy share of each wor
 from Dask's task stream (``distributed.get_task_stream``): the time at least one of its
 tasks ran over the wall time, and apart the same for its kernel tasks (search score
 tasks, all-pairs block pairs, long-alignment tiles), with a one-line picture of each
-worker's timeline.
+worker's timeline, its **task counts** (all, kernel tasks, and by kind) and when its
+first kernel task started.
 
 Jobs:
 
@@ -182,6 +183,7 @@ def busy_shares(rows: list[dict], workers: dict, wall: float) -> list[dict]:
                     "kernel_busy_seconds": kernel_busy,
                     "kernel_busy_share": kernel_busy / wall if wall else 0.0,
                     "last_task_end": max((b for _, b in spans), default=0.0),
+                    "first_kernel_start": min((a for a, _ in kernel), default=None),
                     "timeline": timeline(spans, kernel, wall)})
     return out
 
@@ -446,9 +448,13 @@ def run_on(job, args, n_workers: int, streams: Path | None) -> tuple[object, dic
     print(f"  {n_workers} worker(s): wall {wall:.2f} s{gcups} (warm-up {warm_s:.1f} s, cluster "
           f"start {start_s:.1f} s)", flush=True)
     for w in shares:
+        first = w["first_kernel_start"]
         print(f"    worker {w['worker']:>3}: busy {100 * w['busy_share']:5.1f}% (kernel tasks "
-              f"{100 * w['kernel_busy_share']:5.1f}%), {w['tasks']} tasks, last ends at "
+              f"{100 * w['kernel_busy_share']:5.1f}%), {w['tasks']} tasks ({w['kernel_tasks']} "
+              f"kernel, first at {'-' if first is None else f'{first:.2f} s'}), last ends at "
               f"{w['last_task_end']:.2f} s |{w['timeline']}|", flush=True)
+        print(f"      tasks by kind: {', '.join(f'{k} {n}' for k, n in sorted(w['task_kinds'].items()))}",
+              flush=True)
     return output, record
 
 

@@ -332,15 +332,30 @@ def _run_blocks(job: AllPairsJob, todo, out: str, client):
         route_tasks(client)  # GPU work to GPU workers, retries: read off each task
         task = backend.KernelTask(write_block_pair, job.device)
         # The job goes with each task (it is small), not scattered: data scattered to a
-        # worker that dies is lost, and every task that needed it with it.  The tasks
-        # start in the order of ``todo`` (most cells first): the priority says so.
-        futures = {client.submit(task, job, a, b, out,
-                                 key=f"swdask-allpairs-write-{a}-{b}-{os.getpid()}"
-                                 f"-{time.monotonic_ns()}", pure=False,
-                                 priority=len(todo) - rank): (a, b)
-                   for rank, (a, b) in enumerate(todo)}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+        # worker that dies is lost, and every task that needed it with it.  The block
+        # pairs are fed to the cluster in the order of ``todo`` (most cells first), a few
+        # more than its threads at a time, the next as one finishes: each worker takes the
+        # next as it is free, whatever each one's time (issue 18).  All at once, Dask
+        # pushed them to the workers by count (GPU tasks: it queues only tasks without
+        # restrictions), and a block pair's time follows the pairs that pass the
+        # pre-filter, not its cells.
+        queue = list(reversed(todo))
+        futures = {}
+
+        def submit():
+            a, b = queue.pop()
+            future = client.submit(task, job, a, b, out, pure=False,
+                                   key=f"swdask-allpairs-write-{a}-{b}-{os.getpid()}"
+                                   f"-{time.monotonic_ns()}", priority=len(queue))
+            futures[future] = (a, b)
+            return future
+
+        running = as_completed([submit() for _ in range(min(len(queue),
+                                                            _in_flight(client, job)))])
+        for future in running:
+            yield futures.pop(future), future.result()
+            if queue:
+                running.add(submit())
         return
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
@@ -359,6 +374,17 @@ def _run_blocks(job: AllPairsJob, todo, out: str, client):
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 yield pending.pop(future), future.result()
+
+
+def _in_flight(client, job: AllPairsJob) -> int:
+    """Block pairs a cluster is given at once: its workers' threads (those of its GPU
+    workers for a GPU job) and one more per worker, queued behind its running ones so
+    that none waits for the next one to be sent."""
+    workers = list(client.scheduler_info(n_workers=-1)["workers"].values())
+    gpus = [w for w in workers if w.get("resources", {}).get("GPU", 0) > 0]
+    if job.device == "gpu" and gpus:
+        workers = gpus
+    return max(1, sum(int(w.get("nthreads", 1)) + 1 for w in workers))
 
 
 def read_all_pairs(output: str | os.PathLike) -> pd.DataFrame:

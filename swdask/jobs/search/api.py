@@ -28,6 +28,11 @@ The Dask graph of :func:`search`::
       (and, beside each table, a typed record: ScoreStats up the merge tree, TraceStats
       from each traceback; search_stats adds them up)
 
+On a cluster the score tasks are dealt out to the workers by their cells and the
+traceback tasks by their queries' residues, heaviest first
+(:class:`swdask.cluster.TaskRouting`), so that the workers finish together; each worker
+fetches the job (:class:`SearchJob`, one task of the graph) once.
+
 Only the score tasks touch the whole database, one partition at a time; everything after
 them holds at most ``max_hits`` candidates per query, so memory is bounded by a partition
 per running task whatever the database's size.
@@ -220,8 +225,10 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
     token = uuid.uuid4().hex
     job_node = dask.delayed(job, name=f"swdask-search-{token}")
     # The task declares its kernels' device (the cluster routes GPU work by it) and its
-    # cells (progress counts them, and on a cluster the scheduler starts the score tasks
-    # by them, most first: swdask.cluster.largest_first).
+    # cells (progress counts them, and on a cluster the scheduler deals the score tasks
+    # out to the workers by them, longest first, and starts them most first:
+    # swdask.cluster.TaskRouting).  Left to Dask, every score task went to the worker
+    # holding the job (issue 18); dealt, each worker fetches the job once.
     level = [dask.delayed(backend.KernelTask(tasks.score_partition, device,
                                              work=job.piece_cells(piece)), pure=True)(
                  job_node, piece, dask_key_name=(f"swdask_score-{token}", piece))
@@ -235,8 +242,13 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
     candidates = level[0]
     n_batches = job.n_batches
     batches = dask.delayed(tasks.split_candidates, nout=n_batches, pure=True)(job_node, candidates)
-    traceback = dask.delayed(tasks.traceback_batch, nout=2, pure=True)
-    parts = [traceback(job_node, batches[b], b) for b in range(n_batches)]
+    # The traceback batches all read the merged candidates, which one worker holds: dealt
+    # out by their queries' residues instead (backend.SpreadTask), they run on every worker.
+    rows = job.batch_residues()
+    parts = [dask.delayed(backend.SpreadTask(tasks.traceback_batch, weight=rows[b]), nout=2,
+                          pure=True)(job_node, batches[b], b,
+                                     dask_key_name=(f"traceback_batch-{token}", b))
+             for b in range(n_batches)]
     hits = dd.from_delayed([hits for hits, _ in parts], meta=hits_meta(),
                            prefix=f"swdask-hits-{token[:8]}")
     if not return_stats:

@@ -246,6 +246,13 @@ class SearchJob(Job):
         """Cells of the whole score pass: residues scored (each strand) x database residues."""
         return int(self.rows.lengths.sum()) * self.db_residues
 
+    def batch_residues(self) -> list[int]:
+        """Residues of the queries of each traceback task (at least 1 each): their weight
+        when a cluster deals them out (:class:`swdask.backend.SpreadTask`)."""
+        lengths = np.asarray(self.queries.lengths, dtype=np.int64)
+        return [max(1, int(lengths[b * self.batch_size:(b + 1) * self.batch_size].sum()))
+                for b in range(self.n_batches)]
+
     def piece_cells(self, piece: int) -> int:
         """Cells of score task ``piece`` (of :attr:`pieces`: its weight in progress)."""
         return int(self.rows.lengths.sum()) * self.pieces[piece].residues
