@@ -47,7 +47,8 @@ if TYPE_CHECKING:
     from .kernels.cuda.launcher import KernelStats
     from .scoring import Scoring
 
-__all__ = ["ALLPAIRS_GPU", "KERNEL_LOCK", "LOCAL_GPU", "GpuKernels", "KernelTask", "auto_device",
+__all__ = ["ALLPAIRS_GPU", "KERNEL_LOCK", "LOCAL_GPU", "SEARCH_GPU", "GpuKernels", "KernelTask",
+           "auto_device",
            "load_search_kernels",
            "SpreadTask", "check_device", "check_long_device", "choose_device", "cluster_gpus",
            "cuda_driver_loadable", "current_client", "gpu_available", "gpu_here", "job_device",
@@ -91,8 +92,11 @@ class GpuKernels:
                            "(or auto)")
 
 
-#: Search and significance: Smith-Waterman kernels.
+#: Significance: Smith-Waterman kernels.
 LOCAL_GPU = GpuKernels(("local",), "the GPU kernels compute local alignments")
+#: Search: the score kernels and the traceback compute every mode.
+SEARCH_GPU = GpuKernels(("local", "global", "semiglobal"), "the search's GPU kernels compute "
+                        "local, global and semiglobal alignments")
 #: All-against-all: the warp-per-pair kernel computes Needleman-Wunsch or Smith-Waterman.
 ALLPAIRS_GPU = GpuKernels(("global", "local"), "the all-pairs GPU kernel computes global and "
                           "local alignments")
@@ -300,15 +304,15 @@ def task_device(device: str, mode: str = "local", *, kernels: GpuKernels = LOCAL
 
 def trace_device(device: str, mode: str) -> str:
     """Where a search's traceback runs: the GPU when the job may use one and this worker
-    has one (local mode), else the CPU.  Unlike a score task it never fails for want of
+    has one (every mode), else the CPU.  Unlike a score task it never fails for want of
     a GPU: both tracebacks give the same alignments."""
-    if device == "cpu" or mode != "local" or simulator_enabled():
+    if device == "cpu" or simulator_enabled():
         # Numba's CUDA simulator would take minutes over what the CPU traces in
         # milliseconds; tests/kernels/cuda/test_traceback.py checks the GPU traceback against the
         # CPU's in the simulator, and the GPU lane checks whole searches on a real card.
         return "cpu"
     try:
-        return check_device(device, mode)
+        return check_device(device, mode, kernels=SEARCH_GPU)
     except DeviceError:
         return "cpu"
 
@@ -547,9 +551,10 @@ def score_all_gpu(
     q_res: npt.NDArray[np.uint8], q_off: npt.NDArray[np.int64], s_res: npt.NDArray[np.uint8],
     s_off: npt.NDArray[np.int64], matrix: np.ndarray, gap_open: int, gap_extend: int,
     subjects: npt.NDArray[np.int64] | None = None, *, packed: bool | None = None,
-    intra_threshold: int | None = None,
+    intra_threshold: int | None = None, mode: str = "local",
 ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32], KernelStats]:
-    """:func:`swdask.kernels.cpu.score.score_all` for local alignment, on the GPU.
+    """:func:`swdask.kernels.cpu.score.score_all` on the GPU, in ``mode`` (``"local"``,
+    ``"global"`` or ``"semiglobal"``; default local).
 
     The subjects go to the device once; the queries are scored in batches (two per
     launch by the 16-bit kernel where it applies, subjects of at least
@@ -562,18 +567,19 @@ def score_all_gpu(
 
     device_subjects = DeviceSubjects(s_res, s_off, subjects, intra_threshold=intra_threshold)
     queries = [q_res[q_off[qi]:q_off[qi + 1]] for qi in range(len(q_off) - 1)]
-    return device_subjects.score_many(queries, matrix, gap_open, gap_extend, packed=packed)
+    return device_subjects.score_many(queries, matrix, gap_open, gap_extend, packed=packed,
+                                      mode=mode)
 
 
 def top_hits_gpu(
     q_res: npt.NDArray[np.uint8], q_off: npt.NDArray[np.int64], s_res: npt.NDArray[np.uint8],
     s_off: npt.NDArray[np.int64], matrix: npt.ArrayLike, gap_open: int, gap_extend: int,
-    max_hits: int, min_score: int | None,
+    max_hits: int, min_score: int | None, mode: str = "local",
 ) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], float]:
     """Each query's candidate hits against a partition, selected on the GPU.
 
     Only the subjects that can be among a query's ``max_hits`` best (scores of at least
-    ``min_score``, ties at the cut included) come back from the device; see
+    ``min_score``, ties at the cut included) in ``mode`` come back from the device; see
     :meth:`swdask.kernels.cuda.launcher.DeviceSubjects.top_many`.  Returns one
     ``(columns, scores, query_ends, subject_ends)`` per query and the kernel seconds.
     """
@@ -581,20 +587,21 @@ def top_hits_gpu(
 
     queries = [q_res[q_off[qi]:q_off[qi + 1]] for qi in range(len(q_off) - 1)]
     candidates, stats = DeviceSubjects(s_res, s_off).top_many(
-        queries, np.asarray(matrix), gap_open, gap_extend, max_hits, min_score)
+        queries, np.asarray(matrix), gap_open, gap_extend, max_hits, min_score, mode=mode)
     return candidates, stats.seconds
 
 
-def load_search_kernels(lengths: npt.ArrayLike, scoring: Scoring) -> threading.Thread | None:
+def load_search_kernels(lengths: npt.ArrayLike, scoring: Scoring,
+                        mode: str = "local") -> threading.Thread | None:
     """Begin loading, on a thread, the saved GPU kernels a search of queries of
-    ``lengths`` launches in this process
+    ``lengths`` in ``mode`` launches in this process
     (:func:`swdask.kernels.cuda.launcher.load_search_kernels`); returns the thread (None
     where nothing loads ahead), for the caller to join before it returns.  Call it after
     :func:`check_device` has found the GPU (CUDA started in this process)."""
     from .kernels.cuda.launcher import load_search_kernels as load
 
     return load(np.asarray(lengths).tolist(), scoring.matrix, scoring.gap_open,
-                scoring.gap_extend)
+                scoring.gap_extend, mode)
 
 
 # --------------------------------------------------------------------------------------
@@ -655,9 +662,9 @@ def auto_device(lengths: np.ndarray, db_residues: int, scoring: Scoring, mode: s
     if cpu < GPU_FIRST_USE_SECONDS:
         return "cpu", (f"auto: CPU expected {cpu:.2g} s, less than a GPU's start "
                        f"({GPU_FIRST_USE_SECONDS:g} s)")
-    if check_device("auto", mode) != "gpu":
+    if check_device("auto", mode, kernels=SEARCH_GPU) != "gpu":
         return "cpu", ""
     from .kernels.cuda.launcher import kernels_due
 
-    due = kernels_due(lengths, scoring.matrix, scoring.gap_open, scoring.gap_extend)
+    due = kernels_due(lengths, scoring.matrix, scoring.gap_open, scoring.gap_extend, mode)
     return choose_device(cells, threads, due)

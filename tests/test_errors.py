@@ -214,11 +214,19 @@ def test_gpu_device_without_a_gpu(work, capsys, no_gpu):
                     "an NVIDIA GPU, or use --device cpu")
 
 
-def test_gpu_device_with_a_global_mode(work, capsys):
-    line = fails(work, capsys, *search(work, QUERIES, SPROT_DB, "--device", "gpu", "--mode",
-                                       "global"))
-    assert line == ("swdask: error: --device gpu: the GPU kernels compute local alignments; run "
-                    "--mode global with --device cpu (or auto)")
+def test_gpu_device_with_a_mode_its_kernels_lack():
+    """A job whose GPU kernels lack a mode refuses ``--device gpu`` in one line naming the
+    way out (the search's kernels compute every mode: tests/jobs/search)."""
+    from swdask.backend import ALLPAIRS_GPU, LOCAL_GPU, SEARCH_GPU, check_device
+
+    with pytest.raises(DeviceError) as raised:
+        check_device("gpu", "global", kernels=LOCAL_GPU)
+    assert str(raised.value) == ("--device gpu: the GPU kernels compute local alignments; run "
+                                 "--mode global with --device cpu (or auto)")
+    with pytest.raises(DeviceError, match="^--device gpu: the all-pairs GPU kernel computes "):
+        check_device("gpu", "semiglobal", here=False, kernels=ALLPAIRS_GPU)
+    for mode in ("local", "global", "semiglobal"):
+        assert check_device("gpu", mode, here=False, kernels=SEARCH_GPU) == "gpu"
 
 
 # -- missing, empty and wrong inputs ----------------------------------------------------
@@ -388,14 +396,14 @@ def test_api_options():
         swdask.search(QUERIES, SPROT_DB, mode="lokal")
     with pytest.raises(ValueError, match="max_hits must be a positive whole number, got 0"):
         swdask.search(QUERIES, SPROT_DB, max_hits=0)
-    with pytest.raises(DeviceError) as exc:
-        swdask.search(QUERIES, SPROT_DB, device="gpu", mode="semiglobal")
-    assert isinstance(exc.value, RuntimeError)
+    # The search's GPU kernels take every mode: no DeviceError, a lazy hits table.
+    assert swdask.search(QUERIES, SPROT_DB, device="gpu", mode="semiglobal").npartitions == 1
 
 
 def test_api_gpu_without_a_gpu(no_gpu):
-    with pytest.raises(DeviceError, match="no CUDA GPU is visible"):
+    with pytest.raises(DeviceError, match="no CUDA GPU is visible") as exc:
         swdask.search(QUERIES, SPROT_DB, device="gpu")
+    assert isinstance(exc.value, RuntimeError)
 
 
 def test_api_alphabet_mismatch(dna_store):

@@ -1,4 +1,5 @@
-"""Smith-Waterman scores on the GPU for long subjects: a thread block per (query, subject).
+"""Smith-Waterman (and global or semiglobal) scores on the GPU for long subjects: a thread
+block per (query, subject).
 
 Why
 ---
@@ -39,6 +40,11 @@ then smallest query end); each thread keeps its best as the inter-task lanes do 
 thread 0 reduces the block's candidates from shared memory (a few hundred compares per
 pair, nothing next to the pair's ``m * n`` cells).
 
+Global and semiglobal kernels (``mode``) hold the query in the last rows of their passes
+and keep the end cells as the inter-task end kernels do
+(:func:`swdask.kernels.cuda.inter_task._end_source`), the block's last thread holding row
+``m``.
+
 Scores are exact 32-bit integers.  Launch: one block of ``32*W`` threads per pair,
 ``grid = n_pairs``; shapes come from :func:`choose_shape`; the launcher
 (:mod:`~swdask.kernels.cuda.launcher`) routes subjects of at least
@@ -60,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numba import config, cuda
 
-from . import codegen
+from . import codegen, inter_task
 from .compile import Rendered
 from .inter_task import NEG, PAD_SCORE
 
@@ -109,7 +115,7 @@ SIMULATOR_LANES = 8
 
 
 def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
-                  alphabet: int, dtype: str = "int8") -> str:
+                  alphabet: int, dtype: str = "int8", mode: str = "local") -> str:
     """Source of the block-per-pair kernel.
 
     Parameters
@@ -130,18 +136,26 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
     dtype : str, default "int8"
         Type of the shared profile (``int8``, ``int16`` or ``int32``, see
         :func:`profile_dtype`).
+    mode : {"local", "global", "semiglobal"}, default "local"
+        Global and semiglobal kernels take the query's length ``m`` after ``gap_e``, hold
+        the query in the last rows of their passes and keep the end cells as
+        :func:`swdask.kernels.cuda.inter_task._end_source` does (the block's last thread
+        holds row ``m``).
     """
     if shuffles and lanes != 32:
         raise ValueError("warp shuffles need 32 lanes per warp")
     if delay < 1 or rows < 1 or warps < 1 or lanes < 1:
         raise ValueError("rows, warps, lanes and delay must be positive")
+    local = mode == "local"
     threads = warps * lanes
     span = threads * rows
     ring = 2 * delay
     ramp = threads - 1 + (warps - 1) * (delay - 1)
     lines = [
-        "def kernel(profile, passes, s_res, s_off, order, b_off, gap_oe, gap_e, boundary,",
-        "           out_score, out_qend, out_send):",
+        "def kernel(profile, passes, s_res, s_off, order, b_off, gap_oe, gap_e, boundary,"
+        if local else "def kernel(profile, passes, s_res, s_off, order, b_off, gap_oe, gap_e, m,",
+        "           out_score, out_qend, out_send):" if local else
+        "           boundary, out_score, out_qend, out_send):",
         "    tx = cuda.threadIdx.x",
         "    pair = cuda.blockIdx.x",
         f"    lane = tx % {lanes}",
@@ -163,15 +177,19 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
     ]
     in_pass, in_step, in_col = " " * 8, " " * 12, " " * 16  # the loops' bodies
     neg = f"int32({NEG})"
-    lines += codegen.scalars()
+    lines += codegen.scalars() if local else (codegen.scalars(best=False)
+                                              + inter_task.end_best("    ", mode, span))
     lines += ["    for p in range(passes):", f"{in_pass}row0 = (p * {threads} + tx) * {rows}"]
     lines += codegen.stage_profile(in_pass, span, threads)
     lines += [f"{in_pass}rd = ((p + 1) % 2) * half + base", f"{in_pass}wr = (p % 2) * half + base"]
-    lines += codegen.pass_registers(in_pass, rows, neg)
+    lines += (codegen.pass_registers(in_pass, rows, neg) if local
+              else inter_task.end_registers(in_pass, rows, mode))
     lines += codegen.wavefront(in_pass, "n_steps", "lag", shuffles=shuffles, lane="lane",
                                barrier=delay)
     lines += [f"{in_step}if lane == 0:", f"{in_col}if warp == 0:"]
-    lines += codegen.edge_load(in_col + "    ", "p > 0 and j >= 0 and j < n", "rd + 2 * j", neg)
+    lines += (codegen.edge_load(in_col + "    ", "p > 0 and j >= 0 and j < n", "rd + 2 * j", neg)
+              if local else inter_task.end_edge_load(in_col + "    ", "p > 0 and j >= 0 and j < n",
+                                                     "rd + 2 * j", mode))
     lines += [
         f"{in_col}else:  # written by the warp before, one chunk ago",
         f"{in_col}    slot = ((warp - 1) * {ring} + (step + {delay}) % {ring}) * 2",
@@ -181,10 +199,11 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         f"{in_col}code = s_res[uint64(start + j)]",
         f"{in_col}at = uint32(code) * uint32({span}) + tbase",
     ]
-    lines += codegen.column_start(in_col)
+    lines += codegen.column_start(in_col, cmax=local)
     for k in range(rows):
         lines += [f"{in_col}s = int32(sprof[at + U{k}])"]
-        lines += codegen.gotoh_cell(k, in_col, "s", dpx=False)
+        lines += (codegen.gotoh_cell(k, in_col, "s", dpx=False) if local else
+                  codegen.gotoh_cell(k, in_col, "s", dpx=False, local=False, cmax=False))
     lines += codegen.hand_on(in_col)
     lines += [  # the next warp's first lane reads it one chunk later
         f"{in_col}if lane == {lanes - 1} and warp < {warps - 1}:",
@@ -193,7 +212,9 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         f"{in_col}    ring[slot + 1] = f",
     ]
     lines += codegen.edge_store(in_col, f"tx == {threads - 1} and p + 1 < passes", "wr + 2 * j")
-    lines += codegen.best_update(in_col, rows, "j + 1", "row0")
+    lines += (codegen.best_update(in_col, rows, "j + 1", "row0") if local else
+              inter_task.end_update(in_col, rows, mode, f"tx == {threads - 1} and p == passes - 1",
+                                    "up"))
     lines += [
         "    red[0, tx] = best",
         "    red[1, tx] = best_j",
@@ -209,7 +230,9 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
         "                best = o_best",
         "                best_j = o_j",
         "                best_i = o_i",
-    ] + codegen.write_best("        ")
+    ] + (codegen.write_best("        ") if local else
+         ["        out_score[pair] = best", "        out_qend[pair] = best_i",
+          "        out_send[pair] = best_j"])
     return "\n".join(lines) + "\n"
 
 
@@ -223,15 +246,20 @@ def lanes_per_warp() -> int:
 #: boundary offsets, gap_oe, gap_e, boundary, out_score, out_qend, out_send.
 SIGNATURE = ("void(PROFILE[:, ::1], int64, uint8[::1], int64[::1], int64[::1], int64[::1], "
              "int32, int32, int32[::1], int32[::1], int32[::1], int32[::1])")
+#: The global and semiglobal kernels' argument types: the query's length ``m`` (int64)
+#: after ``gap_e``.
+SIGNATURE_END = ("void(PROFILE[:, ::1], int64, uint8[::1], int64[::1], int64[::1], int64[::1], "
+                 "int32, int32, int64, int32[::1], int32[::1], int32[::1], int32[::1])")
 
 
 def render(rows: int, warps: int, alphabet: int, *, lanes: int | None = None,
-           delay: int | None = None, dtype: str = "int8") -> Rendered:
+           delay: int | None = None, dtype: str = "int8", mode: str = "local") -> Rendered:
     """The block-per-pair kernel's text for a shape and profile type, for
     :func:`swdask.kernels.cuda.compile.get_kernel` (``family="intra_task"``).
 
     ``lanes`` defaults to :func:`lanes_per_warp` (on a GPU it must be 32), ``delay`` to
-    :data:`DELAY`; ``dtype`` is the profile's (:func:`profile_dtype`), by name.
+    :data:`DELAY`; ``dtype`` is the profile's (:func:`profile_dtype`), by name; ``mode``
+    as :func:`swdask.kernels.cuda.inter_task.render` (named only when not local).
 
     Raises
     ------
@@ -246,19 +274,22 @@ def render(rows: int, warps: int, alphabet: int, *, lanes: int | None = None,
         raise ValueError(f"{rows} rows x {warps * lanes} threads x {alphabet} codes exceed "
                          f"{PROFILE_BYTES} bytes of shared memory")
     source = kernel_source(rows, warps, lanes, delay, shuffles=not simulated,
-                           alphabet=alphabet, dtype=dtype.name)
+                           alphabet=alphabet, dtype=dtype.name, mode=mode)
     namespace = {"cuda": cuda, "int32": np.int32, "int16": np.int16, "int8": np.int8,
                  "uint32": np.uint32, "uint64": np.uint64}
     # Unsigned profile indices: Numba adds a negative-index wrap-around (a compare and
     # a select) to every signed index, which cost the 16-bit kernel 30%.
     namespace.update({f"U{k}": np.uint32(k) for k in range(rows)})
-    return Rendered(name=f"intra_task-R{rows}-W{warps}-A{alphabet}-L{lanes}-D{delay}-{dtype.name}",
-                    source=source, namespace=namespace)
+    suffix = "" if mode == "local" else f"-{mode}"
+    return Rendered(name=f"intra_task-R{rows}-W{warps}-A{alphabet}-L{lanes}-D{delay}-{dtype.name}"
+                         f"{suffix}", source=source, namespace=namespace)
 
 
-def signature(dtype: str = "int8", **shape: Any) -> str:
-    """The argument types of a launch: the profile's type follows ``dtype``."""
-    return SIGNATURE.replace("PROFILE", np.dtype(dtype).name)
+def signature(dtype: str = "int8", mode: str = "local", **shape: Any) -> str:
+    """The argument types of a launch: the profile's type follows ``dtype``, the query's
+    length comes with global and semiglobal ``mode``."""
+    return (SIGNATURE if mode == "local" else SIGNATURE_END).replace("PROFILE",
+                                                                      np.dtype(dtype).name)
 
 
 def shapes(alphabets: Iterable[int], longest: int = 65_536) -> list[dict[str, Any]]:
@@ -312,8 +343,10 @@ def choose_shape(m: int, alphabet: int, lanes: int = 32, itemsize: int = 1) -> t
 PAD = {"int8": -128, "int16": PAD_SCORE, "int32": NEG}
 
 
-def profile_dtype(matrix: npt.ArrayLike) -> np.dtype:
-    """The narrowest of int8, int16 and int32 holding every entry of ``matrix``.
+def profile_dtype(matrix: npt.ArrayLike, fill: int = 0) -> np.dtype:
+    """The narrowest of int8, int16 and int32 holding every entry of ``matrix`` and
+    ``fill`` (the score of the rows above a global query, ``-gap_extend``: see
+    :func:`swdask.kernels.cuda.inter_task.end_rows`).
 
     Examples
     --------
@@ -323,7 +356,8 @@ def profile_dtype(matrix: npt.ArrayLike) -> np.dtype:
     'int16'
     """
     matrix = np.asarray(matrix)
-    low, high = int(matrix.min(initial=0)), int(matrix.max(initial=0))
+    low = min(int(matrix.min(initial=0)), int(fill))
+    high = int(matrix.max(initial=0))
     for dtype in (np.int8, np.int16):
         info = np.iinfo(dtype)
         if info.min < low and high <= info.max:
@@ -332,10 +366,12 @@ def profile_dtype(matrix: npt.ArrayLike) -> np.dtype:
 
 
 def query_profile(query: np.ndarray, matrix: npt.ArrayLike, rows_total: int,
-                  dtype: npt.DTypeLike = None) -> np.ndarray:
+                  dtype: npt.DTypeLike = None, mode: str = "local",
+                  gap_extend: int = 0) -> np.ndarray:
     """Profile ``[code, row]`` of the query in ``dtype`` (default
     :func:`profile_dtype`), rows past it :data:`PAD` (no pad-code row: a block never
-    reads past its subject).
+    reads past its subject); global and semiglobal (``mode``), the query in the last
+    rows (:func:`swdask.kernels.cuda.inter_task.end_rows`).
 
     Examples
     --------
@@ -344,6 +380,9 @@ def query_profile(query: np.ndarray, matrix: npt.ArrayLike, rows_total: int,
     """
     matrix = np.asarray(matrix)
     dtype = np.dtype(dtype or profile_dtype(matrix))
+    if mode != "local":
+        return inter_task.end_rows(query, matrix, max(rows_total, 1), mode,
+                                   gap_extend).astype(dtype)
     profile = np.full((matrix.shape[0], max(rows_total, 1)), PAD[dtype.name], dtype=dtype)
     profile[:, :len(query)] = matrix[:, np.asarray(query, np.intp)]
     return profile

@@ -16,6 +16,8 @@ per query, every subject that can be among its ``max_hits`` best:
    :attr:`KernelStats.cells_32bit`).
 3. A score histogram per query gives the cut that keeps ``max_hits`` subjects (ties
    included); one kernel compacts the survivors, which are the only rows copied back.
+   Global and semiglobal scores (``mode``; negative and unbounded below) are binned over
+   each query's own range of scores (:func:`range_cut`).
 
 Subjects of at least :data:`~swdask.kernels.cuda.intra_task.INTRA_THRESHOLD` residues
 go to the block-per-pair kernel (:mod:`~swdask.kernels.cuda.intra_task`, 32-bit) instead,
@@ -195,9 +197,10 @@ class DeviceSubjects:
 
     def score(
         self, query: np.ndarray, matrix: npt.ArrayLike, gap_open: int, gap_extend: int,
-        **options: Any,
+        *, mode: str = "local", **options: Any,
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32], float]:
-        """Local scores and end cells of one ``query`` by the 32-bit kernels.
+        """Scores and end cells of one ``query`` by the 32-bit kernels, in ``mode``
+        (``"local"``, ``"global"`` or ``"semiglobal"``; default local).
 
         Options (for the inter-task kernel): ``rows`` and ``group`` default to
         :func:`~swdask.kernels.cuda.inter_task.choose_shape`; ``shared`` stages the
@@ -221,9 +224,9 @@ class DeviceSubjects:
         timer = _Timer(self.stream)
         if k:
             self._launch_intra(query, matrix, gap_open, gap_extend, [o[:k] for o in outs],
-                               self.stream)
+                               self.stream, mode=mode)
         self._launch32(query, matrix, gap_open, gap_extend, self._short,
-                       [o[k:] for o in outs], **options)
+                       [o[k:] for o in outs], mode=mode, **options)
         seconds = timer.stop()
         results = [o.copy_to_host(stream=self.stream) for o in outs]
         if self._columns is not None:
@@ -231,8 +234,8 @@ class DeviceSubjects:
                 launched[self._columns] = launched.copy()
         return (*results, seconds)
 
-    def _launch32(self, query, matrix, gap_open, gap_extend, subset, outs, *, rows=None,
-                  group=None, shared=True, dpx=None):
+    def _launch32(self, query, matrix, gap_open, gap_extend, subset, outs, *, mode="local",
+                  rows=None, group=None, shared=True, dpx=None):
         m = len(query)
         if dpx is None:
             dpx = has_dpx()
@@ -243,40 +246,44 @@ class DeviceSubjects:
         # The shared profile is int16: a matrix with larger entries reads it through L1.
         shared = shared and int(np.abs(matrix).max(initial=0)) <= np.iinfo(np.int16).max
         passes = max(1, math.ceil(m / (group * rows)))
-        profile = cuda.to_device(inter_task.query_profile(query, matrix, passes * group * rows),
-                                 stream=self.stream)
+        profile = cuda.to_device(inter_task.query_profile(query, matrix, passes * group * rows,
+                                                          mode, gap_extend), stream=self.stream)
         warp_len, warp_base, slots, n_warps = subset.plan(group)
         boundary = self._boundary_for(2 * slots if passes > 1 else 2)
         threads = threads_per_block()
         kernel = get_kernel("inter_task", rows=rows, group=group, shared=shared, dpx=dpx,
-                            alphabet=matrix.shape[0] + 1)
+                            alphabet=matrix.shape[0] + 1, **inter_task.mode_shape(mode))
+        length = () if mode == "local" else (np.int64(m),)
         if len(subset.lengths):
             with _quiet():
                 kernel[max(1, math.ceil(n_warps * 32 / threads)), threads, self.stream](
                     profile, passes, self._res, self._off, subset.order, warp_len, warp_base,
                     np.int64(matrix.shape[0]), np.int32(gap_open + gap_extend),
-                    np.int32(gap_extend), boundary, *outs)
+                    np.int32(gap_extend), *length, boundary, *outs)
 
-    def _launch_intra(self, query, matrix, gap_open, gap_extend, outs, stream, profile=None):
+    def _launch_intra(self, query, matrix, gap_open, gap_extend, outs, stream, profile=None,
+                      *, mode="local"):
         """Score ``query`` against the intra-task subjects (launch positions
         ``[0, n_intra)``) into ``outs`` on ``stream``; ``profile`` is the query's device
         profile when already uploaded."""
         alphabet = matrix.shape[0]
         lanes = intra_task.lanes_per_warp()
-        dtype = intra_task.profile_dtype(matrix)
+        dtype = _intra_dtype(matrix, mode, gap_extend)
         rows, warps = intra_task.choose_shape(len(query), alphabet, lanes, dtype.itemsize)
         span = rows * warps * lanes
         passes = max(1, math.ceil(len(query) / span))
         if profile is None:
             profile = cuda.to_device(
-                intra_task.query_profile(query, matrix, passes * span, dtype), stream=stream)
+                intra_task.query_profile(query, matrix, passes * span, dtype, mode, gap_extend),
+                stream=stream)
         kernel = get_kernel("intra_task", rows=rows, warps=warps, alphabet=alphabet, lanes=lanes,
-                            dtype=np.dtype(dtype).name)
+                            dtype=np.dtype(dtype).name, **inter_task.mode_shape(mode))
+        length = () if mode == "local" else (np.int64(len(query)),)
         with _quiet():
             kernel[self.n_intra, warps * lanes, stream](
                 profile, passes, self._res, self._off, self._long_order, self._long_boff,
-                np.int32(gap_open + gap_extend), np.int32(gap_extend), self._long_boundary,
-                *outs)
+                np.int32(gap_open + gap_extend), np.int32(gap_extend), *length,
+                self._long_boundary, *outs)
 
     def _host(self, slot, name, shape, dtype):
         """A page-locked host array of ``shape`` from the pool (grown when too small)."""
@@ -289,18 +296,19 @@ class DeviceSubjects:
             self._pool[(slot, name)] = buffer
         return buffer[:size].view(dtype).reshape(shape)
 
-    def _intra_profiles(self, queries, matrix, slot):
+    def _intra_profiles(self, queries, matrix, slot, mode="local", gap_extend=0):
         """Host profiles of ``queries`` for the intra-task kernel, as one pinned buffer and
         the (offset, shape) of each."""
         lanes = intra_task.lanes_per_warp()
-        dtype = intra_task.profile_dtype(matrix)
+        dtype = _intra_dtype(matrix, mode, gap_extend)
         profiles = []
         for query in queries:
             rows, warps = intra_task.choose_shape(len(query), matrix.shape[0], lanes,
                                                   dtype.itemsize)
             span = rows * warps * lanes
             profiles.append(intra_task.query_profile(
-                query, matrix, max(1, math.ceil(len(query) / span)) * span, dtype))
+                query, matrix, max(1, math.ceil(len(query) / span)) * span, dtype, mode,
+                gap_extend))
         flat = np.concatenate([p.ravel() for p in profiles])
         pinned = self._host(slot, "intra", flat.shape, dtype)
         pinned[...] = flat
@@ -317,10 +325,11 @@ class DeviceSubjects:
 
     def score_many(
         self, queries: Sequence[np.ndarray], matrix: np.ndarray, gap_open: int, gap_extend: int,
-        *, packed: bool | None = None,
+        *, packed: bool | None = None, mode: str = "local",
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32], KernelStats]:
         """Scores and end cells of every query against every subject, copied back whole
-        (for tests and small sets; a search uses :meth:`top_many`).
+        (for tests and small sets; a search uses :meth:`top_many`); ``packed`` and
+        ``mode`` as :meth:`top_many`.
 
         Returns
         -------
@@ -332,7 +341,7 @@ class DeviceSubjects:
         outs = [np.zeros(shape, np.int32) for _ in range(3)]
         stats = KernelStats(0.0, 0)
         for rows, tables, batch_stats in self._batches(queries, matrix, gap_open, gap_extend,
-                                                       packed):
+                                                       packed, mode):
             for out, table in zip(outs, tables):
                 if self._columns is None:
                     out[rows] = table.copy_to_host(stream=self.stream)
@@ -343,7 +352,8 @@ class DeviceSubjects:
 
     def top_many(self, queries: Sequence[np.ndarray], matrix: np.ndarray, gap_open: int,
                  gap_extend: int, max_hits: int, min_score: int | None = None, *,
-                 packed: bool | None = None) -> tuple[list[Candidates], KernelStats]:
+                 packed: bool | None = None,
+                 mode: str = "local") -> tuple[list[Candidates], KernelStats]:
         """The subjects that can be among each query's ``max_hits`` best, chosen on the GPU.
 
         A histogram of each query's scores (:data:`HIST_BINS` bins, the last one
@@ -359,10 +369,15 @@ class DeviceSubjects:
         queries : list of numpy.ndarray of uint8
         max_hits : int
         min_score : int, optional
-            Default 1 (a local score of 0 is no alignment).
+            Default 1 in local mode (a local score of 0 is no alignment), no floor in
+            global and semiglobal modes.
         packed : bool, optional
             Use the 16-bit kernel (default: on GPUs with DPX and in the simulator, when
             the scoring is within its bounds).
+        mode : {"local", "global", "semiglobal"}, default "local"
+            The alignment mode of the scores and end cells, as the CPU kernels'
+            (:func:`swdask.kernels.cpu.score.score_all`).  Global and semiglobal scores
+            are cut by a histogram of each query's range of scores (:func:`range_cut`).
 
         Returns
         -------
@@ -371,7 +386,10 @@ class DeviceSubjects:
             positions in ``subjects`` when it was given) and their int32 scores and ends.
         stats : KernelStats
         """
-        floor = 1 if min_score is None else max(int(min_score), 0)
+        if mode == "local":
+            floor = 1 if min_score is None else max(int(min_score), 0)
+        else:
+            floor = LOWEST if min_score is None else max(int(min_score), LOWEST)
         candidates = [None] * len(queries)
         stats = KernelStats(0.0, 0)
         n = len(self.subjects)
@@ -385,7 +403,7 @@ class DeviceSubjects:
         # deferred to the end of the call, it cannot stall the pipeline.
         with cuda.defer_cleanup():
             for staged in self._stages(queries, matrix, gap_open, gap_extend, packed,
-                                       hist=True):
+                                       hist=True, mode=mode, floor=floor):
                 if pending is not None:  # while the GPU scores the batch just staged
                     stats += self._select_batch(pending, max_hits, floor, candidates)
                 pending = staged
@@ -400,10 +418,15 @@ class DeviceSubjects:
         rows, (scores, q_end, s_end) = staged.rows, staged.tables
         k, n = len(rows), len(self.subjects)
         counts = staged.hist_host
-        cuts = np.array([cut_score(c, max_hits, floor) for c in counts], np.int32)
-        # Scores past the last bin share it: count them all, the kernel checks exactly.
-        kept = np.array([c[min(t, HIST_BINS - 1):].sum() for c, t in zip(counts, cuts)],
-                        np.int64)
+        if staged.mode == "local":
+            cuts = np.array([cut_score(c, max_hits, floor) for c in counts], np.int32)
+            # Scores past the last bin share it: count them all, the kernel checks exactly.
+            kept = np.array([c[min(t, HIST_BINS - 1):].sum() for c, t in zip(counts, cuts)],
+                            np.int64)
+        else:
+            cut = [range_cut(c, r, max_hits) for c, r in zip(counts, staged.ranges_host)]
+            cuts = np.array([c for c, _ in cut], np.int32)
+            kept = np.array([c for _, c in cut], np.int64)
         starts = np.concatenate([[0], np.cumsum(kept)]).astype(np.int64)
         total = max(int(starts[-1]), 1)
         post = self._post
@@ -423,17 +446,20 @@ class DeviceSubjects:
             candidates[row] = tuple(h[part] for h in host)
         return stats
 
-    def _batches(self, queries, matrix, gap_open, gap_extend, packed):
+    def _batches(self, queries, matrix, gap_open, gap_extend, packed, mode="local"):
         """Score the queries in batches bounded by :data:`SCORE_TABLE_BYTES`; yield each
         batch's query indices and its device score tables ``(scores, query_end,
         subject_end)`` (rows in the order of the indices) with its stats."""
-        for staged in self._stages(queries, matrix, gap_open, gap_extend, packed, hist=False):
+        for staged in self._stages(queries, matrix, gap_open, gap_extend, packed, hist=False,
+                                   mode=mode):
             stats = self._settle(staged)
             yield staged.rows, staged.tables, stats
 
-    def _stages(self, queries, matrix, gap_open, gap_extend, packed, *, hist):
+    def _stages(self, queries, matrix, gap_open, gap_extend, packed, *, hist, mode="local",
+                floor=0):
         """Enqueue each batch's scoring (and with ``hist`` its score histograms, copied
-        back asynchronously) and yield it as a :class:`_Staged` before waiting on it."""
+        back asynchronously; global and semiglobal: of scores of at least ``floor``) and
+        yield it as a :class:`_Staged` before waiting on it."""
         matrix = np.asarray(matrix)
         queries = [np.ascontiguousarray(q, np.uint8) for q in queries]
         if packed is None:
@@ -441,7 +467,7 @@ class DeviceSubjects:
                       and inter_task_dpx.fits_16bit(matrix, gap_open, gap_extend))
         # Longest first, so paired queries have similar lengths.
         order = np.argsort([-len(q) for q in queries], kind="stable")
-        self.prepare([queries[r] for r in order], matrix, packed)
+        self.prepare([queries[r] for r in order], matrix, packed, mode, gap_extend)
         n = len(self.subjects)
         per_batch = max(2, min(BATCH_QUERIES, SCORE_TABLE_BYTES // (24 * max(n, 1))))
         per_batch -= per_batch % 2
@@ -451,29 +477,34 @@ class DeviceSubjects:
                  for _ in range(3)] for _ in range(2 if len(order) > per_batch else 1)]
         hists = [cuda.device_array((max(height, 1), HIST_BINS), np.int32, stream=self.stream)
                  for _ in sets] if hist else [None] * len(sets)
+        ranges = [cuda.device_array((max(height, 1), 2), np.int32, stream=self.stream)
+                  for _ in sets] if hist and mode != "local" else [None] * len(sets)
         for b, b0 in enumerate(range(0, len(order), per_batch)):
             rows = order[b0:b0 + per_batch]
             yield self._stage(rows, [queries[r] for r in rows], matrix, gap_open, gap_extend,
-                              packed, sets[b % len(sets)], hists[b % len(sets)], b % len(sets))
+                              packed, sets[b % len(sets)], hists[b % len(sets)], b % len(sets),
+                              mode=mode, ranges=ranges[b % len(sets)], floor=floor)
 
-    def prepare(self, queries: Sequence[np.ndarray], matrix: np.ndarray,
-                packed: bool) -> list[tuple[str, dict[str, Any], float]]:
+    def prepare(self, queries: Sequence[np.ndarray], matrix: np.ndarray, packed: bool,
+                mode: str = "local", gap_extend: int = 0) -> list[tuple[str, dict[str, Any], float]]:
         """Build, in parallel processes, the kernels that scoring ``queries`` (longest
-        first) will launch and that no earlier process on this machine has built
-        (:func:`swdask.kernels.cuda.compile.build`); returns what was built."""
+        first) in ``mode`` will launch and that no earlier process on this machine has
+        built (:func:`swdask.kernels.cuda.compile.build`); returns what was built."""
         specs = search_specs([len(q) for q in queries], matrix, packed,
-                             short=len(self._short.lengths) > 0)
+                             short=len(self._short.lengths) > 0, mode=mode)
         if self.n_intra:
             lanes = intra_task.lanes_per_warp()
-            dtype = intra_task.profile_dtype(matrix)
+            dtype = _intra_dtype(matrix, mode, gap_extend)
             for query in queries:
                 rows, warps = intra_task.choose_shape(len(query), matrix.shape[0], lanes,
                                                       dtype.itemsize)
                 specs.append(("intra_task", dict(rows=rows, warps=warps, alphabet=matrix.shape[0],
-                                                 lanes=lanes, dtype=dtype.name)))
+                                                 lanes=lanes, dtype=dtype.name,
+                                                 **inter_task.mode_shape(mode))))
         return build(specs)
 
-    def _stage(self, rows, queries, matrix, gap_open, gap_extend, packed, tables, hist, slot):
+    def _stage(self, rows, queries, matrix, gap_open, gap_extend, packed, tables, hist, slot,
+               *, mode="local", ranges=None, floor=0):
         k = len(queries)
         n = len(self.subjects)
         ki = self.n_intra
@@ -487,10 +518,10 @@ class DeviceSubjects:
         # their uploads on the copy stream, from pinned memory.
         uploads = []
         if packed and len(self._short.lengths):
-            shapes, flat16 = self._pair_profiles(queries, matrix, slot)
+            shapes, flat16 = self._pair_profiles(queries, matrix, slot, mode, gap_extend)
             uploads.append(flat16)
         if ki:
-            flat_i, where_i = self._intra_profiles(queries, matrix, slot)
+            flat_i, where_i = self._intra_profiles(queries, matrix, slot, mode, gap_extend)
             uploads.append(flat_i)
         device = [cuda.to_device(u, stream=self._copy) for u in uploads]
         uploaded = _event(timing=False)
@@ -504,28 +535,31 @@ class DeviceSubjects:
                 at, shape = where_i[q]
                 profile = flat_dev[at:at + shape[0] * shape[1]].reshape(shape)
                 self._launch_intra(query, matrix, gap_open, gap_extend,
-                                   [t[q, :ki] for t in tables], self._aux, profile)
+                                   [t[q, :ki] for t in tables], self._aux, profile, mode=mode)
         if packed:
             if len(self._short.lengths):
                 self._launch16(shapes, device[0], matrix, gap_open, gap_extend,
-                               [t[:, ki:] if ki else t for t in tables], overflows)
+                               [t[:, ki:] if ki else t for t in tables], overflows, mode)
         else:
             for q, query in enumerate(queries):
                 self._launch32(query, matrix, gap_open, gap_extend, self._short,
-                               [t[q, ki:] for t in tables])
+                               [t[q, ki:] for t in tables], mode=mode)
         if ki:
             done = _event(timing=False)
             done.record(self._aux)
             done.wait(self.stream)
         timer.stop()
-        hist_host = flags = None
+        hist_host = flags = ranges_host = None
         if hist and n:
             hist = hist[:k]
-            with _quiet():
-                _fill[_grid(k * HIST_BINS, self.stream)](hist, 0)
-                _histogram[_grid(k * n, self.stream)](tables[0][:k], hist)
+            if ranges is not None:
+                ranges = ranges[:k]
+            self._histograms(tables[0][:k], hist, ranges, floor)
             hist_host = self._host(slot, "hist", (k, HIST_BINS), np.int32)
             hist.copy_to_host(hist_host, stream=self.stream)
+            if ranges is not None:
+                ranges_host = self._host(slot, "ranges", (k, 2), np.int32)
+                ranges.copy_to_host(ranges_host, stream=self.stream)
         if packed and n:
             flags = self._host(slot, "flags", overflows.shape, np.int32)
             overflows.copy_to_host(flags, stream=self.stream)
@@ -537,7 +571,24 @@ class DeviceSubjects:
         stats = KernelStats(0.0, cells * self.residues, inter_32 + intra_cells,
                             pairs_inter=k * (n - ki), pairs_intra=k * ki, cells_intra=intra_cells)
         return _Staged(rows, queries, matrix, gap_open, gap_extend, [t[:k] for t in tables],
-                       hist, hist_host, flags, ready, timer, stats, [device, uploads])
+                       hist, hist_host, flags, ready, timer, stats, [device, uploads], mode,
+                       floor, ranges, ranges_host)
+
+    def _histograms(self, scores, hist, ranges, floor):
+        """Fill the score histograms ``hist`` of a (queries, subjects) score table on the
+        compute stream: local, one bin per score from 0 (:func:`_histogram`); global and
+        semiglobal, each query's range of scores of at least ``floor`` (``ranges``) in
+        :data:`HIST_BINS` bins of equal width (:func:`_score_range`,
+        :func:`_range_histogram`)."""
+        k, n = scores.shape
+        with _quiet():
+            _fill[_grid(k * HIST_BINS, self.stream)](hist, 0)
+            if ranges is None:
+                _histogram[_grid(k * n, self.stream)](scores, hist)
+                return
+            _start_range[_grid(k, self.stream)](ranges)
+            _score_range[_grid(k * n, self.stream)](scores, np.int32(floor), ranges)
+            _range_histogram[_grid(k * n, self.stream)](scores, ranges, hist)
 
     def _settle(self, staged):
         """Wait for a staged batch's scores (and histograms); re-score its 16-bit
@@ -551,14 +602,16 @@ class DeviceSubjects:
         cells_32bit, rescored = stats.cells_32bit, 0
         tables = staged.tables
         for q in np.flatnonzero(staged.flags[:len(staged.rows)]):
-            positions = np.flatnonzero(tables[0][q].copy_to_host(stream=self.stream) < 0)
+            row_scores = tables[0][q].copy_to_host(stream=self.stream)
+            positions = np.flatnonzero(row_scores < 0 if staged.mode == "local"
+                                       else row_scores == inter_task_dpx.OVERFLOW)
             rescore = _Ordered(positions, self.lengths[positions], self.subjects[positions],
                                self.stream)
             outs = [cuda.device_array(len(positions), np.int32, stream=self.stream)
                     for _ in range(3)]
             timer = _Timer(self.stream)
             self._launch32(staged.queries[q], staged.matrix, staged.gap_open,
-                           staged.gap_extend, rescore, outs)
+                           staged.gap_extend, rescore, outs, mode=staged.mode)
             seconds += timer.stop()
             where = cuda.to_device(positions.astype(np.int64), stream=self.stream)
             with _quiet():
@@ -568,55 +621,62 @@ class DeviceSubjects:
             rescored += len(positions)
             if staged.hist is not None:  # the row's histogram, now with exact scores
                 row = staged.hist[q:q + 1]
-                n = len(self.subjects)
-                with _quiet():
-                    _fill[_grid(HIST_BINS, self.stream)](row, 0)
-                    _histogram[_grid(n, self.stream)](
-                        tables[0][q:q + 1], row)
+                ranges = None if staged.ranges is None else staged.ranges[q:q + 1]
+                self._histograms(tables[0][q:q + 1], row, ranges, staged.floor)
                 staged.hist_host[q] = row.copy_to_host(stream=self.stream)[0]
+                if ranges is not None:
+                    staged.ranges_host[q] = ranges.copy_to_host(stream=self.stream)[0]
         self.stream.synchronize()
         return KernelStats(seconds, stats.cells, cells_32bit, rescored, stats.pairs_inter,
                            stats.pairs_intra, stats.cells_intra)
 
-    def _pair_profiles(self, queries, matrix, slot):
+    def _pair_profiles(self, queries, matrix, slot, mode="local", gap_extend=0):
         """Shapes and one pinned buffer of the packed profiles of consecutive query pairs."""
         alphabet = matrix.shape[0]
-        shapes, profiles = [], []
+        shapes, profiles, lengths = [], [], []
         for p in range(0, len(queries), 2):
             qa = queries[p]
             qb = queries[p + 1] if p + 1 < len(queries) else np.zeros(0, np.uint8)
             rows, group = inter_task_dpx.choose_shape(max(len(qa), len(qb), 1), alphabet)
             passes = max(1, math.ceil(max(len(qa), len(qb)) / (rows * group)))
-            profiles.append(inter_task_dpx.pair_profile(qa, qb, matrix, passes * rows * group))
-            shapes.append((rows, group, passes, profiles[-1].shape))
+            profiles.append(inter_task_dpx.pair_profile(qa, qb, matrix, passes * rows * group,
+                                                        mode, gap_extend))
+            lengths.append((len(qa), len(qb)))
+            shapes.append((rows, group, passes, profiles[-1].shape, lengths[-1]))
         flat = np.concatenate([p.ravel() for p in profiles])
         pinned = self._host(slot, "pairs", flat.shape, np.int32)
         pinned[...] = flat
         return shapes, pinned
 
-    def _launch16(self, shapes, flat, matrix, gap_open, gap_extend, tables, overflows):
+    def _launch16(self, shapes, flat, matrix, gap_open, gap_extend, tables, overflows,
+                  mode="local"):
         """Launch the 16-bit kernel on consecutive query pairs against the inter-task
         subjects (``tables`` are their columns), profiles already on the device."""
         alphabet = matrix.shape[0]
         threads = threads_per_block()
         limit = np.int32(inter_task_dpx.overflow_limit(matrix))
+        if mode != "local":
+            floor16 = inter_task_dpx.end_bounds(matrix, gap_open, gap_extend, mode)[1]
         neg_oe = inter_task_dpx.packed_constant(-(gap_open + gap_extend))
         neg_e = inter_task_dpx.packed_constant(-gap_extend)
         subset = self._short
         at = 0
-        for p, (rows, group, passes, shape) in enumerate(shapes):
+        for p, (rows, group, passes, shape, (m_a, m_b)) in enumerate(shapes):
             size = shape[0] * shape[1]
             device_profile = flat[at:at + size].reshape(shape)
             at += size
             warp_len, warp_base, slots, n_warps = subset.plan(group)
             boundary = self._boundary_for(2 * slots if passes > 1 else 2)
             kernel = get_kernel("inter_task_dpx", rows=rows, group=group, alphabet=alphabet,
-                                threads=threads)
+                                threads=threads, **inter_task.mode_shape(mode))
             pair = slice(2 * p, 2 * p + 2)
+            ends = () if mode == "local" else (
+                np.int64(m_a), np.int64(m_b), np.int32(gap_open), np.int32(gap_extend),
+                np.int32(floor16))
             with _quiet():
                 kernel[max(1, math.ceil(n_warps * 32 / threads)), threads, self.stream](
                     device_profile, passes, self._res, self._off, subset.order, warp_len,
-                    warp_base, np.int64(0), neg_oe, neg_e, limit, boundary,
+                    warp_base, np.int64(0), neg_oe, neg_e, limit, *ends, boundary,
                     *(t[pair] for t in tables), overflows[pair])
 
 
@@ -628,14 +688,20 @@ SEARCH_KERNELS = [("kernel", {"name": f"{__name__}:{name}"})
                   for name in ("_forward_kernel", "_walk_kernel")]
 
 
+#: The hand-written kernels a global or semiglobal search adds: its range histograms.
+END_KERNELS = [("kernel", {"name": f"{__name__}:{name}"})
+               for name in ("_start_range", "_score_range", "_range_histogram")]
+
+
 def search_specs(lengths: Sequence[int], matrix: np.ndarray, packed: bool, *,
-                 short: bool = True) -> list[tuple[str, dict[str, Any]]]:
+                 short: bool = True, mode: str = "local") -> list[tuple[str, dict[str, Any]]]:
     """Build specs (:func:`swdask.kernels.cuda.compile.build`) of a search of queries of
-    ``lengths`` (longest first): :data:`SEARCH_KERNELS` and the inter-task kernels, the
-    16-bit kernel per query pair when ``packed``, else the 32-bit kernel per query
-    (``short``: there are subjects below the intra-task threshold)."""
+    ``lengths`` (longest first) in ``mode``: :data:`SEARCH_KERNELS` and the inter-task
+    kernels, the 16-bit kernel per query pair when ``packed``, else the 32-bit kernel per
+    query (``short``: there are subjects below the intra-task threshold)."""
     alphabet = matrix.shape[0]
-    specs = list(SEARCH_KERNELS)
+    specs = list(SEARCH_KERNELS) + (END_KERNELS if mode != "local" else [])
+    modal = inter_task.mode_shape(mode)
     if not short:
         return specs
     if packed:
@@ -643,42 +709,49 @@ def search_specs(lengths: Sequence[int], matrix: np.ndarray, packed: bool, *,
         for p in range(0, len(lengths), 2):  # the pairs DeviceSubjects._pair_profiles forms
             rows, group = inter_task_dpx.choose_shape(max(lengths[p], 1), alphabet)
             specs.append(("inter_task_dpx", dict(rows=rows, group=group, alphabet=alphabet,
-                                                 threads=threads)))
+                                                 threads=threads, **modal)))
     else:
         shared = int(np.abs(matrix).max(initial=0)) <= np.iinfo(np.int16).max
         for m in lengths:
             rows, group = inter_task.choose_shape(m)
             specs.append(("inter_task", dict(rows=rows, group=group, shared=shared,
-                                             dpx=has_dpx(), alphabet=alphabet + 1)))
+                                             dpx=has_dpx(), alphabet=alphabet + 1, **modal)))
     return specs
 
 
 def kernels_due(lengths: Iterable[int], matrix: npt.ArrayLike, gap_open: int,
-                gap_extend: int) -> int:
-    """How many distinct search kernels for queries of ``lengths`` are not compiled on
-    this machine yet (what ``device="auto"`` weighs)."""
-    specs = _search_specs_of(lengths, matrix, gap_open, gap_extend)
+                gap_extend: int, mode: str = "local") -> int:
+    """How many distinct search kernels for queries of ``lengths`` in ``mode`` are not
+    compiled on this machine yet (what ``device="auto"`` weighs)."""
+    specs = _search_specs_of(lengths, matrix, gap_open, gap_extend, mode)
     unique = {(family, tuple(sorted(shape.items()))) for family, shape in specs}
     return sum(not is_cached(family, **dict(shape)) for family, shape in unique)
 
 
-def _search_specs_of(lengths, matrix, gap_open, gap_extend):
+def _search_specs_of(lengths, matrix, gap_open, gap_extend, mode="local"):
     """:func:`search_specs` of a search of queries of ``lengths``, packed (16-bit) where
     this GPU and the scoring allow it, as the launcher decides."""
     matrix = np.asarray(matrix)
     packed = has_dpx() and inter_task_dpx.fits_16bit(matrix, gap_open, gap_extend)
-    return search_specs(sorted(lengths, reverse=True), matrix, packed)
+    return search_specs(sorted(lengths, reverse=True), matrix, packed, mode=mode)
 
 
 def load_search_kernels(lengths: Iterable[int], matrix: npt.ArrayLike, gap_open: int,
-                        gap_extend: int) -> threading.Thread | None:
-    """Load the kernels a search of queries of ``lengths`` launches (those saved on this
-    machine) on a thread: :func:`swdask.kernels.cuda.compile.load_ahead`."""
-    specs = _search_specs_of(lengths, matrix, gap_open, gap_extend)
+                        gap_extend: int, mode: str = "local") -> threading.Thread | None:
+    """Load the kernels a search of queries of ``lengths`` in ``mode`` launches (those
+    saved on this machine) on a thread: :func:`swdask.kernels.cuda.compile.load_ahead`."""
+    specs = _search_specs_of(lengths, matrix, gap_open, gap_extend, mode)
+    fixed = len(SEARCH_KERNELS) + (len(END_KERNELS) if mode != "local" else 0)
     # Score kernels first (they launch first), each shape once.
     unique = dict.fromkeys((family, tuple(sorted(shape.items()))) for family, shape in
-                           specs[len(SEARCH_KERNELS):] + specs[:len(SEARCH_KERNELS)])
+                           specs[fixed:] + specs[:fixed])
     return load_ahead([(family, dict(shape)) for family, shape in unique])
+
+
+def _intra_dtype(matrix, mode, gap_extend):
+    """The intra-task profile's type: it also holds a global query's rows above it
+    (``-gap_extend``, :func:`swdask.kernels.cuda.inter_task.end_rows`)."""
+    return intra_task.profile_dtype(matrix, -int(gap_extend) if mode == "global" else 0)
 
 
 def _counts(stats):
@@ -704,6 +777,10 @@ class _Staged:
     timer: object
     stats: KernelStats
     keep: list  # uploads (device and pinned host), alive until the batch is done
+    mode: str = "local"
+    floor: int = 0  # global and semiglobal: the lowest score the histograms count
+    ranges: object = None  # global and semiglobal: each query's (lowest, highest) score
+    ranges_host: object = None
 
 
 def _pinned_empty(shape, dtype):
@@ -785,6 +862,50 @@ def _histogram(scores, hist):
         cuda.atomic.add(hist, (q, max(min(scores[q, i % n], HIST_BINS - 1), 0)), 1)
 
 
+#: Global and semiglobal searches: the lowest score a histogram may count (the 16-bit
+#: kernel's :data:`~swdask.kernels.cuda.inter_task_dpx.OVERFLOW` is one below it).
+LOWEST = -(2**31) + 1
+#: Largest int32: the cut of a query none of whose scores reaches the floor.
+HIGHEST = 2**31 - 1
+
+
+@jit(signatures=("void(int32[:, ::1])",))
+def _start_range(ranges):
+    """``ranges[q] = (HIGHEST, LOWEST - 1)``: an empty range of scores per query."""
+    for q in range(cuda.grid(1), ranges.shape[0], cuda.gridsize(1)):
+        ranges[q, 0] = 2147483647
+        ranges[q, 1] = -2147483648
+
+
+@jit(signatures=("void(int32[:, ::1], int32, int32[:, ::1])",))
+def _score_range(scores, floor, ranges):
+    """``ranges[q] = (lowest, highest)`` of query ``q``'s scores of at least ``floor``
+    (at least :data:`LOWEST`: a 16-bit overflow's mark is never counted)."""
+    n = scores.shape[1]
+    for i in range(cuda.grid(1), scores.shape[0] * n, cuda.gridsize(1)):
+        q = i // n
+        value = scores[q, i % n]
+        if value >= floor:
+            cuda.atomic.min(ranges, (q, 0), value)
+            cuda.atomic.max(ranges, (q, 1), value)
+
+
+@jit(signatures=("void(int32[:, ::1], int32[:, ::1], int32[:, ::1])",))
+def _range_histogram(scores, ranges, hist):
+    """Histogram of each query's scores within its range ``ranges[q] = (lo, hi)`` in
+    ``HIST_BINS`` bins of width ``(hi - lo) // HIST_BINS + 1`` from ``lo`` (see
+    :func:`range_cut`)."""
+    n = scores.shape[1]
+    bins = hist.shape[1]
+    for i in range(cuda.grid(1), scores.shape[0] * n, cuda.gridsize(1)):
+        q = i // n
+        value = scores[q, i % n]
+        low = ranges[q, 0]
+        if value >= low:
+            width = (ranges[q, 1] - low) // bins + 1
+            cuda.atomic.add(hist, (q, (value - low) // width), 1)
+
+
 @jit(signatures=("void(int32[:, ::1], int32[:, ::1], int32[:, ::1], int32[::1], int64[::1], "
                   "int64[::1], int64[::1], int32[::1], int32[::1], int32[::1])",))
 def _select(scores, q_end, s_end, cuts, starts, found, columns, out_score, out_qend, out_send):
@@ -832,12 +953,43 @@ def cut_score(hist: npt.ArrayLike, max_hits: int, floor: int) -> int:
     return max(int(len(hist) - 1 - enough[0]), int(floor))
 
 
+def range_cut(hist: npt.ArrayLike, score_range: npt.ArrayLike, max_hits: int) -> tuple[int, int]:
+    """``(cut, kept)`` of a global or semiglobal query: the lowest score that keeps at
+    least ``max_hits`` subjects, as the lower edge of a bin of its range histogram
+    (:func:`_range_histogram`), and how many subjects score at least that.
+
+    The bins cover the query's scores at or above the search's floor, ``score_range =
+    (lo, hi)``, in :data:`HIST_BINS` bins of equal width ``w = (hi - lo) // HIST_BINS +
+    1`` from ``lo``: a score ``s`` is in bin ``(s - lo) // w``, so it reaches the lower
+    edge ``lo + t w`` of bin ``t`` exactly when its bin is ``t`` or later, and ``kept``
+    is exact.  Where fewer than ``max_hits`` subjects reach the floor, the cut is ``lo``
+    (all of them); where none does, the cut is :data:`HIGHEST` and none is kept.  The
+    cut keeps more than ``max_hits`` subjects when ties or a wide bin share it: the host
+    ranks them exactly.
+
+    Examples
+    --------
+    >>> hist = np.zeros(HIST_BINS, np.int64); hist[[0, 1, HIST_BINS - 1]] = [5, 2, 1]
+    >>> range_cut(hist, (-8192, 0), 3)  # bins of width 3: -8192, -8189, ..., -3
+    (-8189, 3)
+    >>> range_cut(hist, (10, 5), 3)
+    (2147483647, 0)
+    """
+    low, high = int(score_range[0]), int(score_range[1])
+    if low > high:
+        return HIGHEST, 0
+    width = (high - low) // HIST_BINS + 1
+    cut = cut_score(hist, max_hits, 0)
+    return low + cut * width, int(np.asarray(hist)[cut:].sum())
+
+
 def score_query(
     query: np.ndarray, s_res: np.ndarray, s_off: np.ndarray,
     subjects: npt.NDArray[np.int64] | None, matrix: npt.ArrayLike, gap_open: int,
     gap_extend: int, **options: Any,
 ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32]]:
-    """Local scores and end cells of one query against ``subjects`` by the 32-bit kernel
-    (a one-off :class:`DeviceSubjects`); returns ``scores, query_end, subject_end``."""
+    """Scores and end cells of one query against ``subjects`` by the 32-bit kernels (a
+    one-off :class:`DeviceSubjects`; ``mode`` and the kernel options as
+    :meth:`DeviceSubjects.score`); returns ``scores, query_end, subject_end``."""
     return DeviceSubjects(s_res, s_off, subjects).score(query, matrix, gap_open, gap_extend,
                                                         **options)[:3]

@@ -68,8 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "default for DNA), plus (as given) or minus (reverse complement); "
                         "protein: plus only")
     parser.add_argument("--device", default="auto", choices=DEVICES,
-                        help="auto (default: a GPU when one is visible, local mode), cpu, or gpu "
-                        "(local mode)")
+                        help="auto (default: a GPU when one is visible and its expected time "
+                        "beats the CPU's), cpu, or gpu (every mode)")
     add_job_options(parser)
 
 
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> None:
         # The GPU's first use (0.6 s) overlaps the imports and the reading of the input;
         # search_in_process checks the GPU once it has read them.
         start_early()
-    from ..backend import check_device
+    from ..backend import SEARCH_GPU, check_device
     from ..jobs.base import check_output
     from ..output import check_format, output_format, sequence_columns, write_hits
 
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> None:
     fields = check_format(outfmt, args.columns, header=args.header)
     # Names and mode only: probing for a GPU here cost "auto" 0.3 s (the CUDA import and
     # driver) even where its cost rule then picks the CPU without touching CUDA.
-    check_device(args.device, args.mode, here=False)
+    check_device(args.device, args.mode, here=False, kernels=SEARCH_GPU)
     db_alphabet = database_alphabet(args.database, args.alphabet)
     scoring = scoring_from_args(args, db_alphabet)
     if scoring.alphabet.name != db_alphabet:

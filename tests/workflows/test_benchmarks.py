@@ -233,3 +233,27 @@ def test_scaling_benchmark_smoke(tmp_path):
         assert (streams / f"{name}_2w.csv").read_text().startswith("worker,key,kind,kernel,")
     assert report["jobs"]["long"]["runs"]["2"]["stats"]["planted_score_ok"]
     assert report["jobs"]["search"]["workload"]["store_files"] > 2
+
+
+def test_gpu_search_benchmark_smoke_modes(tmp_path):
+    """The GPU search benchmark with ``--mode local,global`` (the CUDA simulator in CI):
+    a row per mode, each checked against the CPU kernel of its mode."""
+    import os
+
+    source = swdask.load_sequences(SPROT_DB)
+    db, queries = tmp_path / "db.fasta", tmp_path / "q.fasta"
+    db.write_text("".join(f">s{k}\n{source.alphabet.decode(source.codes(k))[:12 + k]}\n"
+                          for k in range(6)))
+    queries.write_text(">q1\nMKVLAAGIV\n>q2\nWWHEAGAWG\n")
+    out = tmp_path / "gpu.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "gpu_search.py"),
+         "--db", str(db), "--queries", str(queries), "--lengths", "9", "--min-residues", "1",
+         "--repeats", "1", "--mode", "local,global", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
+    assert result.returncode == 0, result.stderr
+    assert "| mode | variant |" in result.stdout and "MISMATCH" not in result.stdout
+    report = json.loads(out.read_text())
+    assert [r["mode"] for r in report["results"]] == ["local", "global"]
+    assert all(r["cpu_check"] for r in report["results"])

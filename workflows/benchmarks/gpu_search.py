@@ -6,7 +6,9 @@ are far too few to fill a GPU), sorted by length as a store is.  Queries come in
 about 144, 375, 1,000, 2,000 and 5,000 residues, taken from Swiss-Prot (``sprot196.fasta``
 up to 1,000 residues, the database beyond): the 16-bit kernel scores two queries per
 launch, so each row of the table is the two queries closest to its length.  Scoring
-BLOSUM62 11/1, local.
+BLOSUM62 11/1, local (``--mode``: one or more of local, global and semiglobal,
+comma-separated; each mode is a column of rows, so ``--mode local,global`` compares the
+global kernels with the local ones on one card in one run).
 
 Per row it prints:
 
@@ -56,6 +58,9 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-hits", type=int, default=100)
     parser.add_argument("--variants", default="16")
+    parser.add_argument("--mode", default="local",
+                        help="alignment modes, comma-separated: local, global, semiglobal "
+                        "(default local)")
     parser.add_argument("--order", choices=("ascending", "descending"), default="descending",
                         help="launch order of the subjects by length (descending, the default, is "
                         "ascending; descending starts the longest first)")
@@ -66,6 +71,10 @@ def main(argv=None):
                         "(default: the launcher's INTRA_THRESHOLD)")
     parser.add_argument("--json", help="also write the results as JSON")
     args = parser.parse_args(argv)
+    modes = args.mode.split(",")
+    for mode in modes:
+        if mode not in ("local", "global", "semiglobal"):
+            parser.error(f"--mode: unknown mode {mode!r}; choose from local, global, semiglobal")
 
     from numba import cuda
 
@@ -107,14 +116,15 @@ def main(argv=None):
     print(f"- GPU: {name}, {sms} SMs; host {platform.node()}")
     print(f"- database: {args.db} x {copies}: {len(lengths):,} sequences, {s_res.size:,} "
           f"residues, launched in {args.order} length order (upload {upload:.2f} s)")
-    print(f"- scoring: BLOSUM62 11/1, local; {args.queries_per_row} queries per row; median of {args.repeats} "
-          f"runs after a warm-up; end to end keeps the top {args.max_hits} per query\n")
-    print("| variant | queries | lengths | kernel s | kernel GCUPS | end-to-end s | "
+    print(f"- scoring: BLOSUM62 11/1, {', '.join(modes)}; {args.queries_per_row} queries per row; "
+          f"median of {args.repeats} runs after a warm-up; end to end keeps the top "
+          f"{args.max_hits} per query\n")
+    print("| mode | variant | queries | lengths | kernel s | kernel GCUPS | end-to-end s | "
           "end-to-end GCUPS | 32-bit cells | subjects per query (inter / intra) | CPU check |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|")
     results = []
     saved_rates = dict(inter_task_dpx.ROW_RATES)
-    for label in args.variants.split(","):
+    for mode, label in ((m, v) for m in modes for v in args.variants.split(",")):
         packed = label.startswith("16")
         if "r" in label:
             inter_task_dpx.ROW_RATES = {int(label.split("r")[1]): 1.0}
@@ -122,7 +132,7 @@ def main(argv=None):
             ranked = sorted(records, key=lambda r: (abs(len(r[1]) - target), r[0]))[
                 :args.queries_per_row]
             queries = [codes for _, codes in ranked]
-            run = dict(packed=packed)
+            run = dict(packed=packed, mode=mode)
             subjects.top_many(queries, scoring.matrix, 11, 1, args.max_hits, **run)  # warm-up
             kernel, total, stats = [], [], None
             for _ in range(args.repeats):
@@ -134,10 +144,10 @@ def main(argv=None):
             *got, _ = sample.score_many(queries, scoring.matrix, 11, 1, **run)
             q_off = np.concatenate([[0], np.cumsum([len(q) for q in queries])]).astype(np.int64)
             want = score_all(np.concatenate(queries), q_off, db.residues, db.offsets,
-                             scoring.matrix, 11, 1, subjects=check_idx)
+                             scoring.matrix, 11, 1, mode, subjects=check_idx)
             ok = all(np.array_equal(g, w) for g, w in zip(got, want))
             cells = stats.cells
-            row = dict(variant=label, queries=[n for n, _ in ranked],
+            row = dict(mode=mode, variant=label, queries=[n for n, _ in ranked],
                        lengths=[len(q) for q in queries], cells=cells, kernel_seconds=kernel,
                        end_to_end_seconds=total,
                        kernel_gcups=cells / statistics.median(kernel) / 1e9,
@@ -146,7 +156,7 @@ def main(argv=None):
                        subjects_inter=stats.pairs_inter // len(queries),
                        subjects_intra=stats.pairs_intra // len(queries), cpu_check=ok)
             results.append(row)
-            print(f"| {label} | {', '.join(n[:20] for n, _ in ranked)} | "
+            print(f"| {mode} | {label} | {', '.join(n[:20] for n, _ in ranked)} | "
                   f"{'+'.join(str(len(q)) for q in queries)} | {statistics.median(kernel):.4f} | "
                   f"{row['kernel_gcups']:.1f} | {statistics.median(total):.4f} | "
                   f"{row['end_to_end_gcups']:.1f} | {100 * row['cells_32bit_share']:.3f}% | "

@@ -118,7 +118,7 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
         traceback; ranks count the hits kept.  Default: keep all.
     device : {"auto", "cpu", "gpu"}, default "auto"
         Where score tasks run their kernel.  ``"auto"``: each task takes a GPU when its
-        worker has one (local mode), else the CPU; ``"gpu"``: the CUDA kernel, which needs
+        worker has one, else the CPU; ``"gpu"``: the CUDA kernels, which need
         a GPU on every worker that gets a score task (on a cluster of GPU and CPU
         workers they go to the GPU workers: :func:`swdask.gpu_resources`) or, with no
         ``distributed`` client, in this
@@ -160,8 +160,8 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
         (``"both"``/``"minus"`` for protein); the queries, database and scoring are of
         different alphabets; or two queries share a ``seq_id``.
     DeviceError
-        ``device="gpu"`` with a mode other than local, or without a GPU in this process
-        (no client) or on any worker of the current client.
+        ``device="gpu"`` without a GPU in this process (no client) or on any worker of
+        the current client.
     EmptyInputError, InvalidSequenceError, SequenceFormatError, InputNotFoundError
         Bad input files (see :func:`swdask.ingest`).
     SchemaError
@@ -213,7 +213,7 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
 
     check_mode(mode)
     client = backend.current_client()
-    device = backend.job_device(device, mode, client=client)
+    device = backend.job_device(device, mode, kernels=SearchJob.gpu_kernels, client=client)
     check_limits(max_hits, min_score, evalue)
     check_strand(strand)
     # The score tasks are cut for the workers that will run them (plan.score_pieces).
@@ -284,8 +284,8 @@ def search_in_process(queries: SequencesLike, database: str | os.PathLike | Sequ
     queries, database, scoring, mode, max_hits, min_score, evalue, alphabet, map_unknown, strand
         As :func:`search`.  A FASTA database's temporary store is removed on return.
     device : {"auto", "cpu", "gpu"}, default "auto"
-        As :func:`swdask.backend.check_device`: ``"auto"`` takes a GPU when Numba sees
-        one (local mode).
+        ``"auto"`` takes a GPU when Numba sees one and its expected time beats the
+        CPU's (:func:`swdask.backend.auto_device`), in every mode.
     threads : int, optional
         Numba threads of the CPU score kernel.  Default: Numba's thread count, every core
         unless ``NUMBA_NUM_THREADS``, ``numba.set_num_threads`` or ``swdask --threads``
@@ -308,7 +308,7 @@ def search_in_process(queries: SequencesLike, database: str | os.PathLike | Sequ
     ValueError
         As :func:`search`, and a bad ``threads``.
     DeviceError
-        ``device="gpu"`` without a GPU, or with a mode other than local.
+        ``device="gpu"`` without a GPU.
     EmptyInputError, InvalidSequenceError, SequenceFormatError, InputNotFoundError
         Bad input files (see :func:`swdask.ingest`).
 
@@ -327,8 +327,8 @@ def search_in_process(queries: SequencesLike, database: str | os.PathLike | Sequ
     check_mode(mode)
     # "auto" is decided once the work is known: a small search never touches the GPU.
     # "gpu" starts the GPU now and checks it once the input is read (start_early).
-    chosen = "cpu" if device == "auto" else backend.check_device(device, mode,
-                                                                  here=device != "gpu")
+    chosen = "cpu" if device == "auto" else backend.check_device(
+        device, mode, here=device != "gpu", kernels=SearchJob.gpu_kernels)
     if chosen == "gpu":
         backend.start_early()
     check_limits(max_hits, min_score, evalue)
@@ -355,10 +355,11 @@ def search_in_process(queries: SequencesLike, database: str | os.PathLike | Sequ
     loading = None
     try:
         if chosen == "gpu":
-            backend.check_device(chosen, mode)  # raises DeviceError where there is none
+            # Raises DeviceError where there is none.
+            backend.check_device(chosen, mode, kernels=SearchJob.gpu_kernels)
             # The kernels' modules load on a thread while the store is read and the GPU
             # scores: 0.36 s of a first search's launches otherwise (H200 host).
-            loading = backend.load_search_kernels(job.rows.lengths, job.scoring)
+            loading = backend.load_search_kernels(job.rows.lengths, job.scoring, job.mode)
             # pandas (0.25-0.3 s of imports) is first needed for the hits table: imported
             # here it loads while this thread waits on the GPU.
             threading.Thread(target=importlib.import_module, args=("pandas",), daemon=True,

@@ -8,10 +8,11 @@ import math
 import numbers
 import shutil
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from ... import backend
 from ...errors import EmptyInputError, InvalidSequenceError
 from ...options import check_strand
 from ...parquet_schemas import HITS
@@ -235,6 +236,8 @@ class SearchJob(Job):
     file_residues: tuple = ()  # residues of each of ``files``
     keep: object = None  # a temporary store's TemporaryStore (a plain path once pickled)
     pieces: tuple = ()  # the score tasks' ScorePiece, largest first (score_pieces)
+    #: The search's GPU kernels compute every mode.
+    gpu_kernels: ClassVar[backend.GpuKernels] = backend.SEARCH_GPU
 
     @property
     def n_batches(self) -> int:

@@ -208,7 +208,8 @@ def score_pass(device: str, q_res: npt.NDArray[np.uint8], q_off: npt.NDArray[np.
     """
     if device == "gpu":
         return backend.top_hits_gpu(q_res, q_off, s_res, s_off, scoring.matrix,
-                            scoring.gap_open, scoring.gap_extend, max_hits, min_score)
+                                    scoring.gap_open, scoring.gap_extend, max_hits, min_score,
+                                    mode)
     # Numba's one-time set-up (or compilation) of the kernel is not scoring time.
     load_kernel(scoring.matrix, scoring.gap_open, scoring.gap_extend, mode)
     tick = time.perf_counter()
@@ -429,17 +430,17 @@ def _changed(path) -> StoreError:
 def trace(work: list[tuple], scoring: Scoring, mode: str, device: str = "cpu") -> list[tuple]:
     """Rows of the hits table for ``work``, a list of :func:`hit_row` arguments.
 
-    On the GPU (``device="gpu"``, local mode) all pairs go to
+    On the GPU (``device="gpu"``, every mode) all pairs go to
     :func:`swdask.kernels.cuda.traceback.trace_paths` at once.  On the CPU the traceback
     kernel releases the GIL, so the pairs are spread over Numba's thread count (the
     worker's share of the cores).  The largest pairs go first; rows come back in ``work``
     order.
     """
-    if device == "gpu" and mode == "local" and work:
+    if device == "gpu" and work:
         from ...kernels.cuda import traceback as gpu_traceback
 
         if gpu_traceback.fits(scoring.matrix):
-            return _trace_gpu(work, scoring, gpu_traceback)
+            return _trace_gpu(work, scoring, mode, gpu_traceback)
     threads = min(kernel_threads(), len(work))
     if threads <= 1:
         return [hit_row(*item, scoring, mode) for item in work]
@@ -457,7 +458,7 @@ def trace(work: list[tuple], scoring: Scoring, mode: str, device: str = "cpu") -
     return rows
 
 
-def _trace_gpu(work, scoring, gpu_traceback) -> list:
+def _trace_gpu(work, scoring, mode, gpu_traceback) -> list:
     """:func:`trace` on the GPU: paths from the device, described on the host."""
     from ...kernels.cpu.traceback import cigar_string, summarize_path
 
@@ -465,7 +466,7 @@ def _trace_gpu(work, scoring, gpu_traceback) -> list:
         scores, starts, paths = gpu_traceback.trace_paths(
             [item[2] for item in work], [item[5] for item in work],
             np.array([(item[7], item[8]) for item in work], dtype=np.int64).reshape(-1, 2),
-            scoring.matrix, scoring.gap_open, scoring.gap_extend)
+            scoring.matrix, scoring.gap_open, scoring.gap_extend, mode=mode)
     rows = []
     for k, (query_name, query_id, query, subject_name, subject_id, subject, score, q_end, s_end,
             rank) in enumerate(work):

@@ -199,8 +199,10 @@ def test_a_partition_that_does_not_match_its_schema(tmp_path):
 
 
 @pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
-def test_search_device_gpu_in_the_simulator_matches_cpu(tmp_path):
-    """``search(device="gpu")`` runs the CUDA kernels (here simulated): identical hits."""
+@pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])
+def test_search_device_gpu_in_the_simulator_matches_cpu(tmp_path, mode):
+    """``search(device="gpu")`` runs the CUDA kernels (here simulated): identical hits, in
+    every mode (8 of the 10 global hits score below 0)."""
     queries = {"q1": "MKVLAAGIVGLLLAWHEEGK", "q2": "WWHEAGAWGHEE"}
     db = tmp_path / "db.fasta"
     source = swdask.load_sequences(SPROT_DB)
@@ -209,24 +211,31 @@ def test_search_device_gpu_in_the_simulator_matches_cpu(tmp_path):
             seq = source.alphabet.decode(source.codes(k))[:25]
             handle.write(f">{source.names[k]}\n{seq}\n")
         handle.write(">self\nMKVLAAGIVGLLLAWHEEGK\n")
-    cpu = swdask.search(queries, db, device="cpu", max_hits=5).compute()
-    gpu, stats = dask.compute(*swdask.search(queries, db, device="gpu", max_hits=5,
+    cpu = swdask.search(queries, db, device="cpu", max_hits=5, mode=mode).compute()
+    gpu, stats = dask.compute(*swdask.search(queries, db, device="gpu", max_hits=5, mode=mode,
                                              return_stats=True))
     assert stats.device == "gpu"
+    assert len(cpu) == 10
+    if mode == "global":
+        assert (cpu["score"] < 0).sum() == 8
     assert cpu.equals(gpu)
 
 
-def test_cli_device_gpu_in_the_simulator_matches_cpu(tiny, tmp_path, capsys):
+@pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])
+def test_cli_device_gpu_in_the_simulator_matches_cpu(tiny, tmp_path, capsys, mode):
+    """``--device gpu`` in every mode (global and semiglobal were refused before the GPU
+    kernels had them): the CPU's hits, here and on Dask."""
     queries, store = tiny
     tables = {}
     for device in ("cpu", "gpu"):
         out = tmp_path / f"{device}.parquet"
         assert main(["search", str(queries), str(store.path), "-o", str(out), "--device", device,
-                     "--max-hits", "4", "--quiet"]) == 0, capsys.readouterr().err
+                     "--max-hits", "4", "--mode", mode, "--quiet"]) == 0, capsys.readouterr().err
         tables[device] = pq.read_table(out)
     assert tables["gpu"].num_rows == 8
     assert tables["gpu"].equals(tables["cpu"])
-    hits, stats = swdask.search(queries, store, device="gpu", max_hits=4, return_stats=True)
+    hits, stats = swdask.search(queries, store, device="gpu", max_hits=4, mode=mode,
+                                return_stats=True)
     table, stats = dask.compute(hits, stats)
     assert stats.device == "gpu"
     assert pa.Table.from_pandas(table, schema=HITS, preserve_index=False).equals(tables["cpu"])

@@ -70,3 +70,24 @@ def test_dna_both_strands_on_gpu_equal_cpu(device):
     hits, stats = dask.compute(lazy, lazy_stats)
     assert stats.device == "gpu"
     assert cpu.equals(hits.reset_index(drop=True))
+
+
+@pytest.mark.parametrize("mode", ["global", "semiglobal"])
+def test_global_and_semiglobal_search_on_gpu_equal_cpu(device, mode):
+    """Global and semiglobal searches on the GPU (score kernels, range histograms, the
+    GPU traceback) give the CPU's hits, in this process and on Dask's threads."""
+    import dask
+
+    import swdask
+
+    cpu = swdask.search_in_process(QUERIES, SPROT_DB, device="cpu", mode=mode, max_hits=50)
+    here, stats = swdask.search_in_process(QUERIES, SPROT_DB, device="gpu", mode=mode,
+                                           max_hits=50, return_stats=True)
+    assert stats.device == "gpu"
+    assert cpu.equals(here)
+    gpu, stats = dask.compute(*swdask.search(QUERIES, SPROT_DB, device="gpu", mode=mode,
+                                             max_hits=50, return_stats=True))
+    assert stats.device == "gpu"
+    assert cpu.equals(gpu)
+    if mode == "global":
+        assert (cpu["score"] < 0).any()
