@@ -15,7 +15,15 @@ import pyarrow as pa
 
 from ... import backend
 from ...kernels.cpu.score import kernel_threads, score_all
-from ...kernels.cpu.traceback import align_codes, describe, path_identities
+from ...kernels.cpu.traceback import (
+    COUNT_COLUMNS,
+    COUNT_GAP_OPENS,
+    COUNT_MATCHES,
+    COUNT_MISMATCHES,
+    align_codes,
+    describe,
+    path_counts,
+)
 from ...options import tunable
 from ...parquet_schemas import ALLPAIRS
 from ...sequences.batch import SequenceBatch
@@ -155,14 +163,23 @@ def _trace(qa, sb, found, job: AllPairsJob, device: str = "cpu") -> tuple[list, 
                 k = wrong[0]
                 raise AssertionError(f"kernel mismatch for {qa.names[qi[k]]} / {sb.names[sj[k]]}: "
                                      f"score pass {score[k]}, traceback {scores[k]}")
-            # Most candidates fail the identity: count every path's identities at once,
-            # and describe only the paths that pass.
-            matches, columns = path_identities(
-                qa.residues, qa.offsets[qi], sb.residues, sb.offsets[sj], starts, paths,
-                scoring.alphabet.unknown_code)
+            # Most candidates fail the identity: count every path's columns at once, and
+            # build rows (and CIGARs, if asked) of the paths that pass only.
+            counts = path_counts(qa.residues, qa.offsets[qi], sb.residues, sb.offsets[sj],
+                                 starts, paths, scoring.alphabet.unknown_code)
+            matches, columns = counts[:, COUNT_MATCHES], counts[:, COUNT_COLUMNS]
             for k in np.flatnonzero(job.bound.identity_passes(matches, columns)):
-                keep(k, describe(queries[k], subjects[k], scores[k], starts[k], ends[k],
-                                 paths[k], scoring.alphabet.unknown_code))
+                cigar = None
+                if job.cigar:
+                    cigar = describe(queries[k], subjects[k], scores[k], starts[k], ends[k],
+                                     paths[k], scoring.alphabet.unknown_code)["cigar"]
+                rows[k] = (qa.names[qi[k]], sb.names[sj[k]], int(qa.seq_id[qi[k]]),
+                           int(sb.seq_id[sj[k]]), int(scores[k]),
+                           int(matches[k]) / int(columns[k]), int(matches[k]), int(columns[k]),
+                           int(counts[k, COUNT_MISMATCHES]), int(counts[k, COUNT_GAP_OPENS]),
+                           int(starts[k, 0]), int(ends[k, 0]), int(starts[k, 1]),
+                           int(ends[k, 1]), int(qa.lengths[qi[k]]), int(sb.lengths[sj[k]]),
+                           cigar)
             kernels = timing["forward_seconds"] + timing["walk_seconds"]
             return [row for row in rows if row is not None], kernels
 

@@ -36,11 +36,15 @@ from swdask.kernels.cpu.reference import (
     align_reference,
 )
 from swdask.kernels.cpu.traceback import (
+    COUNT_COLUMNS,
+    COUNT_GAP_OPENS,
+    COUNT_MATCHES,
+    COUNT_MISMATCHES,
     MAX_TRACEBACK_CELLS,
     align_codes,
     check_traceback_size,
     cigar_string,
-    path_identities,
+    path_counts,
     rescore,
     summarize_path,
     traceback_pair,
@@ -92,7 +96,7 @@ def check_path(result, query, subject, matrix, gap_open, gap_extend, label):
 @given(batch=st.lists(st.tuples(st.lists(st.integers(0, 4), max_size=30),
                                 st.lists(st.integers(0, 4), max_size=30),
                                 st.sampled_from(sorted(MODE_CODES))), min_size=1, max_size=6))
-def test_path_identities_count_as_summarize_path(batch):
+def test_path_counts_count_as_summarize_path(batch):
     """Many paths counted at once (concatenated sequences, empty paths among them, the
     unknown code 4 never an identity) give each path's summarize_path counts."""
     matrix = Scoring(alphabet="dna").matrix.astype(np.int32)
@@ -108,10 +112,11 @@ def test_path_identities_count_as_summarize_path(batch):
     (q_res, q_at), (s_res, s_at) = joined(queries), joined(subjects)
     starts = [(r[1], r[3]) for r in results]
     paths = [np.asarray(r[5], np.uint8) for r in results]
-    matches, columns = path_identities(q_res, q_at, s_res, s_at, starts, paths, 4)
+    counts = path_counts(q_res, q_at, s_res, s_at, starts, paths, 4)
     for k, (q, s, (qs, ss), ops) in enumerate(zip(queries, subjects, starts, paths)):
-        _, want_matches, _, _, want_columns = summarize_path(q, s, qs, ss, ops, 4)
-        assert (matches[k], columns[k]) == (want_matches, want_columns), k
+        _, matches, mismatches, gap_opens, columns = summarize_path(q, s, qs, ss, ops, 4)
+        got = counts[k, [COUNT_MATCHES, COUNT_MISMATCHES, COUNT_GAP_OPENS, COUNT_COLUMNS]]
+        assert tuple(got) == (matches, mismatches, gap_opens, columns), k
 
 
 @st.composite
