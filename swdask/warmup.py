@@ -4,15 +4,19 @@ A job builds only the kernels it launches, the first time it launches them on a 
 (:mod:`swdask.kernels.cuda.compile` keeps them, :mod:`numba`'s cache keeps the CPU
 ones).  This command builds them all at once, for an image, a shared node or before a
 benchmark: every generated CUDA kernel shape the jobs can pick, in parallel processes,
-then a small run of each job on the bundled data, which builds the hand-written kernels
-(selection, traceback, shuffles) and the CPU kernels.
+then a small run of each job (the bundled proteins; seeded DNA genes for all-pairs), which
+builds the hand-written kernels (selection, traceback, shuffles, the q-gram pre-filter)
+and the CPU kernels.
 """
 from __future__ import annotations
 
+import random
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 
@@ -119,7 +123,31 @@ def warmup(device: str = "auto", *, jobs: int | None = None,
                             shuffles=50, device=device)
     report.seconds["significance"] = time.perf_counter() - start
     say(f"significance kernels ready ({report.seconds['significance']:.1f} s)")
+    start = time.perf_counter()
+    _all_pairs(device)
+    report.seconds["all-pairs"] = time.perf_counter() - start
+    say(f"all-pairs kernels ready ({report.seconds['all-pairs']:.1f} s)")
     if device == "gpu":
         report.compiled = kernels.STATS["compiled"] - before["compiled"]
         report.loaded = kernels.STATS["loaded"] - before["loaded"]
     return report
+
+
+def _all_pairs(device: str) -> None:
+    """A small global all-pairs run (seeded DNA genes and close mutants of them), which
+    builds what the job launches besides its generated kernel: the q-gram pre-filter, the
+    traceback of the candidates and the count of their columns."""
+    from .jobs.allpairs import write_all_pairs
+    from .scoring import Scoring
+    from .testing import mutated_copy
+
+    rng = random.Random(18)
+    genes = ["".join(rng.choice("ACGT") for _ in range(300)) for _ in range(8)]
+    records = genes + [mutated_copy(g, 0.02, rng) for g in genes for _ in range(3)]
+    with tempfile.TemporaryDirectory(prefix="swdask-warmup-") as folder:
+        fasta = Path(folder) / "genes.fasta"
+        fasta.write_text("".join(f">g{k}\n{seq}\n" for k, seq in enumerate(records)))
+        write_all_pairs(fasta, Path(folder) / "pairs", mode="global", min_identity=0.97,
+                        scoring=Scoring(None, match=2, mismatch=-3, gap_open=5,
+                                        gap_extend=2, alphabet="dna"),
+                        device=device, alphabet="dna")
