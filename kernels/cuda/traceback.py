@@ -334,8 +334,8 @@ def trace_paths(
     Parameters
     ----------
     queries, subjects : sequence of numpy.ndarray of uint8
-        Residue codes of pair ``k``'s query and subject (the same array may serve several
-        pairs).
+        Residue codes of pair ``k``'s query and subject (pairs given the same query array
+        object share one profile on the device).
     ends : numpy.ndarray of int, shape (n, 2)
         ``(query_end, subject_end)`` of each pair's end cell, as a score kernel found it
         (exclusive ends; ``(0, 0)`` for a local pair of score 0; ``(m, n)``, the whole
@@ -420,14 +420,15 @@ def _launch(batch, queries, subjects, ends, matrix, gap_open, gap_extend, code, 
     count = len(batch)
     e_i = ends[batch, 0].astype(np.int32)
     e_j = ends[batch, 1].astype(np.int32)
-    # Profiles: one per distinct query array (pairs of one query share it).
+    # Profiles: one per distinct query array object (pairs of one query share it).
     profile_of = {}
     profile_parts, profile_base, profile_rows = [], np.zeros(count, np.int64), np.zeros(count, np.int32)
     at = 0
     for slot, k in enumerate(batch):
-        q = np.ascontiguousarray(queries[k], dtype=np.uint8)
-        key = q.tobytes()
+        q = queries[k]
+        key = id(q)
         if key not in profile_of:
+            q = np.asarray(q, dtype=np.uint8)
             padded = max(PASS_ROWS, math.ceil(len(q) / PASS_ROWS) * PASS_ROWS)
             profile = np.full((n_codes, padded), PAD_SCORE, np.int32)
             profile[:, :len(q)] = matrix[:, q]
@@ -435,13 +436,10 @@ def _launch(batch, queries, subjects, ends, matrix, gap_open, gap_extend, code, 
             profile_parts.append(profile.ravel())
             at += profile.size
         profile_base[slot], profile_rows[slot] = profile_of[key]
-    subject_parts, s_start = [], np.zeros(count, np.int64)
-    at = 0
-    for slot, k in enumerate(batch):
-        s = np.ascontiguousarray(subjects[k], dtype=np.uint8)[:int(e_j[slot])]
-        s_start[slot] = at
-        subject_parts.append(s)
-        at += len(s)
+    s_start = np.zeros(count, np.int64)
+    np.cumsum(e_j[:-1], out=s_start[1:])
+    subject_parts = [np.asarray(subjects[k], dtype=np.uint8)[:cols]
+                     for k, cols in zip(batch, e_j.tolist())]
     dir_words = words[batch]
     dir_base = np.concatenate([[0], np.cumsum(dir_words)[:-1]]).astype(np.int64)
     bound_len = np.where((e_i > PASS_ROWS) & (e_j > 0), 2 * e_j.astype(np.int64), 0)
@@ -496,8 +494,8 @@ def _launch(batch, queries, subjects, ends, matrix, gap_open, gap_extend, code, 
         empty = (e_i == 0) | (e_j == 0)
         gap = e_i.astype(np.int64) + e_j
         end_scores = np.where(empty & (gap > 0), -(gap_open + gap * gap_extend), end_scores)
-    for slot, k in enumerate(batch):
-        scores[k] = end_scores[slot]
-        starts[k] = first_i[slot], first_j[slot]
-        base = ops_base[slot]
-        paths[k] = all_ops[base:base + lengths[slot]][::-1].copy()
+    scores[batch] = end_scores
+    starts[batch, 0] = first_i
+    starts[batch, 1] = first_j
+    for k, base, length in zip(batch, ops_base.tolist(), lengths.tolist()):
+        paths[k] = all_ops[base:base + length][::-1].copy()

@@ -227,15 +227,22 @@ class SequenceBatch:
         lengths = self.lengths[indices].astype(np.int64)
         offsets = np.zeros(len(indices) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        starts = self.offsets[:-1][indices]
-        gather = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
+        if len(indices) and (np.diff(indices) == 1).all():
+            # A run of consecutive sequences (a block of all-pairs): one slice, no gather.
+            first = self.offsets[indices[0]]
+            residues = self.residues[first:first + offsets[-1]].copy()
+        else:
+            starts = self.offsets[:-1][indices]
+            gather = (np.repeat(starts - offsets[:-1], lengths)
+                      + np.arange(offsets[-1], dtype=np.int64))
+            residues = self.residues[gather]
         return SequenceBatch(
             seq_id=self.seq_id[indices],
             names=tuple(self.names[i] for i in indices),
             descriptions=tuple(self.descriptions[i] for i in indices),
             lengths=lengths,
             offsets=offsets,
-            residues=self.residues[gather],
+            residues=residues,
             alphabet=self.alphabet,
         )
 
