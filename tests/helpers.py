@@ -310,3 +310,20 @@ def first_assignments(client) -> dict:
     """``{key: worker address}`` of the tasks :class:`FirstAssignment` saw assigned."""
     return client.run_on_scheduler(
         lambda dask_scheduler: dict(dask_scheduler.plugins[FirstAssignment.name].first))
+
+
+def assert_top_hits(found, want, floor, max_hits):
+    """Each query's candidates ``found`` (``(columns, scores, query_ends, subject_ends)``,
+    as ``DeviceSubjects.top_many`` returns them) hold its ``max_hits`` best subjects of
+    score at least ``floor`` (ties by the smaller column) and only subjects of such
+    scores, with the scores and ends of ``want`` (``score_all``'s three arrays)."""
+    for q, (cols, scores, q_end, s_end) in enumerate(found):
+        all_scores = want[0][q]
+        eligible = np.flatnonzero(all_scores >= floor)
+        ranked = sorted(eligible, key=lambda c: (-all_scores[c], c))[:max_hits]
+        assert set(ranked) <= set(cols.tolist())
+        assert all(all_scores[c] >= floor for c in cols)
+        order = np.argsort(cols)
+        np.testing.assert_array_equal(scores[order], all_scores[np.sort(cols)])
+        np.testing.assert_array_equal(q_end[order], want[1][q][np.sort(cols)])
+        np.testing.assert_array_equal(s_end[order], want[2][q][np.sort(cols)])

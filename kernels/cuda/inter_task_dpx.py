@@ -229,6 +229,20 @@ TWINS = {
 # ---------------------------------------------------------------------------------------
 # The kernel.
 
+def _head(signature: list, rows: int, group: int, threads: int, shuffles: bool,
+          alphabet: int) -> list:
+    """The lines every packed kernel begins with: its ``signature`` lines, the shared
+    profile, the lane's place in its group and the common constants."""
+    lines = signature + [f"    sprof = cuda.shared.array({alphabet * group * rows}, int32)"]
+    lines += codegen.thread_pair(group, threads, shuffles=shuffles)
+    return lines + [
+        "    zero = int32(0)",
+        f"    lbase = uint32(lane * {rows})",
+        "    neg_oe = int32(neg_oe)",
+        "    neg_e = int32(neg_e)",
+    ]
+
+
 def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet: int,
                   mode: str = "local") -> str:
     """Source of the packed kernel for ``rows`` register rows per lane and groups of
@@ -247,17 +261,11 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
     r = range(rows)
     span = group * rows
     in_pass, in_step, in_col = " " * 8, " " * 12, " " * 16  # the loops' bodies
-    lines = [
-        "def kernel(profile, passes, s_res, s_off, order, warp_len, warp_base, pad_code, neg_oe,",
-        "           neg_e, limit, boundary, out_score, out_qend, out_send, n_overflow):",
-        f"    sprof = cuda.shared.array({alphabet * span}, int32)",
-    ]
-    lines += codegen.thread_pair(group, threads, shuffles=shuffles)
+    lines = _head(["def kernel(profile, passes, s_res, s_off, order, warp_len, warp_base, "
+                   "pad_code, neg_oe,",
+                   "           neg_e, limit, boundary, out_score, out_qend, out_send, "
+                   "n_overflow):"], rows, group, threads, shuffles, alphabet)
     lines += [
-        "    zero = int32(0)",
-        f"    lbase = uint32(lane * {rows})",
-        "    neg_oe = int32(neg_oe)",
-        "    neg_e = int32(neg_e)",
         "    best_a = 0",
         "    best_ai = 0",
         "    best_aj = 0",
@@ -400,18 +408,12 @@ def _end_source(rows: int, group: int, threads: int, shuffles: bool, alphabet: i
     last = f"lane == {group - 1} and p == passes - 1"
     in_pass, in_step, in_col = " " * 8, " " * 12, " " * 16  # the loops' bodies
     left = inter_task._left
-    lines = [
-        "def kernel(profile, passes, s_res, s_off, order, warp_len, warp_base, pad_code, neg_oe,",
-        "           neg_e, limit, m_a, m_b, gap_o, gap_e, floor16, boundary, out_score, out_qend,",
-        "           out_send, n_overflow):",
-        f"    sprof = cuda.shared.array({alphabet * span}, int32)",
-    ]
-    lines += codegen.thread_pair(group, threads, shuffles=shuffles)
+    lines = _head(["def kernel(profile, passes, s_res, s_off, order, warp_len, warp_base, "
+                   "pad_code, neg_oe,",
+                   "           neg_e, limit, m_a, m_b, gap_o, gap_e, floor16, boundary, "
+                   "out_score, out_qend,",
+                   "           out_send, n_overflow):"], rows, group, threads, shuffles, alphabet)
     lines += [
-        "    zero = int32(0)",
-        f"    lbase = uint32(lane * {rows})",
-        "    neg_oe = int32(neg_oe)",
-        "    neg_e = int32(neg_e)",
         "    gap_o = int32(gap_o)",
         "    gap_e = int32(gap_e)",
         f"    pre_a = passes * {span} - m_a",

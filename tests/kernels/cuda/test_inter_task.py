@@ -14,7 +14,7 @@ from swdask.kernels.cpu.score import score_all
 from swdask.kernels.cuda import inter_task_dpx, launcher
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
-from tests.helpers import QUERIES, SPROT_DB, pack
+from tests.helpers import QUERIES, SPROT_DB, assert_top_hits, pack
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
 
@@ -99,16 +99,7 @@ def test_device_top_hits_keep_every_candidate(max_hits, min_score, packed):
     q_res, q_off = pack(queries)
     want = score_all(q_res, q_off, s_res, s_off, scoring.matrix, 11, 1)
     floor = 1 if min_score is None else min_score
-    for q, (cols, scores, q_end, s_end) in enumerate(found):
-        all_scores = want[0][q]
-        eligible = np.flatnonzero(all_scores >= floor)
-        ranked = sorted(eligible, key=lambda c: (-all_scores[c], c))[:max_hits]
-        assert set(ranked) <= set(cols.tolist())
-        assert all(all_scores[c] >= floor for c in cols)
-        order = np.argsort(cols)
-        np.testing.assert_array_equal(scores[order], all_scores[np.sort(cols)])
-        np.testing.assert_array_equal(q_end[order], want[1][q][np.sort(cols)])
-        np.testing.assert_array_equal(s_end[order], want[2][q][np.sort(cols)])
+    assert_top_hits(found, want, floor, max_hits)
 
 
 def check_many(queries, subjects, scoring, label, packed=True):

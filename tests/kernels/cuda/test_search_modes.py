@@ -21,7 +21,7 @@ from swdask.kernels.cuda import inter_task, inter_task_dpx, intra_task, launcher
 from swdask.kernels.cuda.compile import get_kernel
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
-from tests.helpers import SPROT_DB, pack
+from tests.helpers import SPROT_DB, assert_top_hits, pack
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
 
@@ -258,16 +258,7 @@ def test_device_top_hits_keep_every_candidate(db, mode, packed, max_hits, min_sc
     floor = -(2**31) if min_score is None else min_score
     if mode == "global":
         assert (want[0] < 0).any()
-    for q, (cols, scores, q_end, s_end) in enumerate(found):
-        all_scores = want[0][q]
-        eligible = np.flatnonzero(all_scores >= floor)
-        ranked = sorted(eligible, key=lambda c: (-all_scores[c], c))[:max_hits]
-        assert set(ranked) <= set(cols.tolist())
-        assert all(all_scores[c] >= floor for c in cols)
-        order = np.argsort(cols)
-        np.testing.assert_array_equal(scores[order], all_scores[np.sort(cols)])
-        np.testing.assert_array_equal(q_end[order], want[1][q][np.sort(cols)])
-        np.testing.assert_array_equal(s_end[order], want[2][q][np.sort(cols)])
+    assert_top_hits(found, want, floor, max_hits)
 
 
 def test_range_cut_keeps_what_a_wide_range_needs():
