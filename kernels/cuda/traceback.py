@@ -21,9 +21,15 @@ memory.  The query profile of each pass sits in shared memory (int16).
 For every cell the kernel writes the decision nibble of the CPU kernel (bits 0-1: source
 of H, 0 diagonal, 1 E, 2 F, 3 local stop; bit 2: E extends; bit 3: F extends).  The eight
 nibbles of a lane's rows at one column make one 32-bit word, stored at
-``directions[base + strip * cols + j]`` (strip = row // 8): a lane writes consecutive
-words as it sweeps, so the writes of a warp merge in L2.  A pair costs half a byte per
-cell of its rectangle: 8 GB hold the rectangles of 16 x 10^9 cells, and
+``directions[base + strip * width + j - first]`` (strip = row // 8; ``first`` the strip's
+first computed column, ``width`` the words a strip keeps: :func:`strip_columns`): a lane
+writes consecutive words as it sweeps, so the writes of a warp merge in L2.
+
+A pair may come with a band of diagonals (``known_scores`` in global mode,
+:func:`swdask.kernels.directions.global_band`): the lanes then compute only their strip's
+part of the band, the cells outside count as -inf, and a pass sweeps only the columns its
+strips' bands cover; without one the band is the whole rectangle (``width`` = columns).
+A pair costs half a byte per cell of its band: 8 GB hold 16 x 10^9 cells, and
 :func:`trace_paths` batches pairs under a memory budget.
 
 A second kernel, one thread per pair, walks the nibbles from the end cell with the CPU
