@@ -28,6 +28,7 @@ CUDA_DEVICE_FUNCTIONS = {
     "kernels/cpu/psse.py": {"philox", "fisher_yates", "write_copy", "gumbel_fit", "gumbel_sf",
                             "pair_significance"},
     "kernels/cuda/all_pairs.py": {"lowest_score"},
+    "kernels/cuda/traceback.py": {"strip_columns"},
     "kernels/cpu/qgram.py": {"need_of", "merge_count"},
 }
 

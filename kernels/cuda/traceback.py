@@ -77,17 +77,13 @@ def strip_columns(strip, band_lo, band_hi, cols):
     ``8 * strip + 1 .. 8 * strip + 8``) of a pair of ``cols`` columns whose band holds the
     offsets ``band_lo .. band_hi`` (``j - i`` of DP cell ``(i, j)``): the union of the band
     over the strip's eight rows, inside the matrix.  The strip's decision words are stored
-    from its first column on, :func:`direction_width` of them."""
+    from its first column on, as many as :func:`direction_words` gives it."""
     first = max(0, strip * ROWS + band_lo)
     last = min(cols - 1, strip * ROWS + ROWS - 1 + band_hi)
     return first, last
 
 
-def direction_width(band_lo, band_hi, cols):
-    """Decision words per strip of a pair: the strip's band, at most ``cols``."""
-    return min(band_hi - band_lo + ROWS, cols)
-
-# The decisions and the walk of the CPU kernels, as device functions.
+# The decisions and the walk of the CPU kernels, and the strips' columns, as device functions.
 _decision = cuda.jit(device=True)(decision)
 _walk_step = cuda.jit(device=True)(walk_step)
 _border_gap = cuda.jit(device=True)(border_gap)
@@ -321,8 +317,8 @@ def fits(matrix: npt.ArrayLike) -> bool:
 
 def direction_words(ends: npt.ArrayLike, band_lo: npt.ArrayLike,
                     band_hi: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Decision words per strip (:func:`direction_width`) and in all of each pair's
-    rectangle ``ends`` (shape (n, 2)) inside its band."""
+    """Decision words per strip (the strip's band, at most the columns) and in all of each
+    pair's rectangle ``ends`` (shape (n, 2)) inside its band."""
     ends = np.asarray(ends, dtype=np.int64).reshape(-1, 2)
     rows, cols = ends[:, 0], ends[:, 1]
     width = np.minimum(np.asarray(band_hi, np.int64) - band_lo + ROWS, cols)
