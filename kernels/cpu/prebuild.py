@@ -80,6 +80,17 @@ class _Helper:
                     break
                 self.done.add(line.strip())
 
+    def close(self) -> None:
+        """Close the helper's pipe and reap it (every kernel it was given is in the cache or
+        was given up): an open pipe would be left to the garbage collector."""
+        self.timer.cancel()
+        self.process.stdout.close()
+        try:
+            self.process.wait(timeout=WAIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
 
 def read_only(values: npt.ArrayLike, dtype: npt.DTypeLike = np.uint8) -> np.ndarray:
     """``values`` as a read-only contiguous array of ``dtype`` (a view where possible).
@@ -174,6 +185,9 @@ def wait(name: str) -> None:
         helper.wait(name)
         with _lock:
             _helpers.pop(name, None)
+            last = all(other is not helper for other in _helpers.values())
+        if last:
+            helper.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,12 +33,21 @@ aln = traceback.align_codes("HEAGAWGHEE", "PAWHEAE", Scoring("BLOSUM50", gap_ope
 stats = traceback._traceback_kernel.stats
 print(aln["score"], sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
 print(prebuild.cached(kernel, arguments), prebuild.start(["traceback"]))
+import gc, warnings
+warnings.simplefilter("error")
+helper = prebuild._Helper(["traceback"])
+prebuild._helpers["traceback"] = helper
+prebuild.wait("traceback")
+print(helper.process.stdout.closed, helper.process.returncode)
+del helper
+gc.collect()
 """
     assert run_fresh(code, tmp_path) == [
         "False",             # an empty cache
         "['traceback']", "[]",  # handed to a helper, once
         "26", "1", "0",      # the alignment, with the kernel loaded from the helper's entry
-        "True", "[]"]        # cached now: nothing more to start
+        "True", "[]",        # cached now: nothing more to start
+        "True", "0"]         # a helper waited for to the end: its pipe closed, it is reaped
 
 
 def test_search_hands_its_traceback_kernel_over(tmp_path):
