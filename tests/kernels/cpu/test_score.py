@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from swdask.kernels.cpu.reference import MODE_CODES, score_reference
-from swdask.kernels.cpu.score import INT16_MAX, score_all
+from swdask.kernels.cpu.score import INT16_MAX, banded_global_scores, score_all
 from swdask.kernels.cpu.traceback import traceback_pair
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
@@ -271,3 +271,40 @@ def test_groups_longest_first():
     assert order.tolist() == [1, 2, 0] and longest == 9
     order, longest = _group_order(s_off, np.zeros(0, np.int64), 2)
     assert order.tolist() == [] and longest == 0
+
+
+@pytest.mark.parametrize("threshold", [0.97, 0.8])
+def test_banded_global_scores_are_exact_where_they_reach_the_bound(threshold):
+    """Real 16S genes, mutated copies of them (0-6 % divergence, indels) and empty and
+    one-residue sequences, every pair scored in the band of its identity bound (and of a
+    bound far below any score: the whole matrix): exact where the global score reaches
+    the bound, below the bound elsewhere, as ``score_all`` says."""
+    import random
+
+    from swdask.jobs.allpairs.plan import IdentityBound
+    from swdask.testing import mutated_copy
+
+    scoring = Scoring(None, match=2, mismatch=-3, gap_open=5, gap_extend=2, alphabet="dna")
+    genes = load_sequences(RRNA, alphabet="dna", map_unknown=True)
+    rng = random.Random(3)
+    texts = []
+    for k in range(12):
+        gene = genes.alphabet.decode(genes.codes(k))[:400]
+        texts += [gene, mutated_copy(gene, rng.uniform(0.0, 0.06), rng)]
+    codes = [genes.alphabet.encode(t) for t in texts] + [np.zeros(0, np.uint8),
+                                                         np.array([0], np.uint8)]
+    res, off = pack(codes)
+    want = score_all(res, off, res, off, scoring.matrix, 5, 2, "global")[0].astype(np.int64)
+    pq, ps = (a.ravel() for a in np.meshgrid(np.arange(len(codes)), np.arange(len(codes)),
+                                             indexing="ij"))
+    lengths = np.diff(off)
+    bound = IdentityBound.from_scoring(scoring, threshold, "global")
+    low = bound.lowest_scores(lengths[pq], lengths[ps])
+    got = banded_global_scores(res, off, res, off, pq, ps, low, scoring.matrix, 5, 2)
+    reach = want[pq, ps] >= low
+    assert reach.sum() >= 12  # each gene with itself at least, most with its copy
+    np.testing.assert_array_equal(got[reach], want[pq, ps][reach])
+    assert (got[~reach] < low[~reach]).all()
+    whole = banded_global_scores(res, off, res, off, pq, ps, np.full(len(pq), -(1 << 62)),
+                                 scoring.matrix, 5, 2)
+    np.testing.assert_array_equal(whole, want[pq, ps])
