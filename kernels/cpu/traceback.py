@@ -41,7 +41,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numba import njit
 
-from ..directions import NEG, SCORE_LIMIT, STATE_H, border_gap, cell_bound, decision, walk_step
+from ..directions import (
+    NEG,
+    SCORE_LIMIT,
+    STATE_H,
+    border_gap,
+    cell_bound,
+    decision,
+    global_band,
+    walk_step,
+)
 from . import prebuild
 from .prebuild import read_only
 from .reference import GLOBAL, LOCAL, OP_DEL, OP_INS, OP_MATCH, SEMIGLOBAL, mode_code
@@ -102,7 +111,8 @@ def row_best(h_row: np.ndarray, cols: int, row_max: int, i: int, best: int, best
 
 def traceback_pair(query: npt.NDArray[np.uint8], subject: npt.NDArray[np.uint8],
                    matrix: np.ndarray, gap_open: int, gap_extend: int, mode_code: int, end_i: int,
-                   end_j: int) -> tuple[int, int, int, int, int, npt.NDArray[np.uint8]]:
+                   end_j: int, band: tuple[int, int] | None = None,
+                   ) -> tuple[int, int, int, int, int, npt.NDArray[np.uint8]]:
     """Align one pair with affine gaps and trace the path back, as the reference does.
 
     Parameters
@@ -119,6 +129,11 @@ def traceback_pair(query: npt.NDArray[np.uint8], subject: npt.NDArray[np.uint8],
         The end cell when ``end_i >= 0`` (as found by a score kernel; only the prefix
         rectangle ``end_i x end_j`` is computed).  When ``end_i < 0`` the whole matrix is
         computed and the end cell chosen by the reference's rule.
+    band : tuple of int, optional
+        ``(lo, hi)``: compute only the cells of diagonals ``lo <= j - i <= hi``, the
+        others at -inf (global mode, with the band of the pair's optimal score,
+        :func:`swdask.kernels.directions.global_band`: the same path).  Default: every
+        cell.
 
     Returns
     -------
@@ -134,33 +149,37 @@ def traceback_pair(query: npt.NDArray[np.uint8], subject: npt.NDArray[np.uint8],
     makes them before calling.
     """
     args = _traceback_args(query, subject, matrix, gap_open, gap_extend, mode_code, end_i,
-                           end_j)
+                           end_j, band)
     prebuild.wait("traceback")
     score, qs, qe, ss, se, k = _traceback_kernel(*args)
     return score, qs, qe, ss, se, args[-1][:k][::-1].copy()
 
 
-def _traceback_args(query, subject, matrix, gap_open, gap_extend, mode_code, end_i, end_j):
+def _traceback_args(query, subject, matrix, gap_open, gap_extend, mode_code, end_i, end_j,
+                    band=None):
     """The arguments of :func:`_traceback_kernel` for :func:`traceback_pair`'s, work
     arrays included, of the same types whoever calls (one compilation)."""
     end_i, end_j = int(end_i), int(end_j)
     query, subject = read_only(query), read_only(subject)
     matrix = read_only(matrix, np.int32)
     rows, cols = (end_i, end_j) if end_i >= 0 else (query.shape[0], subject.shape[0])
+    lo, hi = (-rows, cols) if band is None else (int(band[0]), int(band[1]))
     return (query, subject, matrix, int(gap_open), int(gap_extend), int(mode_code), end_i,
-            end_j, np.empty((matrix.shape[0], cols + 1), dtype=np.int32),
+            end_j, lo, hi, np.empty((matrix.shape[0], cols + 1), dtype=np.int32),
             np.empty((5, cols + 1), dtype=np.int32), np.empty(rows + 1, dtype=np.int32),
             np.empty((rows + 1, cols + 1), dtype=np.uint8), np.empty(rows + cols, dtype=np.uint8))
 
 
 @njit(cache=True, nogil=True)  # tracebacks of a worker's threads run at once
 def _traceback_kernel(query, subject, matrix, gap_open, gap_extend, mode_code, end_i, end_j,
-                      profile, rows_work, last_col, direction, ops_rev):
+                      band_lo, band_hi, profile, rows_work, last_col, direction, ops_rev):
     """The DP and the walk of :func:`traceback_pair`, in arrays the caller allocates.
 
     ``profile``: int32[alphabet, cols + 1]; ``rows_work``: int32[5, cols + 1];
     ``last_col``: int32[rows + 1]; ``direction``: uint8[rows + 1, cols + 1];
-    ``ops_rev``: uint8[rows + cols], where ``rows x cols`` is the rectangle computed.
+    ``ops_rev``: uint8[rows + cols], where ``rows x cols`` is the rectangle computed; only
+    the cells of diagonals ``band_lo <= j - i <= band_hi`` are, the others count as -inf
+    (``(-rows, cols)``: all of them).
     Returns ``(score, query_start, query_end, subject_start, subject_end, k)``: the path is
     ``ops_rev[:k]`` reversed.
 
@@ -202,7 +221,7 @@ def _traceback_kernel(query, subject, matrix, gap_open, gap_extend, mode_code, e
     # last_col: H of the last column, row by row: the semiglobal end may lie there.
     if glob:
         for j in range(1, cols + 1):
-            h_prev[j] = -(o + j * e)
+            h_prev[j] = -(o + j * e) if j <= band_hi else np.int32(NEG)
     last_col[0] = h_prev[cols]
     floor = np.int32(0) if local else np.int32(NEG)
 
@@ -214,15 +233,20 @@ def _traceback_kernel(query, subject, matrix, gap_open, gap_extend, mode_code, e
     best_j = 0
     for i in range(1, rows + 1):
         prow = profile[query[i - 1]]
+        # The row's band; the cell left of it is column 0 (its gap) or -inf.
+        first = max(1, i + band_lo)
+        last = min(cols, i + band_hi)
         h_left = np.int32(-(o + i * e)) if glob else np.int32(0)
-        h_cur[0] = h_left
-        h_no_e[0] = h_left
+        if first > 1:
+            h_left = np.int32(NEG)
+        h_cur[first - 1] = h_left
+        h_no_e[first - 1] = h_left
         dir_row = direction[i]
         # The row in four sweeps, so that only the E recurrence runs serially.  Numba
         # widens int32 arithmetic to int64; the np.int32() casts keep the vector lanes
         # 32-bit (no value leaves the int32 range, see align_codes' range check).
         # 1. F (from the row above) and the diagonal: no dependency along the row.
-        for j in range(1, cols + 1):
+        for j in range(first, last + 1):
             f_val = max(np.int32(f_row[j] - e), np.int32(h_prev[j] - oe))
             f_row[j] = f_val
             h_no_e[j] = max(max(np.int32(h_prev[j - 1] + prow[j]), f_val), floor)
@@ -230,24 +254,27 @@ def _traceback_kernel(query, subject, matrix, gap_open, gap_extend, mode_code, e
         #    without E(i,j-1) in it: E(i,j-1) - o - e <= E(i,j-1) - e as o >= 0, so the
         #    value is the same and the chain is one subtraction and one max a cell.
         e_val = np.int32(NEG)
-        for j in range(1, cols + 1):
+        for j in range(first, last + 1):
             e_val = max(np.int32(e_val - e), np.int32(h_no_e[j - 1] - oe))
             e_row[j] = e_val
         # 3. H; its maximum over the row serves the local end.
         row_max = np.int32(0)
-        for j in range(1, cols + 1):
+        for j in range(first, last + 1):
             h = max(h_no_e[j], e_row[j])
             h_cur[j] = h
             row_max = max(row_max, h)
         # 4. The decision bits, with the reference's preferences: diagonal, then E, then
         #    F for H; inside a gap extend only when strictly better than opening.
-        for j in range(1, cols + 1):
+        for j in range(first, last + 1):
             dir_row[j] = decision_njit(h_cur[j], e_row[j], f_row[j],
                                        np.int32(h_prev[j - 1] + prow[j]),
                                        np.int32(h_cur[j - 1] - oe), np.int32(h_prev[j] - oe),
                                        local)
         if local:
             best, best_i, best_j = row_best(h_cur, cols, row_max, i, best, best_i, best_j)
+        if last < cols:  # right of the band: -inf for the row below
+            h_cur[last + 1] = np.int32(NEG)
+            f_row[last + 1] = np.int32(NEG)
         last_col[i] = h_cur[cols]
         h_prev, h_cur = h_cur, h_prev
     # h_prev now holds the last row computed (row 0 when rows == 0).
@@ -478,7 +505,8 @@ def _codes(sequence, scoring) -> np.ndarray:
 
 
 def align_codes(query: np.ndarray | str, subject: np.ndarray | str, scoring: Scoring,
-                mode: str = "local", end: tuple[int, int] | None = None) -> dict[str, Any]:
+                mode: str = "local", end: tuple[int, int] | None = None,
+                known_score: int | None = None) -> dict[str, Any]:
     """Align one pair and describe the alignment: the traceback entry point of the API.
 
     Parameters
@@ -493,6 +521,11 @@ def align_codes(query: np.ndarray | str, subject: np.ndarray | str, scoring: Sco
         it: only the prefix rectangle is computed.  Default None: the whole matrix, the
         end chosen by the reference's rule.  A global end must be ``(m, n)``, a
         semiglobal one must lie on row ``m`` or column ``n``.
+    known_score : int, optional
+        The pair's optimal score, from a score kernel.  In global mode only the band of
+        diagonals its optimal paths can visit is computed
+        (:func:`swdask.kernels.directions.global_band`): the same alignment, fewer cells.
+        Ignored in the other modes.
 
     Returns
     -------
@@ -536,8 +569,13 @@ def align_codes(query: np.ndarray | str, subject: np.ndarray | str, scoring: Sco
         check_traceback_size(end_i, end_j)
     check_score_range(m, n, scoring)
     matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
+    band = None
+    if known_score is not None and code == GLOBAL:
+        (lo,), (hi,) = global_band([m], [n], [int(known_score)], matrix, scoring.gap_open,
+                                   scoring.gap_extend)
+        band = (int(lo), int(hi))
     score, qs, qe, ss, se, ops = traceback_pair(
-        q, s, matrix, scoring.gap_open, scoring.gap_extend, code, end_i, end_j
+        q, s, matrix, scoring.gap_open, scoring.gap_extend, code, end_i, end_j, band
     )
     return describe(q, s, score, (qs, ss), (qe, se), ops, scoring.alphabet.unknown_code)
 

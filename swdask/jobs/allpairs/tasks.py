@@ -213,7 +213,8 @@ def _trace(qa, sb, found, job: AllPairsJob, device: str = "cpu") -> tuple[list, 
 
     def trace(k):
         q, s = qa.codes(int(qi[k])), sb.codes(int(sj[k]))
-        keep(k, align_codes(q, s, scoring, mode, end=(int(q_end[k]), int(s_end[k]))))
+        keep(k, align_codes(q, s, scoring, mode, end=(int(q_end[k]), int(s_end[k])),
+                            known_score=int(score[k])))
 
     threads = min(numba.get_num_threads(), n)
     if threads <= 1:

@@ -446,3 +446,20 @@ def test_traceback_cell_limit():
     assert check_traceback_size(31_621, 31_621) == 31_622 ** 2
     with pytest.raises(ValueError, match="over the limit"):
         align_codes(seq, seq, scoring, "local", end=(31_622, 31_622))
+
+
+@settings(deadline=None, max_examples=400, derandomize=True)
+@given(problem=problems())
+def test_global_band_of_the_optimal_score_gives_the_same_alignment(problem):
+    """Computed only in the band of its optimal score (global_band), a global traceback
+    gives the whole matrix's score, start and path, for any matrix and gap pair."""
+    from swdask.kernels.directions import global_band
+
+    query, subject, matrix, gap_open, gap_extend = problem
+    q, s = np.asarray(query, np.uint8), np.asarray(subject, np.uint8)
+    whole = traceback_pair(q, s, matrix, gap_open, gap_extend, GLOBAL, len(q), len(s))
+    (lo,), (hi,) = global_band([len(q)], [len(s)], [whole[0]], matrix, gap_open, gap_extend)
+    banded = traceback_pair(q, s, matrix, gap_open, gap_extend, GLOBAL, len(q), len(s),
+                            (int(lo), int(hi)))
+    assert banded[:5] == whole[:5]
+    np.testing.assert_array_equal(banded[5], whole[5])
