@@ -39,7 +39,7 @@ import numba
 import numpy as np
 from numba import njit
 
-from ..directions import NEG, SCORE_LIMIT
+from ..directions import NEG, SCORE_LIMIT, global_band
 from . import prebuild
 from .prebuild import read_only
 from .reference import GLOBAL, LOCAL, mode_code
@@ -418,8 +418,6 @@ def banded_global_scores(q_res: npt.NDArray[np.uint8], q_off: npt.NDArray[np.int
         The exact global score of each pair that reaches ``lowest``; below ``lowest``
         (not its score) for the others.
     """
-    from ..directions import global_band
-
     pairs_q = np.asarray(pairs_q, dtype=np.int64)
     pairs_s = np.asarray(pairs_s, dtype=np.int64)
     m = q_off[pairs_q + 1] - q_off[pairs_q]
