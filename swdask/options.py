@@ -150,6 +150,10 @@ TUNABLES = {
     # alphabet (DNA 7, protein 4, measured in docs/allpairs.md).  Results never change,
     # only how many pairs the filter drops.
     "allpairs-qgram": None,
+    # Width of the token vectors of the all-pairs q-gram screen (one matrix product per block
+    # pair before the exact count; swdask.jobs.allpairs.filter.SCREEN_BUCKETS); None: that
+    # default, 0: no screen.  Results never change, only the time.
+    "allpairs-screen-buckets": None,
     # Where a GPU run's all-pairs pre-filter counts: "gpu" (with the score pass) or "cpu"
     # (the host's cores, while the GPU scores the previous block pair); for measuring.
     "allpairs-filter-device": "gpu",

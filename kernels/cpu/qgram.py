@@ -29,10 +29,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["MAX_CODE", "count_shared", "merge_count", "need_of", "qgram_codes"]
+__all__ = ["EXACT_DOT", "MAX_CODE", "bucket_vectors", "count_shared", "merge_count", "need_of",
+           "qgram_codes", "screen_passes", "screen_runs", "token_bucket"]
 
 #: Codes must stay below this (int64 with room): ``alphabet_size ** q <= MAX_CODE``.
 MAX_CODE = 1 << 62
+#: float32 holds every whole number below this exactly: a bucket screen's dot product of
+#: two sequences is exact (in any order of summation) when the product of their q-gram
+#: counts is below it, since every partial sum of the non-negative whole terms is at most
+#: the whole dot product, which is at most that product.
+EXACT_DOT = 1 << 24
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -128,7 +134,41 @@ def merge_count(a, a0, a1, b, b0, b1, need):
     return shared
 
 
+def token_bucket(code, occurrence, buckets):
+    """The bucket of q-gram ``code``'s ``occurrence``-th window (0 the first) in a
+    sequence: a fixed 32-bit mix of the two, modulo ``buckets``.  Plain Python, compiled
+    here and for the GPU, so every backend builds the same vectors.
+
+    Counting a sequence's windows as tokens ``(code, occurrence)`` turns the sum of
+    minima into the size of an intersection of sets: two sequences share exactly
+    ``min(c_x(w), c_y(w))`` tokens of q-gram ``w``.  Which bucket a token lands in only
+    decides how loose the screen is, never whether it is safe.
+
+    Examples
+    --------
+    >>> token_bucket(7, 0, 16384) != token_bucket(7, 1, 16384)
+    True
+    """
+    code = int(code)
+    h = ((code & 0xFFFFFFFF) ^ (code >> 32) ^ (occurrence * 0x9E3779B9)) & 0xFFFFFFFF
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    h ^= h >> 16
+    return h % buckets
+
+
+def screen_passes(dot, tokens, need):
+    """Whether a pair passes the bucket screen: its dot product reaches its need, or its
+    tokens' product (``len_a * len_b`` of its code lists) reaches :data:`EXACT_DOT`, where
+    float32 could have rounded the dot product down.  Plain Python, compiled here and for
+    the GPU."""
+    return dot >= need or tokens >= EXACT_DOT
+
+
 _need_of = njit(nogil=True, cache=True, inline="always")(need_of)
+_screen_passes = njit(nogil=True, cache=True, inline="always")(screen_passes)
+_token_bucket = njit(nogil=True, cache=True, inline="always")(token_bucket)
 _merge_count = njit(nogil=True, cache=True, inline="always")(merge_count)
 
 
@@ -155,3 +195,39 @@ def count_shared(q_codes: np.ndarray, q_code_off: np.ndarray, s_codes: np.ndarra
             count = _merge_count(q_codes, a0, a1, s_codes, s_code_off[sj],
                                  s_code_off[sj + 1], need)
             shared[p] = count if count >= need else -1
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def bucket_vectors(codes: np.ndarray, code_offsets: np.ndarray, vectors: np.ndarray) -> None:
+    """Each sequence's q-gram tokens counted per bucket, into the zeroed rows of ``vectors``.
+
+    Sequence ``i``'s sorted codes ``codes[code_offsets[i]:code_offsets[i + 1]]``
+    (:func:`qgram_codes`) add 1 to ``vectors[i, token_bucket(code, k, B)]`` for the
+    ``k``-th window reading each code (``B`` the row width).  The dot product of two rows
+    is at least the pair's shared count: each shared token adds 1 to the same bucket of
+    both rows, and a bucket holding ``c`` shared tokens holds at least ``c`` of each
+    sequence's, so adds at least ``c * c >= c``.  The screen
+    (:meth:`swdask.jobs.allpairs.filter.QgramFilter.screen`) rests on this.
+    """
+    buckets = vectors.shape[1]
+    for i in prange(code_offsets.shape[0] - 1):
+        k = 0
+        for p in range(code_offsets[i], code_offsets[i + 1]):
+            k = k + 1 if p > code_offsets[i] and codes[p - 1] == codes[p] else 0
+            vectors[i, _token_bucket(codes[p], k, buckets)] += 1
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def screen_runs(dots: np.ndarray, q_code_off: np.ndarray, s_code_off: np.ndarray,
+                q_len: np.ndarray, s_len: np.ndarray, q_list: np.ndarray, s_lo: np.ndarray,
+                pair_start: np.ndarray, q: int, num: int, den: int, passed: np.ndarray) -> None:
+    """``passed[p]`` = 1 for each pair ``p`` of the runs (as :func:`count_shared` lays
+    them out) that :func:`screen_passes`, 0 for the others: ``dots[i, j]`` is the dot
+    product of query ``i``'s and subject ``j``'s :func:`bucket_vectors`."""
+    for k in prange(q_list.shape[0]):
+        qi = q_list[k]
+        for p in range(pair_start[k], pair_start[k + 1]):
+            sj = s_lo[k] + p - pair_start[k]
+            tokens = (q_code_off[qi + 1] - q_code_off[qi]) * (s_code_off[sj + 1] - s_code_off[sj])
+            need = _need_of(q_len[qi], s_len[sj], q, num, den)
+            passed[p] = 1 if _screen_passes(dots[qi, sj], tokens, need) else 0

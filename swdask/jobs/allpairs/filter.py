@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ... import backend
-from ...kernels.cpu.qgram import MAX_CODE, count_shared, qgram_codes
+from ...kernels.cpu.qgram import (
+    MAX_CODE,
+    bucket_vectors,
+    count_shared,
+    qgram_codes,
+    screen_runs,
+)
 from ...options import tunable
 
 if TYPE_CHECKING:
@@ -27,7 +33,7 @@ if TYPE_CHECKING:
     from ...sequences.batch import SequenceBatch
     from .plan import IdentityBound
 
-__all__ = ["QGRAM", "QgramFilter", "Runs", "pairs_of", "runs_of"]
+__all__ = ["QGRAM", "SCREEN_BUCKETS", "QgramFilter", "Runs", "pairs_of", "runs_of"]
 
 #: The q of each alphabet, by measurement (docs/allpairs.md: on 2,000 RefSeq 16S genes at
 #: identity 0.97, q = 6, 7 and 8 keep 5,116, 5,088 and 5,449 of the 874,171 pairs the
@@ -35,6 +41,13 @@ __all__ = ["QGRAM", "QgramFilter", "Runs", "pairs_of", "runs_of"]
 #: protein set with many close pairs here): 4 keeps 27**4 codes apart.  The tunable
 #: ``swdask.allpairs-qgram`` overrides both.
 QGRAM = {"dna": 7, "protein": 4}
+
+#: Width of the screen's token vectors (:meth:`QgramFilter.kept`), by measurement: on
+#: 3,000 RefSeq 16S genes at 0.97 (1,969,019 pairs the lengths allow, 10,897 reaching
+#: their need) 4,096 buckets keep 294,980, 16,384 keep 21,476 and 32,768 keep 15,912;
+#: the product's cost grows with the width.  The tunable ``swdask.allpairs-screen-buckets``
+#: overrides it; 0 turns the screen off.
+SCREEN_BUCKETS = 16384
 
 #: Runs of pairs: per entry a query index, its first subject and how many consecutive
 #: subjects (int64 arrays ``q_list, s_lo, s_count``), the planner's and the kernels' layout.
@@ -56,6 +69,8 @@ class QgramFilter:
     unknown : int
         The code never counted as an identity (``N``/``X``): q-grams holding it are left
         out of the counts.
+    buckets : int
+        Width of the screen's token vectors; 0: no screen, every pair merged.
 
     Notes
     -----
@@ -107,6 +122,7 @@ class QgramFilter:
     threshold: Fraction
     base: int
     unknown: int
+    buckets: int = 0
 
     @classmethod
     def for_job(cls, bound: IdentityBound, alphabet: Alphabet,
@@ -130,13 +146,18 @@ class QgramFilter:
         """
         if bound.mode != "global" or bound.threshold == 0:
             return None
+        buckets = tunable("allpairs-screen-buckets")
+        buckets = SCREEN_BUCKETS if buckets is None else buckets
+        if isinstance(buckets, bool) or int(buckets) != buckets or buckets < 0:
+            raise ValueError(f"swdask.allpairs-screen-buckets must be a whole number, at least 0 "
+                             f"(0: no screen), got {buckets!r}")
         if q is None:
             q = tunable("allpairs-qgram") or QGRAM[alphabet.name]
         if isinstance(q, bool) or int(q) != q or q < 1 or alphabet.size ** int(q) > MAX_CODE:
             limit = int(math.log(MAX_CODE, alphabet.size))
             raise ValueError(f"the all-pairs q-gram length must be a whole number from 1 to "
                              f"{limit} for {alphabet.name}, got {q!r}")
-        return cls(int(q), bound.threshold, alphabet.size, alphabet.unknown_code)
+        return cls(int(q), bound.threshold, alphabet.size, alphabet.unknown_code, int(buckets))
 
     def need(self, m: int, n: int) -> int:
         """``max(m, n) - q + 1 - q*floor((1 - t)(m + n) / (1 + t))`` in exact rational
@@ -207,13 +228,68 @@ class QgramFilter:
             count_shared(*arguments, out)
         return out
 
-    def keep(self, q_codes: tuple, s_codes: tuple, q_len: npt.ArrayLike, s_len: npt.ArrayLike,
-             runs: Runs, device: str = "cpu") -> Runs:
-        """The runs of the pairs of ``runs`` that share at least their need, in order,
-        counted on ``device``.  Ask :meth:`can_drop` first: where it says no, this
-        counts for nothing."""
+    def kept(self, q_codes: tuple, s_codes: tuple, q_len: npt.ArrayLike, s_len: npt.ArrayLike,
+             runs: Runs, device: str = "cpu", same_block: bool = False) -> npt.NDArray[np.int64]:
+        """Positions, in run order, of the pairs of ``runs`` that share at least their
+        need, counted on ``device``.  Ask :meth:`can_drop` first: where it says no, this
+        counts for nothing.
+
+        With :attr:`buckets`, a screen goes first: each sequence's q-gram tokens (its
+        ``k``-th window reading ``w`` is token ``(w, k)``, so two sequences share
+        exactly the sum of minima of tokens) are counted into ``buckets`` hashed
+        buckets (:func:`~swdask.kernels.cpu.qgram.bucket_vectors`), and the two
+        blocks' vectors multiplied, one matrix product per block pair.  A pair's dot
+        product is at least its exact count, so where it is below the need the count is
+        too, and the pair is dropped unmerged (:func:`~swdask.kernels.cpu.qgram.screen_runs`;
+        where float32 could round, it is kept).  The pairs left are counted exactly:
+        the screen changes the time, never the pairs kept.  ``same_block``: the query
+        and subject blocks are one (one set of vectors).
+        """
+        q_list, s_lo, s_count = runs
+        if self.buckets and device == "gpu":
+            from ...kernels.cuda.qgram import screen_and_count_gpu, screen_available
+
+            if screen_available():
+                t = self.threshold
+                with backend.KERNEL_LOCK:  # one kernel at a time per process (the GPU)
+                    which, _, _ = screen_and_count_gpu(
+                        q_codes[0], q_codes[1], s_codes[0], s_codes[1],
+                        np.asarray(q_len, dtype=np.int64), np.asarray(s_len, dtype=np.int64),
+                        q_list, s_lo, _starts(s_count), self.q, t.numerator, t.denominator,
+                        self.buckets, same_block)
+                return which
+        which = None
+        if self.buckets:
+            which = self._screen(q_codes, s_codes, q_len, s_len, runs, same_block)
+            runs = runs_of(*pairs_of(runs, which))
         kept = np.flatnonzero(self.shared(q_codes, s_codes, q_len, s_len, runs, device) >= 0)
-        return runs_of(*pairs_of(runs, kept))
+        return kept if which is None else which[kept]
+
+    def _screen(self, q_codes, s_codes, q_len, s_len, runs: Runs,
+                same_block: bool) -> npt.NDArray[np.int64]:
+        """Positions, in run order, of the pairs of ``runs`` that pass the screen (CPU)."""
+        q_list, s_lo, s_count = runs
+        pair_start = _starts(s_count)
+        t = self.threshold
+        with backend.KERNEL_LOCK:  # parallel Numba kernels and BLAS: all cores
+            vectors = []
+            for codes, offsets in (q_codes,) if same_block else (q_codes, s_codes):
+                v = np.zeros((len(offsets) - 1, self.buckets), np.float32)
+                bucket_vectors(codes, offsets, v)
+                vectors.append(v)
+            dots = vectors[0] @ vectors[-1].T  # float32: exact below EXACT_DOT
+            passed = np.zeros(int(pair_start[-1]), np.uint8)
+            screen_runs(dots, q_codes[1], s_codes[1], np.asarray(q_len, dtype=np.int64),
+                        np.asarray(s_len, dtype=np.int64), q_list, s_lo, pair_start, self.q,
+                        t.numerator, t.denominator, passed)
+        return np.flatnonzero(passed)
+
+    def keep(self, q_codes: tuple, s_codes: tuple, q_len: npt.ArrayLike, s_len: npt.ArrayLike,
+             runs: Runs, device: str = "cpu", same_block: bool = False) -> Runs:
+        """The runs of the pairs of ``runs`` that share at least their need, in order
+        (:meth:`kept`)."""
+        return runs_of(*pairs_of(runs, self.kept(q_codes, s_codes, q_len, s_len, runs, device,
+                                                 same_block)))
 
 
 def _starts(s_count: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

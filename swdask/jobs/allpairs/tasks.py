@@ -253,7 +253,8 @@ def block_pair(job: AllPairsJob, a: int, b: int) -> tuple[pa.Table, BlockStats]:
         codes = [_block_qgrams(job.store_path, job.blocks[x], job.prefilter)
                  for x in ((a,) if a == b else (a, b))]
         where = "cpu" if tunable("allpairs-filter-device") == "cpu" else device
-        runs = job.prefilter.keep(codes[0], codes[-1], qa.lengths, sb.lengths, runs, where)
+        runs = job.prefilter.keep(codes[0], codes[-1], qa.lengths, sb.lengths, runs, where,
+                                  same_block=a == b)
         sparse, filter_seconds = True, time.perf_counter() - tick
     q_list, s_lo, s_count = runs
     scored = int(s_count.sum())

@@ -1,6 +1,7 @@
 """The exact q-gram pre-filter of all-pairs: it never drops a pair whose reported alignment
 reaches the threshold (hypothesis, against the traceback), whole runs equal the unfiltered
 ones on real genes (CPU and the GPU kernel in the simulator), its switch and statistics."""
+import dataclasses
 import json
 import random
 from collections import Counter
@@ -64,13 +65,13 @@ def related_pairs(draw):
     match = draw(st.integers(1, 5))
     scoring = swdask.Scoring(match=match, mismatch=draw(st.integers(-6, match - 1)),
                              gap_open=draw(st.integers(0, 8)), gap_extend=draw(st.integers(1, 4)))
-    return a, b, scoring, draw(st.integers(1, 9))
+    return a, b, scoring, draw(st.integers(1, 9)), draw(st.sampled_from([1, 3, 64, 16384]))
 
 
 @settings(max_examples=250, deadline=None, derandomize=True)
 @given(related_pairs())
 def test_the_filter_never_drops_a_pair_that_reaches_the_threshold(case):
-    a, b, scoring, q = case
+    a, b, scoring, q, buckets = case
     a, b = (DNA_LETTERS.decode(DNA_LETTERS.encode(s, map_unknown=True)) for s in (a, b))
     r = align_codes(a, b, scoring, "global")  # the reported alignment
     shared = shared_exactly(a, b, q)
@@ -86,6 +87,9 @@ def test_the_filter_never_drops_a_pair_that_reaches_the_threshold(case):
             assert kept(f, a, b), (a, b, t, q)  # the kernel keeps it
         # The kernel's decision is the count against the need, nothing else.
         assert kept(f, a, b) == (shared >= f.need(len(a), len(b))), (a, b, t, q)
+        # The bucket screen before the count changes nothing, at any width.
+        screened = dataclasses.replace(f, buckets=buckets)
+        assert kept(screened, a, b) == kept(f, a, b), (a, b, t, q, buckets)
 
 
 def test_n_makes_no_shared_qgram():
@@ -94,6 +98,33 @@ def test_n_makes_no_shared_qgram():
     assert f.need(6, 6) == 4 and not kept(f, "NNNNNN", "NNNNNN")  # identity 0: dropped
     # IUPAC codes are N: a pair of R runs shares nothing either.
     assert not kept(f, "ACRRRT", "ACRRRT") and kept(f, "ACGGGT", "ACGGGT")
+
+
+@pytest.mark.parametrize("buckets", [1, 257, 16384])
+def test_the_screen_keeps_what_the_count_keeps_on_16s(buckets):
+    """Every pair of 16S_200 the lengths allow at 0.97 and 0.9, in two blocks with holes in
+    the runs: the screened filter keeps exactly the pairs the count keeps, and at 16,384
+    buckets the screen alone already drops most of the pairs the count drops."""
+    genes = load_sequences(RRNA, alphabet="dna").sorted_by_length()
+    qa, sb = genes.take(np.arange(0, 100)), genes.take(np.arange(60, 200))
+    for t in (Fraction(97, 100), Fraction(9, 10)):
+        bound = IdentityBound.from_scoring(DNA, t)
+        runs = ap_plan.pair_ranges(qa.lengths, sb.lengths, False, bound)
+        qi, sj = pairs_of(runs)
+        runs = runs_of(qi[::3], sj[::3])  # holes: not every subject of a query
+        exact = QgramFilter.for_job(bound, DNA_LETTERS)
+        exact = dataclasses.replace(exact, buckets=0)
+        screened = dataclasses.replace(exact, buckets=buckets)
+        args = (exact.codes(qa), exact.codes(sb), qa.lengths, sb.lengths, runs)
+        kept_exactly = exact.kept(*args)
+        assert np.array_equal(screened.kept(*args), kept_exactly)
+        assert 0 < len(kept_exactly) < int(runs[2].sum())
+        if t == Fraction(97, 100):  # the screen on its own, where the need is high
+            passed = len(screened._screen(*args, same_block=False))
+            if buckets == 16384:  # wide: few more pairs than the count keeps
+                assert passed < 2 * len(kept_exactly) + 50, (passed, len(kept_exactly))
+            if buckets == 1:  # one bucket: every pair
+                assert passed == int(runs[2].sum())
 
 
 def test_runs_and_pairs_round_trip():

@@ -7,7 +7,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swdask.jobs.allpairs.filter import QgramFilter
-from swdask.kernels.cpu.qgram import count_shared, need_of, qgram_codes
+from swdask.kernels.cpu import qgram
+from swdask.kernels.cpu.qgram import (
+    EXACT_DOT,
+    bucket_vectors,
+    count_shared,
+    need_of,
+    qgram_codes,
+    screen_passes,
+    token_bucket,
+)
 from swdask.sequences.alphabet import DNA, PROTEIN
 from tests.helpers import pack
 
@@ -100,3 +109,37 @@ def test_integer_need_equals_the_exact_one(m, n, q, t):
     exact = QgramFilter(q, t, 5, 4).need(m, n)
     assert max(0, need_of(m, n, q, t.numerator, t.denominator)) == exact
     assert int(QgramFilter(q, t, 5, 4).needs(m, n)) == exact
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.integers(0, (1 << 62) - 1), st.integers(0, 1 << 20), st.integers(1, 1 << 20))
+def test_compiled_token_bucket_equals_plain_python(code, occurrence, buckets):
+    b = token_bucket(code, occurrence, buckets)
+    assert 0 <= b < buckets and qgram._token_bucket(code, occurrence, buckets) == b
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(dna, min_size=1, max_size=5), st.integers(1, 7), st.integers(1, 40))
+def test_bucket_vectors_count_tokens_and_bound_the_shared_count(seqs, q, buckets):
+    residues, offsets = encode(seqs)
+    codes, code_off = qgram_codes(residues, offsets, q, DNA.size, DNA.unknown_code)
+    vectors = np.zeros((len(seqs), buckets), np.float32)
+    bucket_vectors(codes, code_off, vectors)
+    for i, seq in enumerate(seqs):
+        # The k-th window reading a q-gram is token (code, k), counted in its bucket.
+        expected = Counter()
+        for gram, count in windows(seq, q).items():
+            for k in range(count):
+                expected[token_bucket(code_of(gram, DNA), k, buckets)] += 1
+        assert {b: int(v) for b, v in enumerate(vectors[i]) if v} == dict(expected), (seq, q)
+    dots = vectors @ vectors.T
+    for i, a in enumerate(seqs):
+        for j, b in enumerate(seqs):
+            assert dots[i, j] >= sum((windows(a, q) & windows(b, q)).values())
+
+
+def test_the_screen_keeps_a_pair_whose_dot_product_float32_could_round():
+    assert screen_passes(10.0, 100, 10) and not screen_passes(9.0, 100, 10)
+    # A product of token counts at 2**24 or more: float32 may have rounded the sum down.
+    assert screen_passes(0.0, EXACT_DOT, 10) and not screen_passes(0.0, EXACT_DOT - 1, 10)
+    assert float(np.float32(EXACT_DOT + 1)) == EXACT_DOT  # why: the first whole number lost

@@ -1,5 +1,6 @@
-"""The GPU q-gram count of the all-pairs pre-filter equals the CPU kernel's: small inputs
-in the simulator (runs with holes, N, lengths 0 and 1), every pair of 16S_200 on a card."""
+"""The GPU q-gram count of the all-pairs pre-filter, and the bucket screen before it, equal
+the CPU kernel's: small inputs in the simulator (runs with holes, N, lengths 0 and 1;
+numpy's product stands in for cuBLAS there), every pair of 16S_200 on a card."""
 import random
 from fractions import Fraction
 
@@ -10,7 +11,7 @@ from swdask.jobs.allpairs import IdentityBound
 from swdask.jobs.allpairs.filter import QgramFilter, runs_of
 from swdask.jobs.allpairs.plan import pair_ranges
 from swdask.kernels.cpu.qgram import count_shared
-from swdask.kernels.cuda.qgram import count_shared_gpu
+from swdask.kernels.cuda.qgram import count_shared_gpu, screen_and_count_gpu
 from swdask.scoring import Scoring
 from swdask.sequences.alphabet import DNA
 from swdask.sequences.store import load_sequences
@@ -28,6 +29,12 @@ def both_counts(f: QgramFilter, residues, offsets, runs):
     cpu = np.zeros(int(starts[-1]), np.int32)
     count_shared(*args, cpu)
     gpu, _ = count_shared_gpu(*args)
+    # The screen, then the count of what it keeps: the same pairs and counts, at any width.
+    for buckets in (1, 64, 16384):
+        for same in (False, True):
+            which, shared, _ = screen_and_count_gpu(*args, buckets, same_block=same)
+            assert np.array_equal(which, np.flatnonzero(cpu >= 0)), (buckets, same)
+            assert np.array_equal(shared, cpu[cpu >= 0])
     return cpu, gpu
 
 
