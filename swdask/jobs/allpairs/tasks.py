@@ -2,7 +2,9 @@
 over it, exact identity filter; and the typed statistics of the tasks."""
 from __future__ import annotations
 
+import collections
 import functools
+import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -40,7 +42,13 @@ __all__ = ["CPU_CHUNK", "AllPairsStats", "BlockStats", "allpairs_stats", "block_
 CPU_CHUNK = 16
 
 
-@functools.lru_cache(maxsize=8)
+#: Store partitions a process keeps read (16.7 M residues each by default: the 215,016
+#: sequences of workflows/make_16s_large.py are 20 of them, about 350 MB).  Block pairs run
+#: most cells first, which at 16S lengths visits blocks in no order of the store.
+PARTITIONS_KEPT = 32
+
+
+@functools.lru_cache(maxsize=PARTITIONS_KEPT)
 def _read_partition(store_path: str, partition: int) -> SequenceBatch:
     return SequenceStore.open(store_path).read_partition(partition)
 
@@ -50,17 +58,38 @@ def read_block(store_path: str, block: Block) -> SequenceBatch:
     return _read_partition(store_path, block.partition).take(np.arange(block.start, block.stop))
 
 
-#: Blocks whose q-gram codes a process keeps.  Block pairs run largest first, in no order
-#: of their blocks, on many threads: with the last 4 kept, the 16S set (14 blocks, 62
-#: block pairs) made its codes 8 times over per 14 block pairs, under the kernel lock.
-#: 16 blocks of 2,048 16S genes hold about 200 MB of codes.
-QGRAM_BLOCKS_KEPT = 16
+#: Bytes of q-gram codes a process keeps (4 a residue for DNA), most recently used first.
+#: Block pairs run most cells first, in no order of their blocks, on many threads: with
+#: the last 4 blocks kept, the 16S set (14 blocks, 62 block pairs) made its codes 8 times
+#: over, under the kernel lock.  2 GiB holds every block of the 215,016-sequence set.
+QGRAM_BYTES_KEPT = 2 << 30
 
 
-@functools.lru_cache(maxsize=QGRAM_BLOCKS_KEPT)
-def _block_qgrams(store_path: str, block: Block, prefilter: QgramFilter) -> tuple:
-    # A block takes part in many block pairs, and the lower triangle runs row by row.
-    return prefilter.codes(read_block(store_path, block))
+class _CodeCache:
+    """The q-gram codes of the blocks used last, within :data:`QGRAM_BYTES_KEPT`."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.entries: collections.OrderedDict = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, store_path: str, block: Block, prefilter: QgramFilter) -> tuple:
+        key = (store_path, block, prefilter.q, prefilter.base, prefilter.unknown)
+        with self.lock:
+            if key in self.entries:
+                self.entries.move_to_end(key)
+                return self.entries[key]
+        codes = prefilter.codes(read_block(store_path, block))  # two threads may both make it
+        with self.lock:
+            self.entries[key] = codes
+            self.entries.move_to_end(key)
+            while len(self.entries) > 1 and sum(
+                    c.nbytes + o.nbytes for c, o in self.entries.values()) > self.limit:
+                self.entries.popitem(last=False)
+        return codes
+
+
+_block_qgrams = _CodeCache(QGRAM_BYTES_KEPT).get
 
 
 def _score_cpu(qa: SequenceBatch, sb: SequenceBatch, runs: Runs, job: AllPairsJob, *,
