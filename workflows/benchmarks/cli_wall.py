@@ -98,7 +98,17 @@ SWDASK_CACHE = "SWDASK_CACHE_DIR"
 NUMBA_CACHE = "NUMBA_CACHE_DIR"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cpu_model, gpu_names  # noqa: E402
+from common import (  # noqa: E402  (this folder)
+    CUDASW4_GAPS,
+    cpu_model,
+    cudasw4_align_command,
+    cudasw4_makedb_command,
+    cudasw4_programs,
+    cudasw4_top_scores,
+    cudasw4_total,
+    gpu_names,
+    scores_agree,
+)
 from gpu_dask_search import replicate  # noqa: E402  (the GPU benchmark's database)
 
 # --------------------------------------------------------------------------------------
@@ -381,7 +391,7 @@ def case_search(args, runner: Runner, scratch: Path, has_warmup: bool, shared: d
                         label="swdask ingest (not counted)")
     db = SequenceStore.open(store)
     cells = query_residues * db.n_residues
-    gaps = (10, 1) if args.cudasw4 else (args.gap_open, args.gap_extend)
+    gaps = CUDASW4_GAPS if args.cudasw4 else (args.gap_open, args.gap_extend)
     workload = {"db": str(args.db), "copies": args.copies, "db_sequences": db.n_records,
                 "db_residues": db.n_residues, "queries": str(args.queries),
                 "n_queries": len(query_lengths), "query_residues": query_residues,
@@ -439,45 +449,32 @@ def cudasw4(args, runner: Runner, fasta: Path, queries: Path, scratch: Path,
     """Row (d): CUDASW++4.0 on the same database and queries, and the top-10 agreement.
 
     ``makedb`` once (not counted), then ``align`` with the options of its own
-    benchmark scripts (``--uploadFull --prefetchDBFile``, DPX kernels, ``--verbose`` for
-    its GCUPS line), ``--top 10 --tsv --of FILE``, as a whole process.
+    benchmark scripts (:func:`common.cudasw4_align_command`), ``--top 10``, as a whole
+    process.
     """
     import pandas as pd
 
-    folder = Path(args.cudasw4).resolve()
     db_prefix = scratch / "cudasw4_db" / "db"
     db_prefix.parent.mkdir(exist_ok=True)
-    made = runner.run([fasta, db_prefix], {}, label="CUDASW++ makedb (not counted)",
-                      program=[str(folder / "makedb")])
+    made = runner.run([], {}, label="CUDASW++ makedb (not counted)",
+                      program=cudasw4_makedb_command(args.cudasw4, fasta, db_prefix))
     tsv = scratch / "cudasw4_top10.tsv"
-    argv = ["--query", queries, "--db", db_prefix, "--top", "10", "--verbose", "--uploadFull",
-            "--prefetchDBFile", "--mat", "blosum62", "--singlePassType", "DPXs16",
-            "--manyPassType_small", "DPXs16", "--manyPassType_large", "DPXs32", "--tsv",
-            "--of", tsv]
-    runs = [runner.run(argv, {}, label=f"(d) CUDASW++ align, run {k + 1}",
-                       program=[str(folder / "align")]) for k in range(args.repeats)]
+    command = cudasw4_align_command(args.cudasw4, queries, db_prefix, tsv, top=10)
+    runs = [runner.run([], {}, label=f"(d) CUDASW++ align, run {k + 1}", program=command)
+            for k in range(args.repeats)]
     wall = statistics.median(r["wall_s"] for r in runs)
-    reported = [seconds_in(r["stdout"], r"Total time: ([\d.eE+-]+) s") for r in runs]
-    gcups = [seconds_in(r["stdout"], r"Total time: [\d.eE+-]+ s, ([\d.eE+-]+) GCUPS") for r in runs]
-    # The TSV of src/main.cu: Query number, Query length, Query header, Result number,
-    # Result score, Reference length, Reference header, Reference ID in DB.
-    theirs = pd.read_csv(tsv, sep="\t", quoting=3, dtype=str)
-    theirs = {int(q): sorted((int(s) for s in g["Result score"]), reverse=True)
-              for q, g in theirs.groupby("Query number")}
+    reported, gcups = zip(*(cudasw4_total(r["stdout"]) for r in runs))
+    theirs = cudasw4_top_scores(tsv)
     ours = pd.read_parquet(swdask_hits, columns=["query_id", "score"])
     ours = {int(q): sorted(g["score"].astype(int).tolist(), reverse=True)[:10]
             for q, g in ours.groupby("query_id")}
-    compared = agree = 0
-    for q in sorted(set(theirs) | set(ours)):
-        a, b = ours.get(q, []), theirs.get(q, [])
-        compared += max(len(a), len(b))
-        agree += sum(x == y for x, y in zip(a, b))
+    agree, compared = scores_agree(ours, {q: s[:10] for q, s in theirs.items()})
     print(f"  top-10 scores: {agree} of {compared} agree (swdask vs CUDASW++, rank by rank)",
           flush=True)
     med = lambda xs: statistics.median(x for x in xs if x is not None) \
         if any(x is not None for x in xs) else None  # noqa: E731
     return {"makedb_s": made["wall_s"], "runs": [slim(r) for r in runs], "wall_s": wall,
-            "reported_s": reported, "reported_gcups": gcups, "top10_agree": agree,
+            "reported_s": list(reported), "reported_gcups": list(gcups), "top10_agree": agree,
             "top10_compared": compared,
             "rows": [{"run": f"(d) CUDASW++4.0 align (median of {args.repeats})",
                       "wall_s": wall, "reported_s": med(reported), "gcups": cells / wall / 1e9},
@@ -736,6 +733,11 @@ def main(argv=None) -> int:
         args.db = args.db or DATA / "sprot_db.fasta.gz"
         args.cudasw4 = None
     args.db = args.db or DATA / "sprot12071.fasta.gz"
+    if args.cudasw4:
+        try:
+            cudasw4_programs(args.cudasw4)
+        except FileNotFoundError as error:
+            parser.error(f"--cudasw4: {error}")
     if args.device is None:
         args.device = "gpu" if shutil.which("nvidia-smi") else "cpu"
 
