@@ -4,6 +4,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 import swdask
 from tests.helpers import QUERIES, ROOT, RRNA, SPROT196, SPROT12071, SPROT_DB
 
@@ -131,6 +133,79 @@ def test_make_16s_large(tmp_path):
         for k in (1, 2):
             r = align_codes(gene, batch.alphabet.decode(batch.codes(3 * g + k)), scoring, "global")
             assert 0.93 <= r["identity"] < 1
+
+
+def test_make_sprot_shuffled(tmp_path):
+    """The shuffled database: K copies of every record named NAME_sK, each the original's
+    residues (same multiset) in the order ``random.Random(f"{seed}:{i}:{k}")`` gives, the
+    same bytes on a second run; by default the fewest copies that reach --min-residues."""
+    import random
+
+    from tests.helpers import fasta_records
+
+    script = ROOT / "workflows" / "make_sprot_shuffled.py"
+    original = [(name, seq.upper()) for name, _, seq in fasta_records(SPROT196)]
+    residues = sum(len(seq) for _, seq in original)
+    assert residues == 42_089
+    for name in ("a.fasta.gz", "b.fasta.gz"):
+        done = subprocess.run([sys.executable, str(script), str(SPROT196), "-o",
+                               str(tmp_path / name), "--copies", "2", "--seed", "5"],
+                              capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+    assert (tmp_path / "a.fasta.gz").read_bytes() == (tmp_path / "b.fasta.gz").read_bytes()
+    written = [(name, seq) for name, _, seq in fasta_records(tmp_path / "a.fasta.gz")]
+    assert len(written) == 2 * len(original)
+    moved = 0
+    for i, (name, seq) in enumerate(original):
+        for k in (1, 2):
+            copy_name, copy = written[2 * i + k - 1]
+            assert copy_name == f"{name}_s{k}"
+            assert sorted(copy) == sorted(seq), (name, k)
+            letters = list(seq)
+            random.Random(f"5:{i}:{k}").shuffle(letters)
+            assert copy == "".join(letters), (name, k)
+            moved += copy != seq
+    assert moved >= 0.99 * 2 * len(original)  # shuffled, not copied
+    # A different seed, different copies.
+    done = subprocess.run([sys.executable, str(script), str(SPROT196), "-o",
+                           str(tmp_path / "c.fasta.gz"), "--copies", "2"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert fasta_records(tmp_path / "c.fasta.gz")[0][2] != written[0][1]
+    # Default copies: 100,000 residues need 3 copies of 42,089 (2 make 84,178).
+    done = subprocess.run([sys.executable, str(script), str(SPROT196), "-o",
+                           str(tmp_path / "d.fasta.gz"), "--min-residues", "100000"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "(3 shuffled copies of each), 126,267 residues" in done.stdout
+    names = [name for name, _, _ in fasta_records(tmp_path / "d.fasta.gz")]
+    assert len(names) == 3 * len(original) and names[:3] == [
+        f"{original[0][0]}_s{k}" for k in (1, 2, 3)]
+    # An existing output is not replaced.
+    again = subprocess.run([sys.executable, str(script), str(SPROT196), "-o",
+                            str(tmp_path / "d.fasta.gz")], capture_output=True, text=True,
+                           check=False)
+    assert again.returncode != 0 and "already exists" in again.stderr
+
+
+def test_make_sprot_shuffled_default_copies():
+    """The 100 M default, computed from the input: Swiss-Prot 12k (4,886,913 residues,
+    counted here) needs 21 copies (20 make 97.7 M)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "make_sprot_shuffled", ROOT / "workflows" / "make_sprot_shuffled.py")
+    maker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(maker)
+    residues = maker.count_residues(SPROT12071)
+    assert residues == 4_886_913
+    assert maker.MIN_RESIDUES == 100_000_000
+    assert maker.default_copies(residues) == 21
+    assert 20 * residues < 100_000_000 <= 21 * residues
+    assert maker.default_copies(50, 100) == 2 and maker.default_copies(51, 100) == 2
+    assert maker.default_copies(100, 100) == 1 and maker.default_copies(10**9) == 1
+    with pytest.raises(ValueError, match="no residues"):
+        maker.default_copies(0)
 
 
 def test_significance_benchmark_smoke(tmp_path):
