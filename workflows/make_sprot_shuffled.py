@@ -17,7 +17,7 @@ from the input: Swiss-Prot 12k (4,886,913 residues) gives 21 copies, 253,491 seq
 
 Usage (about 20 s on one core; the comparison with CUDASW++4.0 is in ``docs/benchmarks.md``)::
 
-    python workflows/make_sprot_shuffled.py /work/shared/data/sprot12071.fasta.gz \\
+    python workflows/make_sprot_shuffled.py tests/data/sprot12071.fasta.gz \\
         -o sprot_shuffled.fasta.gz
     python workflows/benchmarks/gpu_search.py --db sprot_shuffled.fasta.gz \\
         --queries .anchors/cudasw4/allqueries.fasta --cudasw4 .anchors/cudasw4
@@ -123,6 +123,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"{args.output}: already exists")
     if args.copies is not None and args.copies < 1:
         parser.error(f"--copies must be at least 1, not {args.copies}")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
     copies, n, residues = make(args.source, args.output, copies=args.copies, seed=args.seed,
                                min_residues=int(args.min_residues))
     print(f"wrote {n:,} sequences ({copies} shuffled copies of each), {residues:,} residues, "
