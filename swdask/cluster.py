@@ -141,9 +141,9 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
 
     Notes
     -----
-    The Numba kernels of a CPU worker use ``NUMBA_NUM_THREADS`` threads: the cores
-    divided by the workers, unless the environment sets it.  GPU workers get
-    ``GPU=1``.  The client's scheduler routes GPU work by the tasks themselves
+    The Numba kernels of a worker (a GPU worker's too: the q-gram codes, the all-pairs
+    path counts, the CPU traceback) use ``NUMBA_NUM_THREADS`` threads: the cores divided
+    by the workers, unless the environment sets it.  GPU workers get ``GPU=1``.  The client's scheduler routes GPU work by the tasks themselves
     (:func:`route_tasks`).
 
     Examples
@@ -199,16 +199,24 @@ def _started(cluster_class, options: dict, kwargs: dict, dashboard_address):
     the cluster starts on a free port instead of failing with "Port 8787 is already in
     use".  Workers that cannot start (Dask's "Nanny failed to start", or a timeout) are a
     :class:`ClusterError` naming the cause."""
-    if "env" in options and "env" in kwargs:
-        kwargs = dict(kwargs, env={**options["env"], **kwargs["env"]})
-    options = {key: value for key, value in options.items() if key not in kwargs}
+    import dask.config
+
+    env = {**options.get("env", {}), **kwargs.get("env", {})}
+    options = {key: value for key, value in options.items() if key not in kwargs and key != "env"}
+    kwargs = {key: value for key, value in kwargs.items() if key != "env"}
+    # Through Dask's configuration, not ``env=``: dask-cuda replaces a worker's ``env``
+    # with its own (CUDA_VISIBLE_DEVICES), and its CPU-affinity plugin may leave every
+    # worker all of the cores, so each GPU worker's Numba would start a thread per core.
+    # The nannies read it while the cluster starts.
+    environ = {**dask.config.get("distributed.nanny.environ", {}), **env}
     try:
-        try:
-            return cluster_class(**options, **kwargs)
-        except RuntimeError as exc:
-            if dashboard_address is not None or "already in use" not in str(exc):
-                raise
-            return cluster_class(**dict(options, dashboard_address=":0"), **kwargs)
+        with dask.config.set({"distributed.nanny.environ": environ}):
+            try:
+                return cluster_class(**options, **kwargs)
+            except RuntimeError as exc:
+                if dashboard_address is not None or "already in use" not in str(exc):
+                    raise
+                return cluster_class(**dict(options, dashboard_address=":0"), **kwargs)
     except (RuntimeError, TimeoutError, OSError) as exc:
         raise ClusterError(f"the local Dask cluster ({options.get('n_workers')} worker(s)) could "
                            f"not start: {_reason(exc)}") from exc
@@ -517,7 +525,8 @@ def _plan(n_workers, scheduler, device, threads_per_worker, dashboard_address, *
 
     Examples
     --------
-    >>> _plan(None, None, "auto", None, ":0", gpus=2, simulator=False)
+    >>> kind, options = _plan(None, None, "auto", None, ":0", gpus=2, simulator=False)
+    >>> kind, {key: value for key, value in options.items() if key != "env"}
     ('cuda', {'n_workers': 2, 'threads_per_worker': 2, 'dashboard_address': ':0', 'resources': {'GPU': 1}})
     >>> _plan(None, "tcp://10.0.0.1:8786", "gpu", None, None, gpus=0, simulator=False)
     ('connect', {'address': 'tcp://10.0.0.1:8786'})
@@ -542,8 +551,12 @@ def _plan(n_workers, scheduler, device, threads_per_worker, dashboard_address, *
         if n_workers is not None and n_workers > gpus:
             raise ValueError(f"n_workers={n_workers}, but {gpus} GPU(s) are visible: a GPU "
                              "cluster runs one worker per GPU")
-        return "cuda", {"n_workers": n_workers or gpus, "threads_per_worker": threads,
-                        "dashboard_address": dashboard, "resources": dict(GPU_RESOURCE)}
+        workers = n_workers or gpus
+        options = {"n_workers": workers, "threads_per_worker": threads,
+                   "dashboard_address": dashboard, "resources": dict(GPU_RESOURCE)}
+        if "NUMBA_NUM_THREADS" not in os.environ:  # host kernels: a share of the cores each
+            options["env"] = {"NUMBA_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
+        return "cuda", options
     if device == "gpu" and not simulator:
         raise DeviceError("device='gpu': no CUDA GPU is visible to Numba; start the cluster on "
                           "a machine with an NVIDIA GPU (and swdask[gpu]), or use device='cpu'")

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import dask
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -135,16 +136,22 @@ def test_cluster_with_gpus_is_a_local_cuda_cluster(monkeypatch):
 
     def local_cuda_cluster(**options):
         got.update(options)
+        got["environ"] = dask.config.get("distributed.nanny.environ")
         return LocalCluster(n_workers=1, processes=False, dashboard_address=":0")
 
     fake = type(sys)("dask_cuda")
     fake.LocalCUDACluster = local_cuda_cluster
     monkeypatch.setitem(sys.modules, "dask_cuda", fake)
     monkeypatch.setattr(swdask.backend, "visible_gpus", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
     client = swdask.cluster(dashboard_address=":0")
     try:
+        # Each worker's Numba gets half the cores, through the nannies' environment
+        # (dask-cuda would replace an env= with its own); no env= reaches dask-cuda.
         assert got == {"n_workers": 2, "threads_per_worker": 2, "dashboard_address": ":0",
-                       "resources": {"GPU": 1}}
+                       "resources": {"GPU": 1}, "environ": {"NUMBA_NUM_THREADS": "16"}}
+        assert "NUMBA_NUM_THREADS" not in dask.config.get("distributed.nanny.environ")
     finally:
         shutdown(client)
     monkeypatch.setitem(sys.modules, "dask_cuda", None)  # not installed
