@@ -457,13 +457,19 @@ def _run(job: SearchJob, progress, device="cpu"):
             work.append((queries.names[qi], int(queries.seq_id[qi]), job.query_codes(qi, flip),
                          names[seq_id], seq_id, subject, score, qe, se, rank))
             strands.append(flip)
+    if job.evalue is not None and work:  # cut before the traceback, ranks renumbered
+        keep = tasks.within_evalue(job, [w[6] for w in work], [len(w[2]) for w in work],
+                                   [len(w[5]) for w in work])
+        work = [w for w, k in zip(work, keep) if k]
+        strands = [f for f, k in zip(strands, keep) if k]
+        rank = 0
+        for k, w in enumerate(work):
+            rank = rank + 1 if k and w[1] == work[k - 1][1] else 1
+            work[k] = (*w[:9], rank)
     rows = tasks.trace(work, job.scoring, job.mode, device)
     frame = tasks.hits_frame(tasks.on_strands(rows, strands, job.stranded))
     if job.statistics:
         frame = tasks.statistics(frame, job)
-    if job.evalue is not None:
-        frame = frame[(frame["evalue"] <= job.evalue).to_numpy(dtype=bool)].reset_index(drop=True)
-        frame["rank"] = (frame.groupby("query_id", sort=False).cumcount() + 1).astype("Int32")
     traceback_seconds = time.perf_counter() - tick
     stats = {"n_queries": n_queries, "n_subjects": store.n_records, "cells": cells,
              "score_seconds": score_seconds, "traceback_seconds": traceback_seconds,

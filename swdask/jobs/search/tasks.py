@@ -275,14 +275,10 @@ def traceback_batch(job: SearchJob, candidates: pd.DataFrame,
     started, tick = time.time(), time.perf_counter()
     queries = job.queries
     if job.evalue is not None and len(candidates):
-        import pandas as pd
-
         position = job.positions(candidates["query_id"].to_numpy())
-        evalues = statistics(pd.DataFrame({
-            "score": candidates["score"].to_numpy(),
-            "query_length": queries.lengths[position],
-            "subject_length": candidates["subject_length"].to_numpy()}), job)["evalue"]
-        candidates = candidates[(evalues <= job.evalue).to_numpy(dtype=bool)]
+        candidates = candidates[within_evalue(job, candidates["score"].to_numpy(),
+                                              queries.lengths[position],
+                                              candidates["subject_length"].to_numpy())]
     subjects = _read_subjects(job, candidates)
     position = job.positions(candidates["query_id"].to_numpy())
     work = []
@@ -521,6 +517,19 @@ def hits_frame(rows: Sequence[tuple]) -> pd.DataFrame:
     data["bitscore"] = pa.nulls(len(rows), pa.float64())
     table = pa.table({f.name: pa.array(data[f.name], type=f.type) for f in HITS}, schema=HITS)
     return to_pandas(check_table(table, HITS, where="hits"))
+
+
+def within_evalue(job: SearchJob, scores: npt.ArrayLike, query_lengths: npt.ArrayLike,
+                  subject_lengths: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+    """Which candidates reach ``job.evalue``: an E-value depends on the score and the
+    lengths only, so candidates are cut before their traceback, never after."""
+    import pandas as pd
+
+    evalues = statistics(pd.DataFrame({"score": np.asarray(scores),
+                                       "query_length": np.asarray(query_lengths),
+                                       "subject_length": np.asarray(subject_lengths)}),
+                         job)["evalue"]
+    return (evalues <= job.evalue).to_numpy(dtype=bool)
 
 
 def statistics(frame: pd.DataFrame, job: SearchJob) -> pd.DataFrame:
