@@ -255,3 +255,39 @@ def test_build_process_protocol():
     line = json.loads(done.stdout.strip().splitlines()[-1])
     assert line["family"] == "tile" and line["shape"] == share[0][1] and line["seconds"] >= 0
     assert room.build([("tile", share[0][1])]) == []  # the simulator: nothing to build
+
+
+def test_rendered_kernel_bytecode_is_kept_and_checked(tmp_path, monkeypatch):
+    """A rendered kernel's text is compiled once: the next process reads the bytecode
+    kept beside the file; a damaged, foreign or misplaced entry is compiled anew."""
+    path = tmp_path / "kernel-0123456789ab.py"
+    source = "def kernel(x):\n    return x + 41\n"
+    path.write_text(source)
+    first = room._code_of(source, path)
+    cached = path.with_suffix(".code")
+    assert cached.exists()
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("compiled although the bytecode was kept")
+
+    import builtins
+
+    with monkeypatch.context() as patch:
+        patch.setattr(builtins, "compile", no_compile)
+        again = room._code_of(source, path)
+    namespace = {}
+    exec(again, namespace)
+    assert namespace["kernel"](1) == 42 and again.co_filename == first.co_filename == str(path)
+    good = cached.read_bytes()
+    for damaged in (good[:-5], b"\x00\x00\x00\x00" + good[4:], b""):
+        cached.write_bytes(damaged)
+        code = room._code_of(source, path)
+        namespace = {}
+        exec(code, namespace)
+        assert namespace["kernel"](1) == 42
+        assert cached.read_bytes() == good  # written again
+    # Bytecode kept for another file is not taken for this one.
+    other = tmp_path / "other-0123456789ab.py"
+    other.write_text(source)
+    other.with_suffix(".code").write_bytes(good)
+    assert room._code_of(source, other).co_filename == str(other)

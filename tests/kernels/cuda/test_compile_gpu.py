@@ -65,7 +65,8 @@ def test_a_second_process_loads_without_compiling(tmp_path):
 
 def test_search_kernels_load_ahead_on_a_thread(tmp_path):
     """With a filled cache, a fresh process's load_search_kernels puts every saved kernel
-    of the search on the GPU before its first launch (their CUDA functions are there), and
+    of the search on the GPU before its first launch (their CUDA functions are there and
+    loaded into the context), and
     the search's hits are those of a process that loads them at the first launch."""
     run(tmp_path)  # fills the cache
     script = """
@@ -83,7 +84,16 @@ thread = backend.load_search_kernels(queries.lengths, swdask.Scoring())
 thread.join()
 kernels = [k for k in room._KERNELS.values() if k.dispatcher.overloads]
 loaded = all(c._codelibrary._cufunc_cache for k in kernels for c in k.dispatcher.overloads.values())
-print(json.dumps({"kernels": len(kernels), "loaded": loaded, **room.STATS}))
+# Resident in the context, not only found: CUDA's lazy loading would load them at launch.
+from cuda.bindings import driver as cu
+resident = []
+for k in kernels:
+    for c in k.dispatcher.overloads.values():
+        _, function = cu.cuKernelGetFunction(c._codelibrary.get_cufunc().handle)
+        _, state = cu.cuFuncIsLoaded(function)
+        resident.append(state == cu.CUfunctionLoadingState.CU_FUNCTION_LOADING_STATE_LOADED)
+print(json.dumps({"kernels": len(kernels), "loaded": loaded, "resident": all(resident),
+                  **room.STATS}))
 """
     env = dict(os.environ, SWDASK_CACHE_DIR=str(tmp_path))
     env.pop("NUMBA_ENABLE_CUDASIM", None)
@@ -91,5 +101,5 @@ print(json.dumps({"kernels": len(kernels), "loaded": loaded, **room.STATS}))
                           text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    assert got["kernels"] > 0 and got["loaded"] and got["compiled"] == 0, got
+    assert got["kernels"] > 0 and got["loaded"] and got["resident"] and got["compiled"] == 0, got
     assert run(tmp_path, SWDASK_LOAD_AHEAD="0")["hits"] == run(tmp_path)["hits"]
