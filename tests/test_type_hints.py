@@ -29,7 +29,7 @@ CUDA_DEVICE_FUNCTIONS = {
                             "pair_significance"},
     "kernels/cuda/all_pairs.py": {"lowest_score"},
     "kernels/cuda/traceback.py": {"strip_columns"},
-    "kernels/cpu/qgram.py": {"need_of", "merge_count"},
+    "kernels/cpu/qgram.py": {"need_of", "merge_count", "token_bucket", "screen_passes"},
 }
 
 
