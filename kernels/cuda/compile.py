@@ -33,8 +33,9 @@ What this module does
   folder and renamed into place (atomic on POSIX); readers never see a partial entry.
   Two processes compiling the same kernel both write it; the last rename wins, and both
   wrote the same thing.
-- **Bounded**: after a write the folder is pruned to 75% of ``SWDASK_KERNEL_CACHE_MB``
-  (default 1024) by least recent use (a load refreshes an entry's time).
+- **Bounded**: after a write the folder (entries, and the rendered texts and their
+  bytecode under ``source/``) is pruned to 75% of ``SWDASK_KERNEL_CACHE_MB`` (default
+  1024) by least recent use (a load refreshes a file's time).
 - **Parallel builds**: :func:`build` compiles missing kernels in worker processes
   (Numba holds one compiler lock per process, so threads would take turns); a job calls
   it with the shapes it will launch, ``swdask warmup`` with every shape there is.
@@ -262,10 +263,12 @@ def prune(folder: Path | None = None, limit: int | None = None) -> int:
     entries = []
     removed = 0
     now = time.time()
-    try:
-        listing = list(os.scandir(folder))
-    except FileNotFoundError:
-        return 0
+    listing = []
+    for where in (folder, folder / "source"):  # entries; rendered text and its bytecode
+        try:
+            listing += list(os.scandir(where))
+        except FileNotFoundError:
+            pass
     for item in listing:
         try:
             stat = item.stat()
@@ -274,7 +277,8 @@ def prune(folder: Path | None = None, limit: int | None = None) -> int:
         if item.name.endswith(".tmp") and now - stat.st_mtime > 3600:
             _discard(Path(item.path))  # left by a killed writer
             removed += 1
-        elif item.name.endswith(_SUFFIX):
+        elif item.name.endswith((_SUFFIX, ".py", ".code")) and item.is_file():
+            # A pruned text or bytecode is written again by the next process that needs it.
             entries.append((stat.st_mtime, stat.st_size, item.path))
     total = sum(size for _, size, _ in entries)
     if total <= limit:
@@ -548,12 +552,22 @@ def _source_file(rendered: Rendered, digest: str) -> Path:
     path = folder / f"{rendered.name}-{digest[:12]}.py"
     if not path.exists():
         write_atomic(path, rendered.source.encode())
+    else:
+        _touch(path)
     dump = os.environ.get(ENV_DUMP)
     if dump:
         target = Path(dump) / f"{rendered.name}.py"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(rendered.source)
     return path
+
+
+def _touch(path: Path) -> None:
+    """Mark a file of the cache as used now (:func:`prune` drops the least recently used)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
 
 
 def _code_of(source: str, path: Path) -> types.CodeType:
@@ -571,6 +585,7 @@ def _code_of(source: str, path: Path) -> types.CodeType:
         if data[:len(magic)] == magic:
             code = marshal.loads(data[len(magic):])
             if isinstance(code, types.CodeType) and code.co_filename == str(path):
+                _touch(cached)
                 return code
     except (OSError, ValueError, EOFError, TypeError):
         pass

@@ -121,6 +121,26 @@ def test_prune_keeps_the_most_recently_used_within_the_bound(tmp_path):
     assert room.prune(tmp_path, limit=10**9) == 0  # under the bound: nothing goes
 
 
+def test_prune_counts_the_rendered_texts_and_their_bytecode(tmp_path):
+    """The source/ folder is part of the bound: its oldest files go with the entries."""
+    now = time.time()
+    source = tmp_path / "source"
+    source.mkdir()
+    for k in range(4):
+        for suffix in (".py", ".code"):
+            path = source / f"kernel{k}-0123456789ab{suffix}"
+            path.write_bytes(bytes(100_000))
+            os.utime(path, (now - 1000 + k, now - 1000 + k))
+    newest = entry(tmp_path, payload=bytes(100_000), name="k9-x.nbk")
+    removed = room.prune(tmp_path, limit=500_000)
+    left = sorted(p.name for p in source.iterdir())
+    # 900 kB in all: the three oldest pairs go (6 files), the newest pair and entry stay.
+    assert removed == 6 and newest.exists()
+    assert left == ["kernel3-0123456789ab.code", "kernel3-0123456789ab.py"]
+    total = sum(p.stat().st_size for p in source.iterdir()) + newest.stat().st_size
+    assert total <= 0.75 * 500_000
+
+
 def test_the_bound_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv(room.ENV_MAX_MB, "2")
     assert room.max_bytes() == 2 * 2**20
