@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from ...sequences.batch import SequenceBatch
     from .plan import IdentityBound
 
-__all__ = ["QGRAM", "SCREEN_BUCKETS", "QgramFilter", "Runs", "pairs_of", "runs_of"]
+__all__ = ["MAX_SCREEN_BUCKETS", "QGRAM", "SCREEN_BUCKETS", "QgramFilter", "Runs", "pairs_of",
+           "runs_of"]
 
 #: The q of each alphabet, by measurement (docs/allpairs.md: on 2,000 RefSeq 16S genes at
 #: identity 0.97, q = 6, 7 and 8 keep 5,116, 5,088 and 5,449 of the 874,171 pairs the
@@ -48,6 +49,9 @@ QGRAM = {"dna": 7, "protein": 4}
 #: the product's cost grows with the width.  The tunable ``swdask.allpairs-screen-buckets``
 #: overrides it; 0 turns the screen off.
 SCREEN_BUCKETS = 16384
+#: The widest screen: a block's token matrix is ``block size x buckets`` float32 (1 GiB
+#: at 2,048 x 131,072).
+MAX_SCREEN_BUCKETS = 1 << 17
 
 #: Runs of pairs: per entry a query index, its first subject and how many consecutive
 #: subjects (int64 arrays ``q_list, s_lo, s_count``), the planner's and the kernels' layout.
@@ -148,9 +152,10 @@ class QgramFilter:
             return None
         buckets = tunable("allpairs-screen-buckets")
         buckets = SCREEN_BUCKETS if buckets is None else buckets
-        if isinstance(buckets, bool) or int(buckets) != buckets or buckets < 0:
-            raise ValueError(f"swdask.allpairs-screen-buckets must be a whole number, at least 0 "
-                             f"(0: no screen), got {buckets!r}")
+        if (isinstance(buckets, bool) or not isinstance(buckets, (int, float))
+                or int(buckets) != buckets or not 0 <= buckets <= MAX_SCREEN_BUCKETS):
+            raise ValueError(f"swdask.allpairs-screen-buckets must be a whole number from 0 (no "
+                             f"screen) to {MAX_SCREEN_BUCKETS:,}, got {buckets!r}")
         if q is None:
             q = tunable("allpairs-qgram") or QGRAM[alphabet.name]
         if isinstance(q, bool) or int(q) != q or q < 1 or alphabet.size ** int(q) > MAX_CODE:

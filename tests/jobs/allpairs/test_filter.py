@@ -152,6 +152,16 @@ def test_the_filter_is_off_where_it_cannot_drop(monkeypatch):
         QgramFilter.for_job(IdentityBound.from_scoring(DNA, 0.97), DNA_LETTERS, q=27)
     with pytest.raises(ValueError, match="got 0"):
         QgramFilter.for_job(IdentityBound.from_scoring(DNA, 0.97), DNA_LETTERS, q=0)
+    # The screen's width: 16,384 by default, 0 turns it off, a bad one is one clear line.
+    bound = IdentityBound.from_scoring(DNA, 0.97)
+    assert f.buckets == 16384
+    with dask.config.set({"swdask.allpairs-screen-buckets": 0}):
+        assert QgramFilter.for_job(bound, DNA_LETTERS).buckets == 0
+    for bad in (-1, 2.5, "many", 1 << 20, True):
+        with dask.config.set({"swdask.allpairs-screen-buckets": bad}), \
+                pytest.raises(ValueError, match=r"^swdask.allpairs-screen-buckets must be a whole "
+                              r"number from 0 \(no screen\) to 131,072, got "):
+            QgramFilter.for_job(bound, DNA_LETTERS)
     # At 0.8, 16S-length pairs need nothing: the filter steps aside before counting.
     low = QgramFilter.for_job(IdentityBound.from_scoring(DNA, 0.8), DNA_LETTERS)
     lengths = np.arange(1400, 1600, dtype=np.int64)
