@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit, prange
 
 __all__ = ["EXACT_DOT", "MAX_CODE", "bucket_vectors", "count_shared", "merge_count", "need_of",
-           "qgram_codes", "screen_passes", "screen_runs", "token_bucket"]
+           "qgram_codes", "screen_pairs", "screen_passes", "screen_runs", "token_bucket"]
 
 #: Codes must stay below this (int64 with room): ``alphabet_size ** q <= MAX_CODE``.
 MAX_CODE = 1 << 62
@@ -231,3 +231,28 @@ def screen_runs(dots: np.ndarray, q_code_off: np.ndarray, s_code_off: np.ndarray
             tokens = (q_code_off[qi + 1] - q_code_off[qi]) * (s_code_off[sj + 1] - s_code_off[sj])
             need = _need_of(q_len[qi], s_len[sj], q, num, den)
             passed[p] = 1 if _screen_passes(dots[qi, sj], tokens, need) else 0
+
+
+def screen_pairs(q_codes: np.ndarray, q_code_off: np.ndarray, s_codes: np.ndarray,
+                 s_code_off: np.ndarray, q_len: np.ndarray, s_len: np.ndarray,
+                 q_list: np.ndarray, s_lo: np.ndarray, pair_start: np.ndarray, q: int,
+                 num: int, den: int, buckets: int,
+                 same_block: bool = False) -> np.ndarray:
+    """Positions, in run order, of the pairs of the runs that pass the bucket screen: the
+    CPU twin of :func:`swdask.kernels.cuda.qgram.screen_and_count_gpu`'s screen.
+
+    Both blocks' :func:`bucket_vectors` (``buckets`` wide; one set when ``same_block``),
+    their product by BLAS (float32, exact below :data:`EXACT_DOT`), then
+    :func:`screen_runs`.  Parameters as :func:`count_shared`'s.
+    """
+    vectors = []
+    for codes, offsets in ((q_codes, q_code_off),) if same_block else (
+            (q_codes, q_code_off), (s_codes, s_code_off)):
+        v = np.zeros((len(offsets) - 1, buckets), np.float32)
+        bucket_vectors(codes, offsets, v)
+        vectors.append(v)
+    dots = vectors[0] @ vectors[-1].T
+    passed = np.zeros(int(pair_start[-1]), np.uint8)
+    screen_runs(dots, q_code_off, s_code_off, q_len, s_len, q_list, s_lo, pair_start, q, num,
+                den, passed)
+    return np.flatnonzero(passed)

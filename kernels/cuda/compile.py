@@ -49,8 +49,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import importlib.util
 import json
 import logging
+import marshal
 import os
 import pickle
 import struct
@@ -575,9 +577,6 @@ def _code_of(source: str, path: Path) -> types.CodeType:
     interpreter's magic number, then ``marshal``) for the next process, as Python keeps
     a module's ``.pyc``.  The file's name holds the digest of its text, so an entry
     never goes stale; one from another interpreter or unreadable is compiled anew."""
-    import importlib.util
-    import marshal
-
     cached = path.with_suffix(".code")
     magic = importlib.util.MAGIC_NUMBER
     try:

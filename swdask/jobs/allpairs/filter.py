@@ -17,13 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ... import backend
-from ...kernels.cpu.qgram import (
-    MAX_CODE,
-    bucket_vectors,
-    count_shared,
-    qgram_codes,
-    screen_runs,
-)
+from ...kernels.cpu.qgram import MAX_CODE, count_shared, qgram_codes, screen_pairs
 from ...options import tunable
 
 if TYPE_CHECKING:
@@ -272,22 +266,16 @@ class QgramFilter:
 
     def _screen(self, q_codes, s_codes, q_len, s_len, runs: Runs,
                 same_block: bool) -> npt.NDArray[np.int64]:
-        """Positions, in run order, of the pairs of ``runs`` that pass the screen (CPU)."""
+        """Positions, in run order, of the pairs of ``runs`` that pass the screen (CPU,
+        :func:`~swdask.kernels.cpu.qgram.screen_pairs`)."""
         q_list, s_lo, s_count = runs
-        pair_start = _starts(s_count)
         t = self.threshold
         with backend.KERNEL_LOCK:  # parallel Numba kernels and BLAS: all cores
-            vectors = []
-            for codes, offsets in (q_codes,) if same_block else (q_codes, s_codes):
-                v = np.zeros((len(offsets) - 1, self.buckets), np.float32)
-                bucket_vectors(codes, offsets, v)
-                vectors.append(v)
-            dots = vectors[0] @ vectors[-1].T  # float32: exact below EXACT_DOT
-            passed = np.zeros(int(pair_start[-1]), np.uint8)
-            screen_runs(dots, q_codes[1], s_codes[1], np.asarray(q_len, dtype=np.int64),
-                        np.asarray(s_len, dtype=np.int64), q_list, s_lo, pair_start, self.q,
-                        t.numerator, t.denominator, passed)
-        return np.flatnonzero(passed)
+            return screen_pairs(q_codes[0], q_codes[1], s_codes[0], s_codes[1],
+                                np.asarray(q_len, dtype=np.int64),
+                                np.asarray(s_len, dtype=np.int64), q_list, s_lo,
+                                _starts(s_count), self.q, t.numerator, t.denominator,
+                                self.buckets, same_block)
 
     def keep(self, q_codes: tuple, s_codes: tuple, q_len: npt.ArrayLike, s_len: npt.ArrayLike,
              runs: Runs, device: str = "cpu", same_block: bool = False) -> Runs:
