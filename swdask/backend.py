@@ -388,12 +388,13 @@ def start_early() -> None:
     """Begin this process's first use of the GPU on a thread, so that it overlaps the work
     the caller does meanwhile (imports, reading the queries and the store).
 
-    The first use costs about 0.6 s on an H100 host (Numba's CUDA target 0.3 s, driver and
-    context 0.3 s, measured 2026-11-25): a search with every kernel in the cache takes 4 s
-    in all.  The driver calls release the GIL, so the caller's Python work goes on beside
-    them.  :func:`gpu_available` (every GPU check) waits for the thread, so nothing else
-    touches CUDA while it runs.  It does nothing when started already; errors are left to
-    the caller's own check.  Even Numba is imported on the thread.
+    The first use costs about 1.6 s on an H100 host when the caller imports beside it:
+    Numba 0.45-0.6 s, Numba's CUDA target 0.5-0.8 s, ``cuInit`` and the primary context
+    0.25-0.3 s (timeline of a CLI search, 2026-11-27).  The driver is started first, by
+    :func:`_driver_start`, whose calls release the GIL, so that it overlaps the imports of
+    both threads; Numba's own start then finds it done.  :func:`gpu_available` (every GPU
+    check) waits for the thread, so nothing else touches CUDA while it runs.  It does
+    nothing when started already; errors are left to the caller's own check.
     """
     global _early_start
     if _early_start is None:
@@ -402,6 +403,7 @@ def start_early() -> None:
 
 
 def _first_use() -> None:
+    release = _driver_start()
     try:
         from numba import cuda
 
@@ -410,6 +412,43 @@ def _first_use() -> None:
                 cuda.current_context()
     except Exception:  # noqa: BLE001, S110 - no GPU: gpu_available() says so, in the caller's thread
         pass
+    finally:
+        if release is not None:
+            release()
+
+
+def _driver_start() -> Callable[[], None] | None:
+    """Start the CUDA driver and make device 0's primary context through ``libcuda``
+    itself, before Numba is imported; returns the function that gives the context back
+    (None where nothing was started).
+
+    ``cuInit`` and ``cuDevicePrimaryCtxRetain`` are what Numba's start calls first, and
+    they take 0.25-0.3 s on an H100 host.  Called through :mod:`ctypes` they release the
+    GIL, so they run while Python imports Numba; Numba then retains the same context (the
+    driver counts retains) and gives it back when it closes, and this retain is given
+    back as soon as Numba holds its own, so the context's life stays Numba's.  Device 0 is
+    Numba's default device (the first of ``CUDA_VISIBLE_DEVICES``).  Nothing is done under
+    the simulator or without a driver library (Linux only, found as Numba finds it); a
+    failing call leaves the error to Numba's own start.
+    """
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0") \
+            or not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    driver = _driver_library()
+    if driver is None:
+        return None
+    try:
+        release = getattr(driver, "cuDevicePrimaryCtxRelease_v2", None) \
+            or driver.cuDevicePrimaryCtxRelease
+        device, context = ctypes.c_int(), ctypes.c_void_p()
+        if (driver.cuInit(0) or driver.cuDeviceGet(ctypes.byref(device), 0)
+                or driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device)):
+            return None
+    except AttributeError:  # not a CUDA driver
+        return None
+    return lambda: release(device)
 
 
 def gpu_available() -> bool:
@@ -506,16 +545,26 @@ def cuda_driver_loadable() -> bool:
     in ``/usr/lib`` and ``/usr/lib64``, or ``NUMBA_CUDA_DRIVER``."""
     if not sys.platform.startswith("linux") or os.environ.get("NUMBA_CUDA_DRIVER"):
         return True
+    return _driver_library() is not None
+
+
+def _driver_library():
+    """The CUDA driver library where Numba looks for it on Linux (``NUMBA_CUDA_DRIVER``,
+    else ``libcuda.so`` and ``libcuda.so.1`` on the loader's path and in ``/usr/lib`` and
+    ``/usr/lib64``), loaded through :mod:`ctypes`; None where none loads."""
     import ctypes
 
-    for name in ("libcuda.so", "libcuda.so.1"):
-        for path in (name, f"/usr/lib/{name}", f"/usr/lib64/{name}"):
-            try:
-                ctypes.CDLL(path)
-            except OSError:
-                continue
-            return True
-    return False
+    if os.environ.get("NUMBA_CUDA_DRIVER"):
+        paths = [os.environ["NUMBA_CUDA_DRIVER"]]
+    else:
+        paths = [path for name in ("libcuda.so", "libcuda.so.1")
+                 for path in (name, f"/usr/lib/{name}", f"/usr/lib64/{name}")]
+    for path in paths:
+        try:
+            return ctypes.CDLL(path)
+        except OSError:
+            continue
+    return None
 
 
 def current_client() -> Client | None:

@@ -39,6 +39,81 @@ def test_cuda_driver_probe(monkeypatch):
     assert backend.cuda_driver_loadable() is True
 
 
+class _FakeDriver:
+    """Stands in for libcuda: records the calls, and fails the one named in ``fail``."""
+
+    def __init__(self, fail=None):
+        self.calls, self.fail = [], fail
+
+    def __getattr__(self, name):
+        if not name.startswith("cu"):
+            raise AttributeError(name)
+
+        def call(*args):
+            self.calls.append(name)
+            return 100 if name == self.fail else 0
+        return call
+
+
+@pytest.mark.parametrize("fail", [None, "cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"])
+def test_driver_start_retains_device_0s_context_and_gives_it_back(monkeypatch, fail):
+    """The early start calls the driver in Numba's order, and its release gives back the
+    one retain it made; a failing call leaves nothing to give back."""
+    from swdask import backend
+
+    fake = _FakeDriver(fail)
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(backend, "_driver_library", lambda: fake)
+    release = backend._driver_start()
+    order = ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"]
+    if fail is not None:
+        assert release is None and fake.calls == order[:order.index(fail) + 1]
+        return
+    assert fake.calls == order
+    release()
+    assert fake.calls == [*order, "cuDevicePrimaryCtxRelease_v2"]
+
+
+def test_driver_start_does_nothing_under_the_simulator_or_without_a_driver(monkeypatch):
+    from swdask import backend
+
+    fake = _FakeDriver()
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(backend, "_driver_library", lambda: fake)
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    assert backend._driver_start() is None and fake.calls == []
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "0")
+    monkeypatch.setattr(backend, "_driver_library", lambda: None)
+    assert backend._driver_start() is None
+
+
+@pytest.mark.gpu
+def test_early_start_leaves_the_context_to_numba():
+    """On a GPU: after the early start Numba holds device 0's primary context, and once
+    Numba closes it the context is gone (the early start's own retain was given back)."""
+    script = """
+import json
+from swdask import backend
+backend.start_early()
+assert backend.gpu_available()
+from numba import cuda
+from cuda.bindings import driver as cu
+_, device = cu.cuDeviceGet(0)
+_, flags, during = cu.cuDevicePrimaryCtxGetState(device)
+cuda.current_context().memalloc(1 << 20)
+cuda.close()
+_, flags, after = cu.cuDevicePrimaryCtxGetState(device)
+print(json.dumps({"during": int(during), "after": int(after)}))
+"""
+    env = dict(os.environ)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"during": 1, "after": 0}
+
+
 # -- CUDA's first use: in the job's calling thread, before any task (issue 20, class 8) -----
 
 #: A fresh process whose first CUDA use is a job's API with device="gpu", computed on Dask's

@@ -13,7 +13,7 @@ import pytest
 import swdask
 from swdask import parquet_schemas
 from swdask.errors import SchemaError, SwdaskError
-from swdask.tables import check_schema, check_table, pandas_dtype, to_pandas
+from swdask.tables import check_schema, check_table, numpy_dtype, pandas_dtype, to_pandas
 
 #: The pandas dtype of each Arrow type the schemas use, written out.
 DTYPES = {
@@ -79,6 +79,20 @@ def test_every_column_of_every_table_has_swdasks_dtype(name):
     for field in schema:
         assert pandas_dtype(field.type) == DTYPES[field.type], (name, field.name)
         assert frame[field.name].dtype == DTYPES[field.type], (name, field.name)
+
+
+@pytest.mark.parametrize("arrow_type", [pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(),
+                                        pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64(),
+                                        pa.float16(), pa.float32(), pa.float64()])
+def test_numpy_dtype_is_pyarrows_without_pandas(arrow_type):
+    assert numpy_dtype(arrow_type) == np.dtype(arrow_type.to_pandas_dtype())
+
+
+@pytest.mark.parametrize("arrow_type", [pa.string(), pa.list_(pa.uint8()), pa.timestamp("s"),
+                                        pa.decimal128(5, 2)])
+def test_numpy_dtype_refuses_what_is_not_a_fixed_width_number(arrow_type):
+    with pytest.raises(TypeError, match="not a fixed-width number"):
+        numpy_dtype(arrow_type)
 
 
 def test_nulls_stay_nulls_and_integers_keep_their_width():

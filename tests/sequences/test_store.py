@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
+import time
 
 import numpy as np
 import pandas as pd
@@ -77,6 +79,26 @@ def test_read_ahead_yields_the_same_partitions_in_order(sprot_store):
     early = sprot_store.iter_partitions(read_ahead=True)  # stopped early: no thread left behind
     next(early)
     early.close()
+
+
+def test_read_ahead_starts_reading_at_the_call(sprot_store, monkeypatch):
+    """The first file is read before the caller iterates (a GPU search reads it while the
+    GPU starts); an iterator dropped unread leaves no thread behind."""
+    started = threading.Event()
+    read = sprot_store.read_partition
+
+    def watched(i):
+        started.set()
+        return read(i)
+
+    monkeypatch.setattr(sprot_store, "read_partition", watched)
+    ahead = sprot_store.iter_partitions(read_ahead=True)
+    assert started.wait(30)
+    del ahead
+    deadline = time.monotonic() + 60
+    while any(t.name.startswith("swdask-read") for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "a read-ahead thread outlived its iterator"
+        time.sleep(0.01)
 
 
 def test_to_dask_one_partition_per_file_and_filters(sprot_store):

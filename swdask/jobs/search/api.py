@@ -352,9 +352,11 @@ def search_in_process(queries: SequencesLike, database: str | os.PathLike | Sequ
     _log_plan(job, f"in this process ({threads} threads)")
     if reason:
         logger.info("search: device auto chose %s: %s", chosen, reason)
-    loading = None
+    loading = partitions = None
     try:
         if chosen == "gpu":
+            # The first partition is read while the GPU starts (check_device waits for it).
+            partitions = SequenceStore.open(job.store_path).iter_partitions(read_ahead=True)
             # Raises DeviceError where there is none.
             backend.check_device(chosen, mode, kernels=SearchJob.gpu_kernels)
             # The kernels' modules load on a thread while the store is read and the GPU
@@ -365,12 +367,12 @@ def search_in_process(queries: SequencesLike, database: str | os.PathLike | Sequ
             threading.Thread(target=importlib.import_module, args=("pandas",), daemon=True,
                              name="swdask-import").start()
         if threads == kernel_threads():  # as it is: leave Numba's threading layer unstarted
-            frame, stats = _run(job, progress, chosen)
+            frame, stats = _run(job, progress, chosen, partitions)
         else:
             previous = numba.get_num_threads()
             numba.set_num_threads(threads)
             try:
-                frame, stats = _run(job, progress, chosen)
+                frame, stats = _run(job, progress, chosen, partitions)
             finally:
                 numba.set_num_threads(previous)
     finally:
@@ -416,10 +418,11 @@ class _TopHits:
         return self._best(self.parts[qi])
 
 
-def _run(job: SearchJob, progress, device="cpu"):
+def _run(job: SearchJob, progress, device="cpu", partitions=None):
     batch, max_hits = job.rows, job.max_hits  # a DNA query's strands are rows of their own
     origin, minus = job.row_position, job.row_minus
-    store = SequenceStore.open(job.store_path)
+    if partitions is None:
+        partitions = SequenceStore.open(job.store_path).iter_partitions(read_ahead=device == "gpu")
     n_rows, n_queries = len(batch), len(job.queries)
     top = _TopHits(n_queries, max_hits)
     cells = 0
@@ -428,7 +431,7 @@ def _run(job: SearchJob, progress, device="cpu"):
     bar = progress_bar(progress, desc="search", unit="cell", unit_scale=True, total=job.cells)
     with bar:
         # The GPU scores a partition while the next one is read and decoded.
-        for part in store.iter_partitions(read_ahead=device == "gpu"):
+        for part in partitions:
             n_subjects = len(part)
             rows_per_chunk = max(1, plan.SCORE_TABLE_BYTES // (12 * max(n_subjects, 1)))
             for q0 in range(0, n_rows, rows_per_chunk):
@@ -471,7 +474,7 @@ def _run(job: SearchJob, progress, device="cpu"):
     if job.statistics:
         frame = tasks.statistics(frame, job)
     traceback_seconds = time.perf_counter() - tick
-    stats = {"n_queries": n_queries, "n_subjects": store.n_records, "cells": cells,
+    stats = {"n_queries": n_queries, "n_subjects": job.db_sequences, "cells": cells,
              "score_seconds": score_seconds, "traceback_seconds": traceback_seconds,
              "n_hits": len(frame), "queries_at_max_hits": tasks.queries_at(frame, max_hits)}
     return frame, stats

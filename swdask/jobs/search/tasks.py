@@ -25,7 +25,7 @@ from ...parquet_schemas import HITS, SCORES, SEQUENCES
 from ...scoring.statistics import annotate
 from ...sequences.batch import list_arrays
 from ...sequences.store import read_part
-from ...tables import check_table, to_pandas
+from ...tables import check_table, numpy_dtype, to_pandas
 from ..align import alignment_from_codes
 from ..base import TaskStats, stat
 from .plan import SCORE_TABLE_BYTES, SearchJob, SearchStats
@@ -76,7 +76,7 @@ _QUERY_START, _QUERY_END, _QUERY_LENGTH = (_HIT_COLUMNS.index(name) for name in
                                            ("query_start", "query_end", "query_length"))
 #: The score table is built from NumPy arrays inside the score task and never handed
 #: out: it keeps NumPy's dtypes.
-_SCORES_DTYPES = {f.name: np.dtype(f.type.to_pandas_dtype()) for f in SCORES}
+_SCORES_DTYPES = {f.name: numpy_dtype(f.type) for f in SCORES}
 
 
 # --------------------------------------------------------------------------------------
