@@ -88,30 +88,40 @@ def test_driver_start_does_nothing_under_the_simulator_or_without_a_driver(monke
     assert backend._driver_start() is None
 
 
-@pytest.mark.gpu
-def test_early_start_leaves_the_context_to_numba():
-    """On a GPU: after the early start Numba holds device 0's primary context, and once
-    Numba closes it the context is gone (the early start's own retain was given back)."""
-    script = """
-import json
+#: A fresh process: CUDA started with or without the early start (argv[1]), then Numba's
+#: one retain of device 0's primary context given back; prints whether the context was
+#: active before and after.  The early start's own retain must already be given back.
+EARLY_START = r"""
+import json, os, sys
 from swdask import backend
-backend.start_early()
+if sys.argv[1] == "early":
+    backend.start_early()
 assert backend.gpu_available()
 from numba import cuda
 from cuda.bindings import driver as cu
-_, device = cu.cuDeviceGet(0)
-_, flags, during = cu.cuDevicePrimaryCtxGetState(device)
 cuda.current_context().memalloc(1 << 20)
-cuda.close()
-_, flags, after = cu.cuDevicePrimaryCtxGetState(device)
-print(json.dumps({"during": int(during), "after": int(after)}))
+_, device = cu.cuDeviceGet(0)
+_, _, during = cu.cuDevicePrimaryCtxGetState(device)
+cuda.get_current_device().release_primary_context()
+_, _, after = cu.cuDevicePrimaryCtxGetState(device)
+print(json.dumps({"during": int(during), "after": int(after)}), flush=True)
+os._exit(0)  # Numba's own exit would release the context again
 """
+
+
+@pytest.mark.gpu
+def test_early_start_leaves_the_context_to_numba():
+    """On a GPU: with the early start, Numba's retain is the context's last one, as it is
+    without (the early start gave its own back)."""
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"during": 1, "after": 0}
+    states = {}
+    for how in ("plain", "early"):
+        done = subprocess.run([sys.executable, "-c", EARLY_START, how], env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        states[how] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert states["early"] == states["plain"] == {"during": 1, "after": 0}, states
 
 
 # -- CUDA's first use: in the job's calling thread, before any task (issue 20, class 8) -----

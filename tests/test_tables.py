@@ -3,17 +3,22 @@ schema listed, the schema package standing alone, schema errors as swdask errors
 pandas dtype per Arrow type in every table."""
 import ast
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import swdask
 from swdask import parquet_schemas
 from swdask.errors import SchemaError, SwdaskError
-from swdask.tables import check_schema, check_table, numpy_dtype, pandas_dtype, to_pandas
+from swdask.tables import check_schema, check_table, numpy_dtype, numpy_of, pandas_dtype, to_pandas
+from tests.helpers import SPROT_DB
 
 #: The pandas dtype of each Arrow type the schemas use, written out.
 DTYPES = {
@@ -93,6 +98,54 @@ def test_numpy_dtype_is_pyarrows_without_pandas(arrow_type):
 def test_numpy_dtype_refuses_what_is_not_a_fixed_width_number(arrow_type):
     with pytest.raises(TypeError, match="not a fixed-width number"):
         numpy_dtype(arrow_type)
+
+
+NUMBER_TYPES = [pa.bool_(), pa.int8(), pa.int32(), pa.int64(), pa.uint8(), pa.uint64(),
+                pa.float32(), pa.float64()]
+
+
+@given(st.sampled_from(NUMBER_TYPES), st.lists(st.integers(0, 127), max_size=40),
+       st.lists(st.integers(0, 40), max_size=4), st.integers(0, 40), st.integers(0, 40))
+def test_numpy_of_equals_pyarrows_conversion(arrow_type, values, cuts, start, length):
+    """Any chunking and any slice (an offset into the buffer, bits for booleans)."""
+    array = pa.array(values, pa.int64()).cast(arrow_type)
+    cuts = sorted({min(c, len(values)) for c in cuts} | {0, len(values)})
+    chunked = pa.chunked_array([array.slice(a, b - a) for a, b in zip(cuts, cuts[1:])],
+                               arrow_type)
+    want = array.to_numpy(zero_copy_only=False)
+    for got in (numpy_of(array), numpy_of(chunked)):
+        assert got.dtype == numpy_dtype(arrow_type) and np.array_equal(got, want)
+    piece = array.slice(start, length)
+    assert np.array_equal(numpy_of(piece), piece.to_numpy(zero_copy_only=False))
+
+
+def test_numpy_of_refuses_nulls_and_other_types():
+    with pytest.raises(ValueError, match="1 nulls"):
+        numpy_of(pa.array([1, None], pa.int32()))
+    with pytest.raises(TypeError, match="not a fixed-width number"):
+        numpy_of(pa.array(["a"]))
+
+
+def test_reading_a_store_loads_no_pandas(tmp_path):
+    """A GPU search reads its first partition while Numba's CUDA target loads: pandas (which
+    pyarrow's to_numpy imports) would take the GIL from it."""
+    swdask.ingest(SPROT_DB, tmp_path / "db", partition_residues=20_000)
+    # Asked for, not refused: pyarrow reads on without pandas where its import fails.
+    code = ("import sys, importlib.abc\n"
+            "asked = []\n"
+            "class Watch(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        asked.append(name)\n"
+            "sys.meta_path.insert(0, Watch())\n"
+            "from swdask.sequences.store import SequenceStore\n"
+            f"store = SequenceStore.open({str(tmp_path / 'db')!r})\n"
+            "parts = list(store.iter_partitions(read_ahead=True))\n"
+            "print(len(parts) > 1 and sum(len(p) for p in parts) == store.n_records,\n"
+            "      'pandas' in asked)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True False"
 
 
 def test_nulls_stay_nulls_and_integers_keep_their_width():

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from ..errors import EmptyInputError, InputNotFoundError, InvalidSequenceError
 from ..parquet_schemas import SEQUENCES
-from ..tables import check_table
+from ..tables import check_table, numpy_of
 from .alphabet import Alphabet, detect_alphabet, get_alphabet, reverse_complement
 
 if TYPE_CHECKING:
@@ -118,10 +118,10 @@ class SequenceBatch:
         table = check_table(table, SEQUENCES, where="sequence table")
         offsets, residues = list_arrays(table.column("residues"))
         return cls(
-            seq_id=table.column("seq_id").to_numpy(),
+            seq_id=numpy_of(table.column("seq_id")),
             names=tuple(table.column("name").to_pylist()),
             descriptions=tuple(table.column("description").to_pylist()),
-            lengths=table.column("length").to_numpy(),
+            lengths=numpy_of(table.column("length")),
             offsets=offsets,
             residues=residues,
             alphabet=alphabet,
@@ -334,10 +334,10 @@ def list_arrays(
     if isinstance(column, pa.ChunkedArray):
         # combine_chunks copies even a single chunk; take that one as it is.
         column = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-    offsets = column.offsets.to_numpy().astype(np.int64)
+    offsets = numpy_of(column.offsets).astype(np.int64)
     if offsets.size == 0:  # an empty array may have no offsets buffer
         offsets = np.zeros(1, dtype=np.int64)
-    values = column.values.to_numpy(zero_copy_only=True)[offsets[0]:offsets[-1]]
+    values = numpy_of(column.values)[offsets[0]:offsets[-1]]
     return offsets - offsets[0], values
 
 

@@ -25,6 +25,7 @@ from ..errors import (
 )
 from ..jobs.base import OutputKind, atomic_dir, check_output, progress_bar, temporary_folder
 from ..parquet_schemas import SEQUENCES, SEQUENCES_VERSION
+from ..tables import numpy_of
 from .alphabet import PROTEIN, Alphabet
 from .batch import MAX_LIST_RESIDUES, SequenceBatch
 from .fastx import check_alphabet, check_readable, iter_records, read_records, resolve_alphabet
@@ -154,7 +155,7 @@ class _Spill:
 
 def _write_partition(table: pa.Table, path: Path) -> dict:
     table = table.sort_by([("length", "ascending"), ("seq_id", "ascending")]).combine_chunks()
-    lengths = table.column("length").to_numpy()
+    lengths = numpy_of(table.column("length"))
     cum = np.cumsum(lengths, dtype=np.int64)
     # Page CRC32s: the reader verifies them (swdask.sequences.store.read_part).
     with pq.ParquetWriter(
@@ -167,7 +168,7 @@ def _write_partition(table: pa.Table, path: Path) -> dict:
             writer.write_table(table.slice(start, end - start), row_group_size=end - start)
             done = int(cum[end - 1])
             start = end
-    seq_ids = table.column("seq_id").to_numpy()
+    seq_ids = numpy_of(table.column("seq_id"))
     return {
         "file": path.name,
         "n_records": len(lengths),

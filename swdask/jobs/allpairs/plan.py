@@ -17,6 +17,7 @@ from ...options import ALLPAIRS_MODES, check_choice
 from ...scoring import Scoring
 from ...sequences.ingest import open_database
 from ...sequences.store import SequenceStore, read_part
+from ...tables import numpy_of
 from ..base import Job, TemporaryStore
 from .filter import QgramFilter
 
@@ -245,7 +246,7 @@ class Block:
 
 def block_lengths(store: SequenceStore, partition: int) -> np.ndarray:
     """The lengths of store partition ``partition`` (int64), read from its Parquet file."""
-    return read_part(store.files[partition], ["length"])["length"].to_numpy().astype(np.int64)
+    return numpy_of(read_part(store.files[partition], ["length"])["length"]).astype(np.int64)
 
 
 def plan_blocks(store: SequenceStore, block_size: int) -> tuple[Block, ...]:

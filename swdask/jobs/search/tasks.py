@@ -25,7 +25,7 @@ from ...parquet_schemas import HITS, SCORES, SEQUENCES
 from ...scoring.statistics import annotate
 from ...sequences.batch import list_arrays
 from ...sequences.store import read_part
-from ...tables import check_table, numpy_dtype, to_pandas
+from ...tables import check_table, numpy_dtype, numpy_of, to_pandas
 from ..align import alignment_from_codes
 from ..base import TaskStats, stat
 from .plan import SCORE_TABLE_BYTES, SearchJob, SearchStats
@@ -156,7 +156,7 @@ def score_partition(job: SearchJob, piece: int) -> Candidates:
     path = job.files[number]
     table = read_part(path, list(_SUBJECT_COLUMNS),
                       row_groups=None if part.row_groups is None else list(part.row_groups))
-    seq_id = table.column("seq_id").to_numpy()
+    seq_id = numpy_of(table.column("seq_id"))
     offsets, residues = list_arrays(table.column("residues"))
     device = job.task_device()
     batch, minus = job.rows, job.row_minus  # a DNA query's strands are rows of their own
@@ -409,7 +409,7 @@ def _read_subjects(job: SearchJob, candidates: pd.DataFrame) -> dict:
         table = pa.concat_tables([next(tables) for _ in groups])
         read_before = np.concatenate([[0], np.cumsum(bounds[groups + 1] - bounds[groups])[:-1]])
         table = table.take(read_before[np.searchsorted(groups, of_row)] + rows - bounds[of_row])
-        if not np.array_equal(table.column("seq_id").to_numpy(), wanted["subject_id"].to_numpy()):
+        if not np.array_equal(numpy_of(table.column("seq_id")), wanted["subject_id"].to_numpy()):
             raise _changed(path)
         offsets, residues = list_arrays(table.column("residues"))
         for k, (seq_id, name) in enumerate(zip(wanted["subject_id"].tolist(),
