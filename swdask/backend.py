@@ -390,9 +390,9 @@ def start_early() -> None:
 
     The first use costs about 1.6 s on an H100 host when the caller imports beside it:
     Numba 0.45-0.6 s, Numba's CUDA target 0.5-0.8 s, ``cuInit`` and the primary context
-    0.25-0.3 s (timeline of a CLI search, 2026-11-27).  The driver is started first, by
-    :func:`_driver_start`, whose calls release the GIL, so that it overlaps the imports of
-    both threads; Numba's own start then finds it done.  :func:`gpu_available` (every GPU
+    0.25-0.3 s (timeline of a CLI search, 2026-11-27).  The driver is started beside the
+    imports, on a second thread, by :func:`_driver_start`, whose calls release the GIL;
+    Numba's own start then finds it done.  :func:`gpu_available` (every GPU
     check) waits for the thread, so nothing else touches CUDA while it runs.  It does
     nothing when started already; errors are left to the caller's own check.
     """
@@ -403,18 +403,25 @@ def start_early() -> None:
 
 
 def _first_use() -> None:
-    release = _driver_start()
+    # The driver starts on a thread of its own while this one imports Numba (0.2 s) and
+    # its CUDA target (0.45 s): the import is the longer, and begins at once.
+    started = []
+    driver = threading.Thread(target=lambda: started.append(_driver_start()),
+                              name="swdask-cuda-driver", daemon=True)
+    driver.start()
     try:
         from numba import cuda
 
+        driver.join()
         with _CUDA_START:
             if cuda.is_available():
                 cuda.current_context()
     except Exception:  # noqa: BLE001, S110 - no GPU: gpu_available() says so, in the caller's thread
         pass
     finally:
-        if release is not None:
-            release()
+        driver.join()
+        if started and started[0] is not None:
+            started[0]()
 
 
 def _driver_start() -> Callable[[], None] | None:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import importlib
 import logging
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -362,10 +363,6 @@ def search_in_process(queries: SequencesLike, database: str | os.PathLike | Sequ
             # The kernels' modules load on a thread while the store is read and the GPU
             # scores: 0.36 s of a first search's launches otherwise (H200 host).
             loading = backend.load_search_kernels(job.rows.lengths, job.scoring, job.mode)
-            # pandas (0.25-0.3 s of imports) is first needed for the hits table: imported
-            # here it loads while this thread waits on the GPU.
-            threading.Thread(target=importlib.import_module, args=("pandas",), daemon=True,
-                             name="swdask-import").start()
         if threads == kernel_threads():  # as it is: leave Numba's threading layer unstarted
             frame, stats = _run(job, progress, chosen, partitions)
         else:
@@ -440,6 +437,13 @@ def _run(job: SearchJob, progress, device="cpu", partitions=None):
                 q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
                 candidates, seconds = tasks.score_pass(device, q_res, q_off, part.residues, part.offsets,
                                                   job.scoring, job.mode, max_hits, job.min_score)
+                if device == "gpu" and "pandas" not in sys.modules:
+                    # pandas (0.25-0.3 s of imports) is first needed for the hits table:
+                    # imported from here on it loads while this thread waits on the GPU.
+                    # Not sooner: during the first pass it took the GIL from the launches
+                    # and the kernels' loading (that pass 0.63 s instead of 0.42; H100).
+                    threading.Thread(target=importlib.import_module, args=("pandas",),
+                                     daemon=True, name="swdask-import").start()
                 score_seconds += seconds
                 work = int(batch.lengths[q0:q1].sum()) * part.n_residues
                 cells += work
