@@ -69,6 +69,14 @@ BATCH_QUERIES = 8
 #: Score histogram bins for choosing a query's cut on the device; scores at or above the
 #: last bin share it (the cut then keeps all of them).
 HIST_BINS = 4096
+#: Blocks of the 16-bit kernel one multiprocessor runs at once (157 registers a thread,
+#: 128 threads a block: three blocks, 18.75% occupancy; Nsight Compute on an H100).
+#: A launch of fewer blocks than this times the multiprocessors leaves the GPU part idle.
+BLOCKS_PER_SM = 3
+#: Streams at most that the query pairs of a batch spread over when one launch cannot fill
+#: the GPU (few or few long subjects: a store's last partition of the longest ones, a
+#: small database), so that their kernels run side by side instead of one after another.
+LAUNCH_LANES = 4
 
 
 @dataclass(frozen=True)
@@ -180,6 +188,9 @@ class DeviceSubjects:
         self._short = (self._all if self.n_intra == 0 else
                        _Ordered(short, self.lengths[short], self.subjects[short], self.stream))
         self._boundary = cuda.device_array(2, np.int32, stream=self.stream)
+        #: The extra launch streams and their boundary buffers (see :meth:`_lanes`).
+        self._lane_streams = []
+        self._lane_boundaries = []
         #: Page-locked host buffers by (table set, use), reused: allocating or freeing
         #: page-locked memory can stall the device, which the pipeline must not.
         self._pool = {}
@@ -315,11 +326,43 @@ class DeviceSubjects:
         at = np.concatenate([[0], np.cumsum([p.size for p in profiles])])
         return pinned, [(int(a), p.shape) for a, p in zip(at, profiles)]
 
-    def _boundary_for(self, size):
-        # Launches on one stream run in order, so one buffer serves them all.
+    def _boundary_for(self, size, lane=0):
+        # Launches on one stream run in order, so one buffer serves them all; each extra
+        # launch stream (lane) has its own.
+        if lane:
+            if self._lane_boundaries[lane - 1].shape[0] < size:
+                self._lane_boundaries[lane - 1] = cuda.device_array(
+                    size, np.int32, stream=self._lane_streams[lane - 1])
+            return self._lane_boundaries[lane - 1]
         if self._boundary.shape[0] < size:
             self._boundary = cuda.device_array(size, np.int32, stream=self.stream)
         return self._boundary
+
+    def _lanes(self, launches, blocks):
+        """The streams for ``launches`` independent launches of at most ``blocks`` blocks:
+        the compute stream alone when one launch fills the GPU, else up to
+        :data:`LAUNCH_LANES` streams (the compute stream first), the extra ones made to
+        wait for the compute stream's work so far."""
+        fill = BLOCKS_PER_SM * multiprocessors()
+        count = min(LAUNCH_LANES, launches, math.ceil(fill / max(blocks, 1)))
+        if count < 2:
+            return [self.stream]
+        while len(self._lane_streams) < count - 1:
+            self._lane_streams.append(cuda.stream())
+            self._lane_boundaries.append(cuda.device_array(2, np.int32, stream=self.stream))
+        lanes = [self.stream, *self._lane_streams[:count - 1]]
+        begun = _event(timing=False)
+        begun.record(self.stream)
+        for stream in lanes[1:]:
+            begun.wait(stream)
+        return lanes
+
+    def _join(self, lanes):
+        """Make the compute stream wait for the work launched on the extra ``lanes``."""
+        for stream in lanes[1:]:
+            done = _event(timing=False)
+            done.record(stream)
+            done.wait(self.stream)
 
     # -- batches of queries -------------------------------------------------------------
 
@@ -660,13 +703,17 @@ class DeviceSubjects:
         neg_oe = inter_task_dpx.packed_constant(-(gap_open + gap_extend))
         neg_e = inter_task_dpx.packed_constant(-gap_extend)
         subset = self._short
+        blocks = [max(1, math.ceil(subset.plan(group)[3] * 32 / threads))
+                  for _, group, *_ in shapes]
+        lanes = self._lanes(len(shapes), max(blocks, default=1))
         at = 0
         for p, (rows, group, passes, shape, (m_a, m_b)) in enumerate(shapes):
             size = shape[0] * shape[1]
             device_profile = flat[at:at + size].reshape(shape)
             at += size
-            warp_len, warp_base, slots, n_warps = subset.plan(group)
-            boundary = self._boundary_for(2 * slots if passes > 1 else 2)
+            warp_len, warp_base, slots, _ = subset.plan(group)
+            lane = p % len(lanes)
+            boundary = self._boundary_for(2 * slots if passes > 1 else 2, lane)
             kernel = get_kernel("inter_task_dpx", rows=rows, group=group, alphabet=alphabet,
                                 threads=threads, **inter_task.mode_shape(mode))
             pair = slice(2 * p, 2 * p + 2)
@@ -674,10 +721,11 @@ class DeviceSubjects:
                 np.int64(m_a), np.int64(m_b), np.int32(gap_open), np.int32(gap_extend),
                 np.int32(floor16))
             with _quiet():
-                kernel[max(1, math.ceil(n_warps * 32 / threads)), threads, self.stream](
+                kernel[blocks[p], threads, lanes[lane]](
                     device_profile, passes, self._res, self._off, subset.order, warp_len,
                     warp_base, np.int64(0), neg_oe, neg_e, limit, *ends, boundary,
                     *(t[pair] for t in tables), overflows[pair])
+        self._join(lanes)
 
 
 #: The hand-written kernels of a search: the device-side selection of the top hits and
@@ -798,6 +846,14 @@ def _pinned(array, dtype):
     pinned = cuda.pinned_array(array.shape, dtype=dtype)
     pinned[...] = array
     return pinned
+
+
+def multiprocessors() -> int:
+    """The current GPU's multiprocessors (1 under the simulator, which runs one block at
+    a time)."""
+    if config.ENABLE_CUDASIM:
+        return 1
+    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
 
 
 class _Timer:

@@ -264,6 +264,31 @@ def test_cli_wall_benchmark_smoke(tmp_path):
     assert small["bars"]["auto_chose"] == "cpu" and small["workload"]["n_queries"] == 4
 
 
+def test_cli_timeline_smoke(tmp_path):
+    """The timeline of a CPU search run twice in one process: its stages and imports, in
+    order, with the command's own output and status."""
+    report = tmp_path / "timeline.txt"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "cli_timeline.py"),
+         "--repeat", "2", "--min-ms", "0", "--out", str(report), "--",
+         "search", str(QUERIES), str(SPROT_DB), "-o", str(tmp_path / "hits.parquet"),
+         "--device", "cpu", "--max-hits", "2", "--force"],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "GCUPS" in result.stderr and (tmp_path / "hits.parquet").exists()
+    lines = report.read_text().splitlines()
+    totals = lines.index("# stages: seconds, calls, thread, stage")
+    events = [line.split(None, 4) for line in lines[2:totals]]
+    whats = [e[4] for e in events]
+    assert whats.index("run 1 starts") < whats.index("swdask.jobs.search.api:search_in_process")
+    assert "import numba" in whats and "swdask.jobs.search.tasks:score_pass" in whats
+    assert sum(w.startswith("run 2 ends after") for w in whats) == 1
+    starts = [float(e[0]) for e in events]
+    assert starts == sorted(starts) and all(float(e[1]) >= float(e[0]) for e in events)
+    stages = lines[totals + 1:]
+    assert any(line.split()[1] == "2" and line.endswith("search_in_process") for line in stages)
+
+
 def test_memory_benchmark_smoke(tmp_path):
     out = tmp_path / "memory.json"
     result = subprocess.run(

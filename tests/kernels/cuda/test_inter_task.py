@@ -139,6 +139,32 @@ def test_16bit_kernel_matches_cpu_at_boundaries(rows, lengths, monkeypatch):
     check_many(queries, subjects, Scoring(), f"R={rows} lengths={lengths}")
 
 
+@pytest.mark.parametrize("blocks_per_sm", [0, 64])
+def test_16bit_pairs_spread_over_streams_when_one_launch_cannot_fill(blocks_per_sm,
+                                                                     monkeypatch):
+    """Few subjects: a batch's query pairs launch on several streams (each with its own
+    boundary row: queries of several passes), or on one where a launch fills the GPU;
+    the scores are the CPU's either way."""
+    monkeypatch.setattr(inter_task_dpx, "ROW_RATES", {8: 1.0})
+    monkeypatch.setattr(launcher, "BLOCKS_PER_SM", blocks_per_sm)
+    lanes = []
+    spread = launcher.DeviceSubjects._lanes
+
+    def counted(self, launches, blocks):
+        chosen = spread(self, launches, blocks)
+        lanes.append(len(chosen))
+        return chosen
+
+    monkeypatch.setattr(launcher.DeviceSubjects, "_lanes", counted)
+    db = load_sequences(SPROT_DB)
+    queries = [db.codes(k)[:n].copy() for k, n in ((3, 70), (4, 66), (5, 20), (6, 19),
+                                                     (7, 9), (8, 41), (9, 3))]
+    subjects = [db.codes(k)[:int(n)].copy() for k, n in zip(range(20, 26), (1, 8, 30, 45, 70, 90))]
+    subjects.append(queries[0][::-1].copy())
+    check_many(queries, subjects, Scoring(), f"{blocks_per_sm} blocks a multiprocessor")
+    assert lanes and max(lanes) == (1 if blocks_per_sm == 0 else launcher.LAUNCH_LANES)
+
+
 @pytest.mark.parametrize("scoring", [
     Scoring("BLOSUM50", gap_open=13, gap_extend=2), Scoring("PAM30", gap_open=9, gap_extend=1),
     Scoring(alphabet="dna", gap_open=0, gap_extend=1)], ids=["BLOSUM50", "PAM30", "dna-linear"])
