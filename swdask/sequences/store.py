@@ -368,8 +368,8 @@ def _read_row_groups_in_parallel(path: Path, parquet: pq.ParquetFile,
     Not ``pq.read_table``, which decodes row groups in parallel too, but through
     ``pyarrow.dataset``, whose import imports pandas: 0.3-0.7 s of the GIL while a GPU
     search's first read overlaps the GPU's start.  Not ``ParquetFile.read``, whose threads
-    split the columns, not the rows: 0.18-0.25 s for a 15 M-residue partition on the
-    16-core H100 host, where it took read_table about 0.04 s.
+    split the columns, not the rows: 0.16-0.24 s for a 16.8 M-residue partition during a
+    search on the 16-core H100 host, 0.05-0.09 s so (2026-11-27).
     """
     groups = parquet.metadata.num_row_groups
     if groups < 2:
