@@ -123,32 +123,24 @@ class KernelTask:
         The job's device (:func:`job_device`).
     work : int, default 0
         The work of one call, in the unit of the job's progress bar (cells).
-    cost : int, default 0
-        Its expected time, in the same unit, where that is not ``work`` (a search's
-        score task of many short subjects costs more than its cells:
-        :attr:`swdask.jobs.search.plan.ScorePiece.cost`); 0: ``work``.
 
     Examples
     --------
     >>> KernelTask(max, "gpu", work=12)(3, 4)
     4
-    >>> KernelTask(max, work=12).weight, KernelTask(max, work=12, cost=15).weight
-    (12, 15)
     """
 
     function: Callable
     device: str = "cpu"
     work: int = 0
-    cost: int = 0
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
 
     @property
     def weight(self) -> int:
-        """What the cluster shares out and orders by (:class:`SpreadTask`): the task's
-        cost, else its work."""
-        return self.cost or self.work
+        """What the cluster shares out by (:class:`SpreadTask`): the task's work."""
+        return self.work
 
 
 @dataclass(frozen=True)

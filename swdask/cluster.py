@@ -683,15 +683,14 @@ class TaskRouting(SchedulerPlugin):
       resource no worker has would leave the task waiting for ever);
     - it may run ``retries`` more times where it raises (kernel tasks are pure);
     - the kernel tasks of a graph start largest ``work`` first: they take the graph's
-      priorities of kernel tasks among themselves, the highest going to the most weight
-      (its cost, else its work: :attr:`swdask.backend.KernelTask.weight`;
-      :func:`largest_first`), so that the last tasks to finish are small and the workers
+      priorities of kernel tasks among themselves, the highest going to the most work
+      (:func:`largest_first`), so that the last tasks to finish are small and the workers
       finish together (a search's score tasks, significance's batches);
     - for a client that watches its work (:func:`work_progress`), its ``work`` is told to
       that client when the graph arrives (``{"total": ...}``) and when the task is done
       (``{"done": ...}``), as events of the topic :func:`work_topic`.
 
-    **Dealt out by weight** (issue 18).  Tasks of a kernel task's or a
+    **Dealt out by weight** (issue 18).  Tasks of a kernel task's ``work`` or a
     :class:`swdask.backend.SpreadTask`'s ``weight`` are dealt out to the workers when
     their graph arrives (:meth:`deal`): the tasks of each function heaviest first, each
     to the worker with the least weight of that function still to do (longest processing
@@ -728,7 +727,7 @@ class TaskRouting(SchedulerPlugin):
         gpu_workers = any(ws.resources.get("GPU", 0) > 0 for ws in scheduler.workers.values())
         watched = client in self.watching
         total = 0
-        weighed = []  # (weight, task) of the graph's kernel tasks
+        weighed = []  # (work, task) of the graph's kernel tasks
         spread = {}  # kind -> [(weight, task)] to deal out
         for key in tasks:
             ts = scheduler.tasks.get(key)
@@ -746,7 +745,7 @@ class TaskRouting(SchedulerPlugin):
                 if not ts.retries:
                     ts.retries = self.retries
                 work = sum(kernel.work for kernel in kernels)
-                weighed.append((sum(kernel.weight for kernel in kernels), ts))
+                weighed.append((work, ts))
                 if work and watched:
                     self.work[key] = (client, work)
                     total += work

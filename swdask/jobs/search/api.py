@@ -225,14 +225,13 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
     _log_plan(job, "on Dask")
     token = uuid.uuid4().hex
     job_node = dask.delayed(job, name=f"swdask-search-{token}")
-    # The task declares its kernels' device (the cluster routes GPU work by it), its
-    # cells (progress counts them) and its expected cost (on a cluster the scheduler deals
-    # the score tasks out to the workers by it, costliest first, and starts them so:
+    # The task declares its kernels' device (the cluster routes GPU work by it) and its
+    # cells (progress counts them, and on a cluster the scheduler deals the score tasks
+    # out to the workers by them, longest first, and starts them most first:
     # swdask.cluster.TaskRouting).  Left to Dask, every score task went to the worker
     # holding the job (issue 18); dealt, each worker fetches the job once.
     level = [dask.delayed(backend.KernelTask(tasks.score_partition, device,
-                                             work=job.piece_cells(piece),
-                                             cost=job.piece_cost(piece)), pure=True)(
+                                             work=job.piece_cells(piece)), pure=True)(
                  job_node, piece, dask_key_name=(f"swdask_score-{token}", piece))
              for piece in range(len(job.pieces))]
     merge = dask.delayed(tasks.merge_candidates, pure=True)

@@ -50,13 +50,6 @@ TRACEBACK_QUERIES = 64
 SPLIT_TOLERANCE = 0.05
 #: Pieces per worker tried in turn, finer and finer, by :func:`score_pieces`.
 SPLIT_LEVELS = (1, 2, 4, 8, 16)
-#: What one subject costs a score task beyond its residues, in residues (:attr:`ScorePiece.cost`):
-#: its warp's start, its score and ends written and its share of the histogram and the
-#: selection, for every query.  On one H100, 20 queries, the store file of 100,479
-#: subjects of 3-305 residues took 0.42 s and the one of 12,890 of 1,038-2,324 took 0.33 s,
-#: both 16.8 M residues (timeline of a search, 2026-11-27): 0.09 s for 87,600 subjects more
-#: is about 55 residues a subject at that file's 0.33 s for 16.8 M residues.
-SUBJECT_COST_RESIDUES = 55
 
 @functools.cache
 def hits_meta() -> pd.DataFrame:
@@ -117,80 +110,59 @@ class SearchStats:
 class ScorePiece:
     """The subjects of one score task: row groups ``row_groups`` of store file ``number``
     (all of it when None), whose first row is row ``first_row`` of the file, holding
-    ``subjects`` subjects of ``residues`` residues."""
+    ``residues`` residues."""
 
     number: int
     row_groups: tuple[int, ...] | None
     first_row: int
     residues: int
-    subjects: int = 0
-
-    @property
-    def cost(self) -> int:
-        """Its expected time per query residue, in residues: ``residues`` plus
-        :data:`SUBJECT_COST_RESIDUES` a subject (many short subjects cost more than few
-        long ones of as many residues)."""
-        return self.residues + SUBJECT_COST_RESIDUES * self.subjects
 
 
-def score_pieces(files: Sequence[str], file_residues: Sequence[int], workers: int = 1,
-                 file_subjects: Sequence[int] | None = None) -> tuple[ScorePiece, ...]:
-    """The score tasks of a search on ``workers`` workers, costliest first.
+def score_pieces(files: Sequence[str], file_residues: Sequence[int],
+                 workers: int = 1) -> tuple[ScorePiece, ...]:
+    """The score tasks of a search on ``workers`` workers, largest first.
 
-    A task's expected time is its :attr:`ScorePiece.cost` (its residues, plus
-    :data:`SUBJECT_COST_RESIDUES` for each of its subjects: ``file_subjects``, none when
-    not given).  The cluster deals the tasks out by it, costliest first, each to the
-    worker with the least dealt (:class:`swdask.cluster.TaskRouting`): the most any
-    worker then scores is :func:`longest_share` of the costs.  One task per store file (as
-    the store's partitions are sized) while that is within :data:`SPLIT_TOLERANCE` of an
-    even share: 102.6 M residues in six files of 16.8 M and one of 2 M on 2 workers, say
-    (the file of the shortest subjects, costliest, with two others and the small one,
-    against three).  Otherwise the files are cut into runs of whole row groups (the
+    Workers take the tasks largest first, each the next one as it is free (on a cluster
+    the scheduler starts kernel tasks by their work, most first:
+    :func:`swdask.cluster.largest_first`): the most any worker then scores is
+    :func:`longest_share`.  One task per store file (as the store's partitions are
+    sized) while that is within :data:`SPLIT_TOLERANCE` of an even share: 102.6 M
+    residues in six files of 16.8 M and one of 2 M on 2 workers, say (3 files and the small
+    one against 3).  Otherwise the files are cut into runs of whole row groups (the
     smallest unit a task reads: about 2 M residues, ``ROW_GROUP_RESIDUES``) of about
-    ``total / (k x workers)`` each, for ``k`` of :data:`SPLIT_LEVELS` in turn, until it is
-    (or the row groups allow no finer cut): as few tasks as balance needs, since each task
-    costs its read, upload and kernel launches (13 files instead of 7 made the 196-query
-    search on 2 x H200 1.6 times as long).  Ties are ordered the later first (longer
-    subjects).  Which subjects a task scores does not change any hit: the merge keeps
-    each query's best by a total order.
+    ``total / (k x workers)`` residues, for ``k`` of :data:`SPLIT_LEVELS` in turn, until
+    it is (or the row groups allow no finer cut): as few tasks as balance needs, since
+    each task costs its read, upload and kernel launches.  Ties are ordered the later
+    first (longer subjects).  Which subjects a task scores does not change any hit: the
+    merge keeps each query's best by a total order.
 
     Examples
     --------
-    Balanced as stored: one piece per file, costliest first (no file is opened):
+    Balanced as stored: one piece per file, largest first (no file is opened):
 
     >>> pieces = score_pieces(["a", "b", "c", "d"], [50, 80, 80, 50], workers=2)
     >>> [(p.number, p.row_groups, p.residues) for p in pieces]
     [(2, None, 80), (1, None, 80), (3, None, 50), (0, None, 50)]
-
-    Many short subjects weigh more than as many residues in few long ones:
-
-    >>> pieces = score_pieces(["a", "b"], [5_000, 5_000], 1, file_subjects=[100, 2])
-    >>> [(p.number, p.cost) for p in pieces]
-    [(0, 10500), (1, 5110)]
     """
-    if file_subjects is None:
-        file_subjects = [0] * len(file_residues)
-    costs = [int(r) + SUBJECT_COST_RESIDUES * int(n) for r, n in zip(file_residues, file_subjects)]
-    total = sum(costs)
+    total = sum(int(r) for r in file_residues)
     even = total / max(workers, 1)
     groups = {}  # file -> (rows, residues) of its row groups, read once
-    pieces = [ScorePiece(number, None, 0, int(residues), int(subjects))
-              for number, (residues, subjects) in enumerate(zip(file_residues, file_subjects))]
+    pieces = [ScorePiece(number, None, 0, int(residues))
+              for number, residues in enumerate(file_residues)]
     for level in SPLIT_LEVELS if workers > 1 else ():
-        if longest_share([p.cost for p in pieces], workers) <= (1 + SPLIT_TOLERANCE) * even:
+        if longest_share([p.residues for p in pieces], workers) <= (1 + SPLIT_TOLERANCE) * even:
             break
         target = total / (level * workers)
         finer = []
-        for number, (path, residues, subjects) in enumerate(zip(files, file_residues,
-                                                                  file_subjects)):
-            parts = math.ceil(costs[number] / target)
+        for number, (path, residues) in enumerate(zip(files, file_residues)):
+            parts = math.ceil(int(residues) / target)
             if parts > 1 and number not in groups:
                 groups[number] = row_group_sizes(path)
             rows, group_residues = groups.get(number, ((), ()))
             finer.extend(_cut_file(number, rows, group_residues, min(parts, len(rows)),
-                                   int(residues), int(subjects)))
+                                   int(residues)))
         pieces = finer
-    return tuple(sorted(pieces, key=lambda p: (-p.cost, -p.number, -p.first_row)))
+    return tuple(sorted(pieces, key=lambda p: (-p.residues, -p.number, -p.first_row)))
 
 
 def longest_share(sizes: Sequence[int], workers: int) -> float:
@@ -209,20 +181,17 @@ def longest_share(sizes: Sequence[int], workers: int) -> float:
 
 
 def _cut_file(number: int, rows: Sequence[int], group_residues: Sequence[int], parts: int,
-              residues: int, subjects: int = 0) -> list[ScorePiece]:
-    """Store file ``number`` as ``parts`` runs of whole row groups of about equal cost
+              residues: int) -> list[ScorePiece]:
+    """Store file ``number`` as ``parts`` runs of whole row groups of about equal residues
     (the whole file, ``row_groups=None``, for one part)."""
     if parts <= 1:
-        return [ScorePiece(number, None, 0, residues, subjects)]
-    first_rows = np.concatenate([[0], np.cumsum(rows)])
+        return [ScorePiece(number, None, 0, residues)]
     done = np.concatenate([[0], np.cumsum(group_residues)])
-    cost = done + SUBJECT_COST_RESIDUES * first_rows if subjects else done
-    # Cut between row groups where the cost before is nearest k / parts of the file's.
-    cuts = sorted({int(np.abs(cost - k * cost[-1] / parts).argmin())
+    # Cut between row groups where the residues before are nearest k / parts of the file.
+    cuts = sorted({int(np.abs(done - k * done[-1] / parts).argmin())
                    for k in range(1, parts)} - {0, len(rows)})
-    count = subjects > 0
-    return [ScorePiece(number, tuple(range(g0, g1)), int(first_rows[g0]), int(done[g1] - done[g0]),
-                       int(first_rows[g1] - first_rows[g0]) if count else 0)
+    first_rows = np.concatenate([[0], np.cumsum(rows)])
+    return [ScorePiece(number, tuple(range(g0, g1)), int(first_rows[g0]), int(done[g1] - done[g0]))
             for g0, g1 in zip([0, *cuts], [*cuts, len(rows)])]
 
 
@@ -290,11 +259,6 @@ class SearchJob(Job):
     def piece_cells(self, piece: int) -> int:
         """Cells of score task ``piece`` (of :attr:`pieces`: its weight in progress)."""
         return int(self.rows.lengths.sum()) * self.pieces[piece].residues
-
-    def piece_cost(self, piece: int) -> int:
-        """Expected time of score task ``piece``, in cells (:attr:`ScorePiece.cost` times
-        the query residues): what the cluster deals the score tasks out by."""
-        return int(self.rows.lengths.sum()) * self.pieces[piece].cost
 
     @property
     def strands(self) -> int:
@@ -420,8 +384,7 @@ def prepare(queries: SequencesLike, database: str | os.PathLike | SequenceStore,
                      db_sequences=store.n_records)  # warns once: E-values stay null
         files = tuple(str(f) for f in store.files)
         file_residues = tuple(int(p["n_residues"]) for p in store.partitions)
-        pieces = score_pieces(files, file_residues, workers,
-                              [int(p["n_records"]) for p in store.partitions])
+        pieces = score_pieces(files, file_residues, workers)
     except BaseException:
         if temporary:
             shutil.rmtree(store.path, ignore_errors=True)

@@ -345,36 +345,8 @@ def test_score_pieces_cover_each_file_once_largest_first(grouped):
         assert [p.residues for p in mine] == [int(group_residues[run].sum()) for run in groups]
 
 
-def test_score_pieces_weigh_subjects_and_split_by_cost(grouped):
-    """With the files' subject counts, a piece costs its residues plus
-    SUBJECT_COST_RESIDUES a subject; pieces come costliest first, each worker's share of
-    the costs is even, and a cut piece holds the subjects of its row groups."""
-    from swdask.sequences.store import row_group_sizes
-
-    files = [str(f) for f in grouped.files]
-    residues = [p["n_residues"] for p in grouped.partitions]
-    subjects = [p["n_records"] for p in grouped.partitions]
-    alone = search_module.score_pieces(files, residues, 1, subjects)
-    assert [p.cost for p in alone] == sorted(
-        (r + search_module.SUBJECT_COST_RESIDUES * n for r, n in zip(residues, subjects)),
-        reverse=True)
-    pieces = search_module.score_pieces(files, residues, 2, subjects)
-    costs = [p.cost for p in pieces]
-    assert costs == sorted(costs, reverse=True)
-    assert (search_module.longest_share(costs, 2) <= 1.05 * sum(costs) / 2
-            or all(p.row_groups is not None and len(p.row_groups) == 1 for p in pieces))
-    for number, path in enumerate(files):
-        rows, _ = row_group_sizes(path)
-        mine = [p for p in pieces if p.number == number]
-        assert sum(p.subjects for p in mine) == subjects[number]
-        for p in mine:
-            if p.row_groups is not None:
-                assert p.subjects == int(rows[list(p.row_groups)].sum())
-
-
 def test_two_workers_cut_files_into_pieces_with_the_same_hits(client, grouped,
-                                                               small_batches, monkeypatch):
-    monkeypatch.setattr(search_module, "SPLIT_TOLERANCE", 0.0)  # its files balance by cost
+                                                               small_batches):
     reference = swdask.search_in_process(QUERIES, grouped, max_hits=10)
     job = search_module.prepare(QUERIES, grouped, scoring=None, mode="local", max_hits=10,
                                 min_score=None, evalue=None, device="cpu", alphabet="auto",
@@ -397,10 +369,9 @@ def test_two_workers_are_dealt_the_score_and_traceback_tasks_by_size(client, gro
                                                                      small_batches):
     """Issue 18: every task of a search reads one job task, so Dask gave them all to the
     worker holding it (on 2 GPUs the second idled for a third of the run).  The scheduler
-    deals the score tasks out by their expected cost now (cells, plus a share for each
-    subject), costliest first (each worker's share that of greedy LPT), and the traceback
-    tasks by their queries: both workers get both from the start; the hits do not
-    change."""
+    deals the score tasks out by their cells now, longest first (each worker's share that
+    of greedy LPT), and the traceback tasks by their queries: both workers get both from
+    the start; the hits do not change."""
     reference = swdask.search_in_process(QUERIES, grouped, max_hits=10)
     job = search_module.prepare(QUERIES, grouped, scoring=None, mode="local", max_hits=10,
                                 min_score=None, evalue=None, device="cpu", alphabet="auto",
@@ -413,14 +384,13 @@ def test_two_workers_are_dealt_the_score_and_traceback_tasks_by_size(client, gro
     same_hits(table, reference)
     first = first_assignments(client)
     keys = [key for key in hits.__dask_graph__() if isinstance(key, tuple)]
-    cells, costs = dict.fromkeys(workers, 0), dict.fromkeys(workers, 0)
+    cells = dict.fromkeys(workers, 0)
     for key in keys:
         if str(key[0]).startswith("swdask_score-"):
             cells[first[key]] += job.piece_cells(key[1])
-            costs[first[key]] += job.piece_cost(key[1])
     assert set(cells) == set(workers) and sum(cells.values()) == job.cells
-    sizes = [job.piece_cost(p) for p in range(len(job.pieces))]
-    assert max(costs.values()) == search_module.longest_share(sizes, 2), costs
+    sizes = [job.piece_cells(p) for p in range(len(job.pieces))]
+    assert max(cells.values()) == search_module.longest_share(sizes, 2), cells
     traced = sorted(first[key] for key in keys if str(key[0]).startswith("traceback_batch-"))
     assert len(traced) == job.n_batches == 3 and set(traced) == set(workers)
     assert found.workers == 2
