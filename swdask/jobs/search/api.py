@@ -401,12 +401,24 @@ def _import_yielding(module: str) -> None:
     made that pass 0.47-0.55 s instead of 0.38-0.42 (H100 host, 2026-11-27): the pass
     takes and releases the GIL around every launch and every wait.
     """
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(min(previous, 2e-4))
+    global _yielding, _interval
+    with _YIELDING:  # the first of concurrent imports lowers the interval, the last restores it
+        if _yielding == 0:
+            _interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(_interval, 2e-4))
+        _yielding += 1
     try:
         importlib.import_module(module)
     finally:
-        sys.setswitchinterval(previous)
+        with _YIELDING:
+            _yielding -= 1
+            if _yielding == 0:
+                sys.setswitchinterval(_interval)
+
+
+_YIELDING = threading.Lock()
+_yielding = 0  # imports in _import_yielding now
+_interval = 0.005  # the switch interval before the first of them
 
 
 class _TopHits:

@@ -288,3 +288,38 @@ def test_stats(result):
 def test_without_stats_returns_the_frame_only(store):
     found = swdask.search_in_process({"q": "MKVLAWQERT"}, store, max_hits=2)
     assert isinstance(found, pd.DataFrame)
+
+
+def test_imports_beside_the_gpu_lower_the_switch_interval_while_any_runs(monkeypatch):
+    """pandas is imported beside a GPU search's score passes with a 0.2 ms switch interval;
+    two such imports that overlap (two searches in threads; the first to start ends first)
+    leave the interval as it was."""
+    import sys
+    import threading
+
+    from swdask.jobs.search import api
+
+    inside = [threading.Event(), threading.Event()]
+    leave = [threading.Event(), threading.Event()]
+    seen = {}
+
+    def slow_import(name):
+        k = int(name)
+        seen[k] = sys.getswitchinterval()
+        inside[k].set()
+        leave[k].wait(10)
+
+    before = sys.getswitchinterval()
+    monkeypatch.setattr(api.importlib, "import_module", slow_import)
+    threads = [threading.Thread(target=api._import_yielding, args=(str(k),)) for k in range(2)]
+    threads[0].start()
+    assert inside[0].wait(10)
+    threads[1].start()
+    assert inside[1].wait(10)
+    leave[0].set()
+    threads[0].join(10)
+    assert sys.getswitchinterval() == pytest.approx(2e-4)  # the other still imports
+    leave[1].set()
+    threads[1].join(10)
+    assert seen == {0: pytest.approx(2e-4), 1: pytest.approx(2e-4)}
+    assert sys.getswitchinterval() == before
