@@ -187,10 +187,10 @@ class DeviceSubjects:
         short = np.arange(self.n_intra, len(self.subjects))
         self._short = (self._all if self.n_intra == 0 else
                        _Ordered(short, self.lengths[short], self.subjects[short], self.stream))
-        self._boundary = cuda.device_array(2, np.int32, stream=self.stream)
-        #: The extra launch streams and their boundary buffers (see :meth:`_lanes`).
-        self._lane_streams = []
-        self._lane_boundaries = []
+        #: Launch streams (the compute stream first, see :meth:`_lanes`) and the boundary
+        #: row of each: launches on one stream run in order, so one buffer serves them all.
+        self._lane_streams = [self.stream]
+        self._boundaries = [cuda.device_array(2, np.int32, stream=self.stream)]
         #: Page-locked host buffers by (table set, use), reused: allocating or freeing
         #: page-locked memory can stall the device, which the pipeline must not.
         self._pool = {}
@@ -327,16 +327,11 @@ class DeviceSubjects:
         return pinned, [(int(a), p.shape) for a, p in zip(at, profiles)]
 
     def _boundary_for(self, size, lane=0):
-        # Launches on one stream run in order, so one buffer serves them all; each extra
-        # launch stream (lane) has its own.
-        if lane:
-            if self._lane_boundaries[lane - 1].shape[0] < size:
-                self._lane_boundaries[lane - 1] = cuda.device_array(
-                    size, np.int32, stream=self._lane_streams[lane - 1])
-            return self._lane_boundaries[lane - 1]
-        if self._boundary.shape[0] < size:
-            self._boundary = cuda.device_array(size, np.int32, stream=self.stream)
-        return self._boundary
+        """The boundary row of launch stream ``lane``, at least ``size`` long."""
+        if self._boundaries[lane].shape[0] < size:
+            self._boundaries[lane] = cuda.device_array(size, np.int32,
+                                                       stream=self._lane_streams[lane])
+        return self._boundaries[lane]
 
     def _lanes(self, launches, blocks):
         """The streams for ``launches`` independent launches of at most ``blocks`` blocks:
@@ -347,10 +342,10 @@ class DeviceSubjects:
         count = min(LAUNCH_LANES, launches, math.ceil(fill / max(blocks, 1)))
         if count < 2:
             return [self.stream]
-        while len(self._lane_streams) < count - 1:
+        while len(self._lane_streams) < count:
             self._lane_streams.append(cuda.stream())
-            self._lane_boundaries.append(cuda.device_array(2, np.int32, stream=self.stream))
-        lanes = [self.stream, *self._lane_streams[:count - 1]]
+            self._boundaries.append(cuda.device_array(2, np.int32, stream=self.stream))
+        lanes = self._lane_streams[:count]
         begun = _event(timing=False)
         begun.record(self.stream)
         for stream in lanes[1:]:

@@ -274,14 +274,11 @@ class SequenceStore:
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(1, thread_name_prefix="swdask-read")
-        first = pool.submit(self.read_partition, 0)
-        pool.shutdown(wait=False)  # the thread ends after the last read submitted
-        return self._read_ahead(first, count)
+        # Dropped unread, the generator and with it the pool are freed: its thread ends.
+        return self._read_ahead(pool, pool.submit(self.read_partition, 0), count)
 
-    def _read_ahead(self, pending, count: int) -> Iterator[SequenceBatch]:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(1, thread_name_prefix="swdask-read") as pool:
+    def _read_ahead(self, pool, pending, count: int) -> Iterator[SequenceBatch]:
+        with pool:
             for i in range(1, count + 1):
                 batch = pending.result()
                 if i < count:

@@ -455,6 +455,9 @@ def _run(job: SearchJob, progress, device="cpu", partitions=None):
     score_seconds = 0.0
     names = {}
     bar = progress_bar(progress, desc="search", unit="cell", unit_scale=True, total=job.cells)
+    # pandas (0.25-0.3 s of imports) is first needed for the hits table: a GPU search
+    # imports it after its first score pass, while this thread waits on the GPU.
+    import_pandas = device == "gpu" and "pandas" not in sys.modules
     with bar:
         # The GPU scores a partition while the next one is read and decoded.
         for part in partitions:
@@ -466,9 +469,8 @@ def _run(job: SearchJob, progress, device="cpu", partitions=None):
                 q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
                 candidates, seconds = tasks.score_pass(device, q_res, q_off, part.residues, part.offsets,
                                                   job.scoring, job.mode, max_hits, job.min_score)
-                if device == "gpu" and "pandas" not in sys.modules:
-                    # pandas (0.25-0.3 s of imports) is first needed for the hits table:
-                    # imported from here on it loads while this thread waits on the GPU.
+                if import_pandas:
+                    import_pandas = False
                     threading.Thread(target=_import_yielding, args=("pandas",),
                                      daemon=True, name="swdask-import").start()
                 score_seconds += seconds
