@@ -405,9 +405,7 @@ def start_early() -> None:
 def _first_use() -> None:
     # The driver starts on a thread of its own while this one imports Numba (0.2 s) and
     # its CUDA target (0.45 s): the import is the longer, and begins at once.
-    started = []
-    driver = threading.Thread(target=lambda: started.append(_driver_start()),
-                              name="swdask-cuda-driver", daemon=True)
+    driver = threading.Thread(target=_driver_start, name="swdask-cuda-driver", daemon=True)
     driver.start()
     try:
         from numba import cuda
@@ -420,42 +418,28 @@ def _first_use() -> None:
         pass
     finally:
         driver.join()
-        if started and started[0] is not None:
-            started[0]()
 
 
-def _driver_start() -> Callable[[], None] | None:
-    """Start the CUDA driver and make device 0's primary context through ``libcuda``
-    itself, before Numba is imported; returns the function that gives the context back
-    (None where nothing was started).
+def _driver_start() -> None:
+    """Start the CUDA driver and make device 0's primary context current through
+    :mod:`swdask.kernels.cuda.driver` (ctypes), before Numba is imported.
 
     ``cuInit`` and ``cuDevicePrimaryCtxRetain`` are what Numba's start calls first, and
     they take 0.25-0.3 s on an H100 host.  Called through :mod:`ctypes` they release the
-    GIL, so they run while Python imports Numba; Numba then retains the same context (the
-    driver counts retains) and gives it back when it closes, and this retain is given
-    back as soon as Numba holds its own, so the context's life stays Numba's.  Device 0 is
-    Numba's default device (the first of ``CUDA_VISIBLE_DEVICES``).  Nothing is done under
-    the simulator or without a driver library (Linux only, found as Numba finds it); a
-    failing call leaves the error to Numba's own start.
+    GIL, so they run while Python imports Numba; Numba then finds the driver started and
+    retains the same context, which the driver layer keeps for the process (its launches
+    of cached kernels use it).  Nothing is done under the simulator or off Linux; a
+    failing call leaves the error to Numba's own start, which says why.
     """
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0") \
             or not sys.platform.startswith("linux"):
-        return None
-    import ctypes
+        return
+    from .kernels.cuda import driver
 
-    driver = _driver_library()
-    if driver is None:
-        return None
     try:
-        release = getattr(driver, "cuDevicePrimaryCtxRelease_v2", None) \
-            or driver.cuDevicePrimaryCtxRelease
-        device, context = ctypes.c_int(), ctypes.c_void_p()
-        if (driver.cuInit(0) or driver.cuDeviceGet(ctypes.byref(device), 0)
-                or driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), device)):
-            return None
-    except AttributeError:  # not a CUDA driver
-        return None
-    return lambda: release(device)
+        driver.context()
+    except driver.CudaError:
+        pass
 
 
 def gpu_available() -> bool:
@@ -548,30 +532,12 @@ def cuda_driver_loadable() -> bool:
     """False when no CUDA driver library can be loaded on Linux (so there is no GPU),
     found without importing Numba's CUDA target (about 0.2 s of a CPU run's start);
     True wherever that cannot be told so cheaply (then :func:`gpu_available` decides).
-    Looks where Numba does: ``libcuda.so`` and ``libcuda.so.1`` on the loader's path and
-    in ``/usr/lib`` and ``/usr/lib64``, or ``NUMBA_CUDA_DRIVER``."""
+    Looks where Numba does (:func:`swdask.kernels.cuda.driver.library`)."""
     if not sys.platform.startswith("linux") or os.environ.get("NUMBA_CUDA_DRIVER"):
         return True
-    return _driver_library() is not None
+    from .kernels.cuda import driver
 
-
-def _driver_library():
-    """The CUDA driver library where Numba looks for it on Linux (``NUMBA_CUDA_DRIVER``,
-    else ``libcuda.so`` and ``libcuda.so.1`` on the loader's path and in ``/usr/lib`` and
-    ``/usr/lib64``), loaded through :mod:`ctypes`; None where none loads."""
-    import ctypes
-
-    if os.environ.get("NUMBA_CUDA_DRIVER"):
-        paths = [os.environ["NUMBA_CUDA_DRIVER"]]
-    else:
-        paths = [path for name in ("libcuda.so", "libcuda.so.1")
-                 for path in (name, f"/usr/lib/{name}", f"/usr/lib64/{name}")]
-    for path in paths:
-        try:
-            return ctypes.CDLL(path)
-        except OSError:
-            continue
-    return None
+    return driver.library() is not None
 
 
 def current_client() -> Client | None:

@@ -51,41 +51,63 @@ class _FakeDriver:
 
         def call(*args):
             self.calls.append(name)
+            if name == "cuDevicePrimaryCtxRetain":
+                args[0]._obj.value = 0x1234  # the context's handle
             return 100 if name == self.fail else 0
         return call
 
 
-@pytest.mark.parametrize("fail", [None, "cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"])
-def test_driver_start_retains_device_0s_context_and_gives_it_back(monkeypatch, fail):
-    """The early start calls the driver in Numba's order, and its release gives back the
-    one retain it made; a failing call leaves nothing to give back."""
-    from swdask import backend
+@pytest.fixture
+def fake_driver(monkeypatch):
+    """A fake libcuda behind kernels/cuda/driver.py, with no context made yet."""
+    import threading
 
-    fake = _FakeDriver(fail)
+    from swdask.kernels.cuda import driver
+
+    def install(fail=None):
+        fake = _FakeDriver(fail)
+        monkeypatch.setattr(driver, "_library", fake)
+        monkeypatch.setattr(driver, "_context", None)
+        monkeypatch.setattr(driver, "_thread", threading.local())
+        return fake
+    return install
+
+
+@pytest.mark.parametrize("fail", [None, "cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"])
+def test_driver_start_makes_device_0s_primary_context_current(monkeypatch, fake_driver, fail):
+    """The early start calls the driver in Numba's order and makes the context current on
+    its thread; a failing call is left to Numba's own start (nothing raised)."""
+    from swdask import backend
+    from swdask.kernels.cuda import driver
+
+    fake = fake_driver(fail)
     monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
     monkeypatch.setattr(sys, "platform", "linux")
-    monkeypatch.setattr(backend, "_driver_library", lambda: fake)
-    release = backend._driver_start()
-    order = ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"]
+    backend._driver_start()
+    order = ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent"]
     if fail is not None:
-        assert release is None and fake.calls == order[:order.index(fail) + 1]
+        assert fake.calls == [*order[:order.index(fail) + 1], "cuGetErrorName"]
+        assert driver._context is None
         return
+    assert fake.calls == order and driver._context == 0x1234
+    driver.context()  # kept for the process, current on this thread: no more calls
     assert fake.calls == order
-    release()
-    assert fake.calls == [*order, "cuDevicePrimaryCtxRelease_v2"]
 
 
-def test_driver_start_does_nothing_under_the_simulator_or_without_a_driver(monkeypatch):
+def test_driver_start_does_nothing_under_the_simulator_or_without_a_driver(monkeypatch,
+                                                                           fake_driver):
     from swdask import backend
+    from swdask.kernels.cuda import driver
 
-    fake = _FakeDriver()
+    fake = fake_driver()
     monkeypatch.setattr(sys, "platform", "linux")
-    monkeypatch.setattr(backend, "_driver_library", lambda: fake)
     monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
-    assert backend._driver_start() is None and fake.calls == []
+    backend._driver_start()
+    assert fake.calls == []
     monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "0")
-    monkeypatch.setattr(backend, "_driver_library", lambda: None)
-    assert backend._driver_start() is None
+    monkeypatch.setattr(driver, "_library", None)
+    monkeypatch.setattr(driver, "library", lambda: None)
+    backend._driver_start()  # no driver library: nothing raised
 
 
 #: A fresh process: CUDA started with or without the early start (argv[1]), then Numba's

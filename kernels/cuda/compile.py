@@ -17,18 +17,21 @@ What this module does
   (``source/``) and compiled from there, so tracebacks, ``inspect`` and profilers show
   real lines.  ``SWDASK_DUMP_KERNELS=DIR`` also copies every rendered kernel to
   ``DIR/<name>.py`` for reading and diffing.
-- **Compile once per machine**: a :class:`Kernel` wraps Numba's dispatcher.  After a
-  launch that compiled a new specialisation, the specialisation is saved, machine code
-  (cubin) included, as one file ``<key>-<types>.nbk``; the next process loads it
-  (about 7 ms a kernel, measured) instead of compiling.  A linked CUDA C++ source is
-  part of the key, and the cubin is already linked, so the refusal above does not apply
-  to what is saved.
-- **Key**: a SHA-256 over everything that changes the machine code: the rendered text,
-  the values it reads from its namespace, the linked sources, the jit options, the
-  source of every module of ``swdask.kernels`` (device functions live there), the
-  argument types, the device's compute capability, and the versions of Numba,
-  numba-cuda, the CUDA driver and NVVM.  An entry whose header does not match its key,
-  that fails its checksum or does not unpickle is deleted and rebuilt, never trusted.
+- **Compile once per machine**: a :class:`Kernel` is a build spec (family and shape,
+  or a hand-written kernel's name).  Numba compiles a specialisation the first time a
+  launch or a build needs it; its cubin is kept with its entry symbol and parameter
+  types as one file ``<key>-<types>.nbk``, and later processes load the cubin and
+  launch it through the CUDA driver (:mod:`~swdask.kernels.cuda.driver`, Numba's
+  argument layout): loading and launching a kept kernel need no part of Numba, whose
+  import (0.55-0.65 s on an H100 host) a launch then never waits for.  Numba's own
+  serialisation is not used: it refuses a kernel that links CUDA C++ (``Cannot pickle CUDACodeLibrary with
+  linking files``), and a cubin is linked already.
+- **Key**: a SHA-256 of the build spec, the source of every module of ``swdask.kernels``
+  (renderers, device functions and hand-written kernels live there and read nothing
+  else of swdask), the versions of Numba, numba-cuda and the CUDA driver, and the
+  device's compute capability.  An entry whose header does not match its key, or that
+  fails its checksum, is deleted and rebuilt, never trusted; a loaded kernel's
+  parameter sizes are checked against its machine code's.
 - **Safe for concurrent writers**: an entry is written to a temporary name in the same
   folder and renamed into place (atomic on POSIX); readers never see a partial entry.
   Two processes compiling the same kernel both write it; the last rename wins, and both
@@ -47,6 +50,8 @@ so nothing is cached; kernels are still rendered to files and run from there.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -54,8 +59,8 @@ import json
 import logging
 import marshal
 import os
-import pickle
 import struct
+import sys
 import threading
 import time
 import types
@@ -65,7 +70,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from numba import config, cuda
+import numpy as np
+
+from . import driver
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +80,7 @@ if TYPE_CHECKING:
     from numba.cuda.dispatcher import CUDADispatcher
 
 #: Bump when the entry layout changes: older entries then stop matching their key.
-FORMAT = 1
+FORMAT = 2
 #: Environment variables read here.
 ENV_CACHE_DIR = "SWDASK_CACHE_DIR"
 ENV_DUMP = "SWDASK_DUMP_KERNELS"
@@ -145,10 +152,19 @@ def max_bytes() -> int:
 _SHARED_KEY = None
 
 
+def simulated() -> bool:
+    """Whether Numba's CUDA simulator stands in for a GPU, told without importing Numba
+    where it is not imported yet (``NUMBA_ENABLE_CUDASIM``, which Numba reads)."""
+    config = sys.modules.get("numba.core.config")
+    if config is not None:
+        return bool(config.ENABLE_CUDASIM)
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
+
 def kernels_digest(package: Path | None = None) -> str:
-    """SHA-256 of every source file of ``swdask.kernels`` (or of ``package``): device
-    functions, constants and generators live there, so an edit to any of them must miss
-    the cache."""
+    """SHA-256 of every source file of ``swdask.kernels`` (or of ``package``): renderers,
+    device functions, constants and hand-written kernels live there and import nothing
+    else of swdask, so with a build spec this decides a kernel's text."""
     package = package or Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
@@ -158,21 +174,17 @@ def kernels_digest(package: Path | None = None) -> str:
 
 
 def _toolchain() -> dict:
-    """Versions that change the machine code for the same kernel text."""
-    import numba
+    """Versions that change the machine code for the same kernel text, read without
+    importing Numba (package metadata and the driver)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    facts = {"format": FORMAT, "numba": numba.__version__}
-    try:
-        from importlib.metadata import version
-
-        facts["numba-cuda"] = version("numba-cuda")
-    except Exception:  # numba's bundled CUDA target: numba's version covers it
-        facts["numba-cuda"] = None
-    from numba.cuda.cudadrv import nvvm
-    from numba.cuda.cudadrv.driver import driver
-
-    facts["driver"] = driver.get_version()
-    facts["nvvm"] = nvvm.NVVM().get_version()
+    facts = {"format": FORMAT}
+    for package in ("numba", "numba-cuda"):
+        try:
+            facts[package] = version(package)
+        except PackageNotFoundError:  # numba's bundled CUDA target: numba's version covers it
+            facts[package] = None
+    facts["driver"] = driver.driver_version()
     return facts
 
 
@@ -185,35 +197,27 @@ def _shared_key() -> str:
     return _SHARED_KEY
 
 
-def _describe(value) -> str:
-    """A namespace value as key text: constants by value, code objects by name (their
-    source is in :func:`kernels_digest`)."""
-    if isinstance(value, types.ModuleType):
-        return f"module {value.__name__}"
-    if isinstance(value, (int, float, str, bytes, bool)) or hasattr(value, "dtype"):
-        return f"{type(value).__name__} {value!r}"
-    name = getattr(value, "__qualname__", None) or getattr(getattr(value, "py_func", None),
-                                                           "__qualname__", None)
-    if name is None and hasattr(value, "name"):  # a declared external function
-        name = f"extern {value.name}"
-    return f"{type(value).__name__} {getattr(value, '__module__', '')}.{name}"
+def kernel_key(spec: dict[str, Any], shared: str, cc: tuple[int, int]) -> str:
+    """An entry key: SHA-256 of the build spec (family and shape, or the hand-written
+    kernel's name), the shared facts (:func:`kernels_digest`, versions) and the device's
+    compute capability."""
+    text = json.dumps({"spec": spec, "shared": shared, "cc": list(cc)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------
 # Entries on disk.
 
-def entry_bytes(key: str, signature: str, payload: bytes,
-                spec: dict[str, Any] | None = None) -> bytes:
-    """An entry: magic, header length, a JSON header (format, key, argument types, the
-    payload's SHA-256, and ``spec``, what re-creates the kernel for :func:`preload`),
-    the payload."""
-    header = json.dumps({"format": FORMAT, "key": key, "signature": signature, "spec": spec,
+def entry_bytes(key: str, header: dict[str, Any], payload: bytes) -> bytes:
+    """An entry: magic, header length, a JSON header (``header`` with the format, the key
+    and the payload's SHA-256), the payload (a cubin)."""
+    header = json.dumps({**header, "format": FORMAT, "key": key,
                          "sha256": hashlib.sha256(payload).hexdigest()}).encode()
     return _MAGIC + struct.pack("<I", len(header)) + header + payload
 
 
-def read_entry(path: Path, key: str) -> tuple[str, bytes] | None:
-    """``(signature, payload)`` of an entry, or None (and the entry deleted) when it is
+def read_entry(path: Path, key: str) -> tuple[dict[str, Any], bytes] | None:
+    """``(header, payload)`` of an entry, or None (and the entry deleted) when it is
     corrupted, truncated or written for another key."""
     try:
         data = path.read_bytes()
@@ -225,7 +229,7 @@ def read_entry(path: Path, key: str) -> tuple[str, bytes] | None:
         if (header.get("format") != FORMAT or header.get("key") != key
                 or hashlib.sha256(payload).hexdigest() != header.get("sha256")):
             raise ValueError("foreign or corrupted entry")
-        return header["signature"], payload
+        return header, payload
     except FileNotFoundError:
         return None
     except Exception:
@@ -294,32 +298,203 @@ def prune(folder: Path | None = None, limit: int | None = None) -> int:
     return removed
 
 
-def _pack(kernel) -> bytes:
-    """A compiled Numba ``_Kernel`` as bytes: its state and its code library's, the
-    cubin for this device included.  The library's linked files are left out (the cubin
-    is already linked; Numba refuses to pickle them) and so is its LLVM IR (two thirds
-    of the bytes; nothing needs it once there is a cubin)."""
-    library = kernel._codelibrary
-    library.get_cubin(library._ensure_cc(None))
-    linked = library._linking_files
-    library._linking_files = set()
-    try:
-        library_state = library._reduce_states()
-    finally:
-        library._linking_files = linked
-    library_state["llvm_strs"] = []
-    kernel_state = dict(kernel._reduce_states(), codelibrary=None)
-    return pickle.dumps((kernel_state, library_state), protocol=pickle.HIGHEST_PROTOCOL)
+# ---------------------------------------------------------------------------------------
+# Parameter types, and Numba's layout of a launch's parameters.
+#
+# A parameter type is ``("a", dtype, ndim, layout)`` for an array (NumPy's dtype string,
+# Numba's layout letter) or ``("s", dtype)`` for a scalar: what Numba's ``typeof`` makes
+# of a launch's arguments, said without Numba.
+
+#: ctypes of the scalar parameters (Numba passes a boolean as one byte).
+_SCALARS = {"|b1": ctypes.c_uint8, "|i1": ctypes.c_int8, "|u1": ctypes.c_uint8,
+            "<i2": ctypes.c_int16, "<u2": ctypes.c_uint16, "<i4": ctypes.c_int32,
+            "<u4": ctypes.c_uint32, "<i8": ctypes.c_int64, "<u8": ctypes.c_uint64,
+            "<f4": ctypes.c_float, "<f8": ctypes.c_double}
 
 
-def _unpack(payload: bytes):
-    """The inverse of :func:`_pack`: a launchable ``_Kernel`` (nothing compiled)."""
-    from numba.cuda.codegen import CUDACodeLibrary
-    from numba.cuda.dispatcher import _Kernel
+def _layout(shape: Sequence[int], strides: Sequence[int], itemsize: int) -> str:
+    """Numba's layout letter of an array: ``C``, ``F`` or ``A``."""
+    def contiguous(order):
+        step = itemsize
+        for extent, stride in order:
+            if extent > 1 and stride != step:
+                return False
+            step *= extent
+        return True
 
-    kernel_state, library_state = pickle.loads(payload)
-    library = CUDACodeLibrary._rebuild(**library_state)
-    return _Kernel._rebuild(**dict(kernel_state, codelibrary=library))
+    pairs = list(zip(shape, strides))
+    if contiguous(reversed(pairs)):
+        return "C"
+    return "F" if contiguous(pairs) else "A"
+
+
+def _array_facts(value: Any) -> tuple[int, tuple, tuple, np.dtype] | None:
+    """``(pointer, shape, strides, dtype)`` of a device array (this package's or any with
+    ``__cuda_array_interface__``), or None for anything else."""
+    if isinstance(value, driver.DeviceArray):
+        return value.pointer, value.shape, value.strides, value.dtype
+    interface = getattr(value, "__cuda_array_interface__", None)
+    if interface is None:
+        return None
+    dtype = np.dtype(interface["typestr"])
+    shape = tuple(interface["shape"])
+    strides = interface.get("strides") or driver._c_strides(shape, dtype.itemsize)
+    return interface["data"][0], shape, tuple(strides), dtype
+
+
+def parameter_type(value: Any) -> tuple:
+    """The parameter type Numba gives launch argument ``value``."""
+    facts = _array_facts(value)
+    if facts is not None:
+        _, shape, strides, dtype = facts
+        return ("a", dtype.str, len(shape), _layout(shape, strides, dtype.itemsize))
+    if isinstance(value, np.ndarray):
+        return ("a", value.dtype.str, value.ndim,
+                _layout(value.shape, value.strides, value.itemsize))
+    if isinstance(value, (bool, np.bool_)):
+        return ("s", "|b1")
+    if isinstance(value, np.generic):
+        return ("s", value.dtype.str)
+    if isinstance(value, int):
+        return ("s", "<i8")  # Numba types a Python int as int64
+    if isinstance(value, float):
+        return ("s", "<f8")
+    raise TypeError(f"a CUDA kernel cannot take {type(value).__name__} {value!r}")
+
+
+def _parameter_types(argtypes: Sequence[Any]) -> tuple:
+    """Parameter types of Numba types (a compiled kernel's signature)."""
+    from numba.core import types as nbtypes
+    from numba.np.numpy_support import as_dtype
+
+    out = []
+    for kind in argtypes:
+        if isinstance(kind, nbtypes.Array):
+            out.append(("a", as_dtype(kind.dtype).str, kind.ndim, kind.layout))
+        elif isinstance(kind, (nbtypes.Integer, nbtypes.Float, nbtypes.Boolean)):
+            out.append(("s", as_dtype(kind).str))
+        else:
+            raise TypeError(f"kernel parameter type {kind} is not one swdask launches")
+    return tuple(out)
+
+
+def _numba_types(parameters: Sequence[tuple]) -> tuple:
+    """The Numba types of parameter types (what a launch makes Numba compile)."""
+    from numba import from_dtype
+    from numba.core import types as nbtypes
+
+    return tuple(nbtypes.Array(from_dtype(np.dtype(p[1])), p[2], p[3]) if p[0] == "a"
+                 else from_dtype(np.dtype(p[1])) for p in parameters)
+
+
+def conversions(declared: Sequence[tuple], launched: Sequence[tuple]) -> int | None:
+    """How many arguments of a launch with types ``launched`` a kernel compiled for
+    ``declared`` converts, or None when it cannot take them: Numba's rule for picking a
+    compiled specialisation, an array of any layout for layout ``A`` and a scalar by a
+    safe cast."""
+    if len(declared) != len(launched):
+        return None
+    count = 0
+    for want, have in zip(declared, launched):
+        if want == have:
+            continue
+        if want[0] != have[0]:
+            return None
+        if want[0] == "a":
+            if want[1:3] != have[1:3] or want[3] != "A":
+                return None
+        elif not np.can_cast(np.dtype(have[1]), np.dtype(want[1]), "safe"):
+            return None
+        count += 1
+    return count
+
+
+def parameter_sizes(parameters: Sequence[tuple]) -> list[int]:
+    """Byte size of each kernel parameter that ``parameters`` become: an array is seven
+    values and two per dimension (Numba's array model: two null pointers, the item
+    count, the item size, the data pointer, the shape, the strides)."""
+    sizes = []
+    for p in parameters:
+        sizes += [8] * (5 + 2 * p[2]) if p[0] == "a" else [np.dtype(p[1]).itemsize]
+    return sizes
+
+
+def pack(parameters: Sequence[tuple], args: Sequence[Any], stream: int
+         ) -> tuple[list, list]:
+    """ctypes values of a launch's ``args`` for a kernel of ``parameters``, and the
+    (device, host) pairs to copy back after it (a host array is copied to the device
+    for the launch and back after it, as Numba does)."""
+    values, writeback = [], []
+    for p, value in zip(parameters, args):
+        if p[0] == "s":
+            value = value.item() if isinstance(value, np.generic) else value
+            values.append(_SCALARS[p[1]](value))
+            continue
+        facts = _array_facts(value)
+        if facts is None:
+            host = np.asarray(value)
+            if not host.flags.c_contiguous:
+                raise ValueError("a host array passed to a kernel must be contiguous")
+            device = driver.to_device(host, stream)
+            if host.flags.writeable:
+                writeback.append((device, host))
+            facts = device.pointer, device.shape, device.strides, device.dtype
+        pointer, shape, strides, dtype = facts
+        values += [ctypes.c_void_p(0), ctypes.c_void_p(0),
+                   ctypes.c_int64(int(np.prod(shape, dtype=np.int64))),
+                   ctypes.c_int64(dtype.itemsize), ctypes.c_uint64(pointer)]
+        values += [ctypes.c_int64(n) for n in shape] + [ctypes.c_int64(n) for n in strides]
+    return values, writeback
+
+
+@dataclass
+class Compiled:
+    """One compiled specialisation of a kernel: its cubin, entry symbol and parameter
+    types, as kept in an entry; :meth:`function` loads it into the context."""
+
+    parameters: tuple
+    name: str
+    cubin: bytes
+    cooperative: bool = False
+    declared: tuple = ()
+    _function: Any = None
+
+    def header(self, spec: dict[str, Any] | None) -> dict[str, Any]:
+        return {"parameters": [list(p) for p in self.parameters], "name": self.name,
+                "cooperative": self.cooperative, "declared": list(self.declared),
+                "spec": spec}
+
+    @classmethod
+    def from_entry(cls, header: dict[str, Any], payload: bytes) -> Compiled:
+        return cls(tuple(tuple(p) for p in header["parameters"]), header["name"], payload,
+                   bool(header["cooperative"]), tuple(header.get("declared") or ()))
+
+    @classmethod
+    def from_numba(cls, kernel: Any, declared: Sequence[str] = ()) -> Compiled:
+        """From a Numba ``_Kernel`` just compiled."""
+        library = kernel._codelibrary
+        if getattr(library, "_setup_functions", None):
+            raise TypeError(f"kernel {kernel.entry_name} needs module set-up functions")
+        cubin = library.get_cubin(library._ensure_cc(None))
+        cubin = getattr(cubin, "code", cubin)  # numba-cuda 0.30: cuda.core's ObjectCode
+        if not isinstance(cubin, (bytes, bytearray)):
+            raise TypeError(f"kernel {kernel.entry_name}: no cubin bytes ({type(cubin)})")
+        return cls(_parameter_types(kernel.argument_types),
+                   getattr(library, "_entry_name", None) or kernel.entry_name, bytes(cubin),
+                   bool(kernel.cooperative), tuple(declared))
+
+    def function(self) -> driver.Function:
+        """The kernel loaded into the current context (once), its parameters checked
+        against the machine code's where the driver can tell them (CUDA 12.4 and newer)."""
+        if self._function is None:
+            function = driver.Function(self.cubin, self.name)
+            found = function.parameter_sizes()
+            if found and found != parameter_sizes(self.parameters):
+                raise driver.CudaError(
+                    f"kernel {self.name}: parameter sizes {found} are not Numba's "
+                    f"{parameter_sizes(self.parameters)}")
+            self._function = function
+        return self._function
 
 
 # ---------------------------------------------------------------------------------------
@@ -332,185 +507,214 @@ STATS = {"compiled": 0, "loaded": 0, "discarded": 0, "compile_seconds": 0.0}
 class Kernel:
     """A CUDA kernel whose compiled specialisations persist across processes.
 
-    Launch it as a Numba kernel: ``kernel[grid, block, stream](*args)``.  The first launch
-    in a process loads every specialisation saved for this kernel and device; a launch
-    that makes Numba compile a new one saves it.  In the simulator it only records the
-    argument types of each launch (:attr:`launched`), which the tests compare with the
-    declared signatures.
+    Launch it as a Numba kernel: ``kernel[grid, block, stream](*args)``.  On a GPU every
+    launch goes through :mod:`~swdask.kernels.cuda.driver`: the specialisation for the
+    arguments' types comes from this process, from the cache, or from Numba (imported
+    only then), which compiles it and whose cubin is saved for later processes.  In the
+    simulator the launch is Numba's, and records its argument types (:attr:`launched`),
+    which the tests compare with the declared signatures.
 
     Parameters
     ----------
-    dispatcher : numba.cuda.dispatcher.CUDADispatcher
-        Numba's kernel (compiles lazily; unused until the first launch).
-    identity : str
-        Everything besides the shared toolchain facts that decides the machine code.
-    spec : dict, optional
+    spec : dict
         How to get this kernel again (``{"family": ..., "shape": ...}`` or
-        ``{"kernel": "module:qualname"}``), kept in its entries for :func:`preload`.
+        ``{"kernel": "module:qualname"}``): with the shared facts it makes the key.
+    make : callable
+        Returns Numba's dispatcher for the kernel; called at the first compile or
+        simulated launch only (rendering and Numba's import wait until then).
     """
 
-    def __init__(self, dispatcher: CUDADispatcher, identity: str,
-                 spec: dict[str, Any] | None = None) -> None:
-        self.dispatcher = dispatcher
-        self.identity = identity
+    def __init__(self, spec: dict[str, Any], make: Callable[[], CUDADispatcher]) -> None:
         self.spec = spec
-        self.simulated = bool(config.ENABLE_CUDASIM)
+        self.signatures: tuple[str, ...] = ()
+        self.simulated = simulated()
         self.launched = set()
+        self._make = make
+        self._dispatcher = None
         self._key = None
+        self._compiled: dict[tuple, Compiled] = {}
         self._loaded = False
         self._lock = threading.RLock()
 
     def __repr__(self) -> str:
-        return f"Kernel({self.identity.splitlines()[0]!r})"
+        return f"Kernel({json.dumps(self.spec, sort_keys=True)})"
+
+    @property
+    def dispatcher(self) -> CUDADispatcher:
+        """Numba's dispatcher (made at the first use: rendering and importing Numba)."""
+        with self._lock:
+            if self._dispatcher is None:
+                self._dispatcher = self._make()
+            return self._dispatcher
 
     @property
     def py_func(self) -> Callable[..., Any]:
         return self.dispatcher.py_func
 
     def key(self) -> str:
-        """The entry key: SHA-256 of the identity, the toolchain and the device's
-        compute capability."""
+        """The entry key (:func:`kernel_key`) on this device."""
         if self._key is None:
-            cc = cuda.get_current_device().compute_capability
-            text = "\n".join([self.identity, _shared_key(), f"cc {cc}"])
-            self._key = hashlib.sha256(text.encode()).hexdigest()
+            self._key = kernel_key(self.spec, _shared_key(), driver.compute_capability())
         return self._key
 
-    def _path(self, signature: str) -> Path:
-        tag = hashlib.sha256(signature.encode()).hexdigest()[:16]
+    def _path(self, parameters: tuple) -> Path:
+        tag = hashlib.sha256(json.dumps(parameters).encode()).hexdigest()[:16]
         return kernel_dir() / f"{self.key()}-{tag}{_SUFFIX}"
 
     def load(self) -> int:
-        """Add the saved specialisations the dispatcher lacks; returns how many."""
+        """Read the saved specialisations this process lacks; returns how many."""
         if self.simulated:
             return 0
         with self._lock:
             self._loaded = True
-            have = {str(tuple(argtypes)) for argtypes in self.dispatcher.overloads}
             loaded = 0
             for path in kernel_dir().glob(f"{self.key()}-*{_SUFFIX}"):
                 entry = read_entry(path, self.key())
                 if entry is None:
                     STATS["discarded"] += 1
                     continue
-                if entry[0] in have:
-                    continue
                 try:
-                    kernel = _unpack(entry[1])
-                    self.dispatcher.add_overload(kernel, kernel.argument_types)
-                except Exception:
+                    compiled = Compiled.from_entry(*entry)
+                except (KeyError, TypeError, ValueError):
                     _discard(path)
                     STATS["discarded"] += 1
                     continue
-                try:
-                    os.utime(path)  # least recently used goes first when pruning
-                except OSError:
-                    pass
+                if compiled.parameters in self._compiled:
+                    continue
+                self._compiled[compiled.parameters] = compiled
+                _touch(path)  # least recently used goes first when pruning
                 loaded += 1
             STATS["loaded"] += loaded
-            logger.debug("kernel %s: %d compiled shapes loaded from the cache", self.identity,
-                         loaded)
+            logger.debug("kernel %r: %d compiled shapes loaded from the cache", self, loaded)
             return loaded
 
-    def save_new(self) -> int:
-        """Save the specialisations compiled since the last load or save."""
-        with self._lock:
-            saved = 0
-            for argtypes, kernel in list(self.dispatcher.overloads.items()):
-                signature = str(tuple(argtypes))
-                path = self._path(signature)
-                if path.exists():
-                    continue
-                try:
-                    write_atomic(path, entry_bytes(self.key(), signature, _pack(kernel),
-                                                   self.spec))
-                    saved += 1
-                except Exception:  # noqa: BLE001 - the cache is an optimisation only
-                    # A read-only or full cache, or a kernel Numba will not serialise,
-                    # costs a compile in a later process, never this launch.
-                    pass
-        if saved:
-            try:
-                prune()
-            except OSError:
-                pass
-        return saved
+    def _save(self, compiled: Compiled) -> None:
+        try:
+            write_atomic(self._path(compiled.parameters),
+                         entry_bytes(self.key(), compiled.header(self.spec), compiled.cubin))
+        except OSError:  # a read-only or full cache costs a compile in a later process
+            return
+        try:
+            prune()
+        except OSError:
+            pass
+
+    def _compile(self, parameters: tuple, declared: Sequence[str] = ()) -> Compiled:
+        """Compile the specialisation for ``parameters`` with Numba and save it."""
+        start = time.perf_counter()
+        compiled = Compiled.from_numba(self.dispatcher.compile(_numba_types(parameters)),
+                                       declared)
+        seconds = time.perf_counter() - start
+        STATS["compiled"] += 1
+        STATS["compile_seconds"] += seconds
+        logger.info("compiled CUDA kernel %r in %.1f s (saved for later processes)", self,
+                    seconds)
+        self._compiled[compiled.parameters] = compiled
+        self._save(compiled)
+        return compiled
 
     def compile(self, signature: str) -> None:
-        """Make the specialisation for ``signature`` ready (load or compile, then save)."""
+        """Make the specialisation of a declared ``signature`` ready (load or compile,
+        then save)."""
         if self.simulated:
             return
-        self._ensure_loaded()
         from numba.core import sigutils
 
-        argtypes, _ = sigutils.normalize_signature(signature)
-        if tuple(argtypes) not in self.dispatcher.overloads:
-            start = time.perf_counter()
-            self.dispatcher.compile(tuple(argtypes))
-            STATS["compiled"] += 1
-            STATS["compile_seconds"] += time.perf_counter() - start
-            logger.info("compiled CUDA kernel %s in %.1f s", self.identity,
-                        time.perf_counter() - start)
-            self.save_new()
+        with self._lock:
+            self._ensure_loaded()
+            if any(signature in c.declared for c in self._compiled.values()):
+                return
+            argtypes = sigutils.normalize_signature(signature)[0]
+            parameters = _parameter_types(argtypes)
+            compiled = self._compiled.get(parameters)
+            if compiled is None:
+                self._compile(parameters, (signature,))
+            else:  # compiled at a launch: say it is the declared one too
+                compiled.declared += (signature,)
+                self._save(compiled)
+
+    def has(self, signature: str) -> bool:
+        """Whether the specialisation of a declared ``signature`` is saved or here."""
+        with self._lock:
+            self._ensure_loaded()
+            return any(signature in c.declared for c in self._compiled.values())
 
     def _ensure_loaded(self):
         if not self._loaded:
             self.load()
 
+    def specialisation(self, parameters: tuple) -> Compiled:
+        """The compiled specialisation a launch with argument types ``parameters`` runs:
+        the exact one, else the one needing the fewest conversions (Numba's choice), else
+        a new one compiled now."""
+        with self._lock:
+            self._ensure_loaded()
+            compiled = self._compiled.get(parameters)
+            if compiled is None:
+                ranked = [(n, i) for i, c in enumerate(self._compiled.values())
+                          if (n := conversions(c.parameters, parameters)) is not None]
+                if ranked:
+                    compiled = list(self._compiled.values())[min(ranked)[1]]
+                    self._compiled[parameters] = compiled  # the same choice next time
+                else:
+                    compiled = self._compile(parameters)
+            compiled.function()
+            return compiled
+
     def warm(self) -> None:
-        """Load the saved specialisations and put their machine code on the current GPU
-        (the CUDA module a first launch would load), so that a first launch only launches.
-        :func:`load_ahead` calls it on a thread; a launch of this kernel meanwhile waits
-        for it (the kernel's lock), so a module is never loaded twice."""
+        """Load the saved specialisations and their machine code into the current
+        context, so that a first launch only launches.  :func:`load_ahead` calls it on a
+        thread; a launch of this kernel meanwhile waits for it (the kernel's lock)."""
         if self.simulated:
             return
         with self._lock:
             self._ensure_loaded()
-            for compiled in list(self.dispatcher.overloads.values()):
-                _make_resident(compiled._codelibrary.get_cufunc())
+            for compiled in list(self._compiled.values()):
+                compiled.function()
 
     def __getitem__(self, launch_config):
         if self.simulated:
-            return _RecordingLaunch(self, self.dispatcher[launch_config])
-        self._ensure_loaded()
-        with quiet_occupancy():  # Numba may say it as the grid is set, or at the launch
-            return _Launch(self, self.dispatcher[launch_config])
-
-
-def _make_resident(cufunc) -> None:
-    """Load a kernel's machine code into the current context now.
-
-    numba-cuda 0.30 keeps a kernel as a CUDA library kernel (``CUkernel``); under CUDA's
-    lazy loading (the driver's default) finding it loads nothing, and its first launch
-    loads it while the GPU waits: in a cProfile of a first and a second 20-query search in
-    one process (H100, 2026-11-27) the 156 launches of the first took 0.38 s of their own
-    time, those of the second 0.01 s.  ``cuFuncLoad`` on the context's function does the
-    load here, on :func:`load_ahead`'s thread.  Anything unexpected (another handle
-    type, an older driver) leaves the load to the launch.
-    """
-    try:
-        from cuda.bindings import driver as cu
-
-        error, function = cu.cuKernelGetFunction(cufunc.handle)
-        if error == cu.CUresult.CUDA_SUCCESS:
-            cu.cuFuncLoad(function)
-    except Exception:  # noqa: BLE001, S110 - an optimisation: the launch loads it
-        pass
+            with quiet_occupancy():
+                return _SimulatedLaunch(self, self.dispatcher[launch_config])
+        return _Launch(self, *launch_config)
 
 
 @contextlib.contextmanager
 def quiet_occupancy() -> Iterator[None]:
     """Silence Numba's note that a grid is small (``NumbaPerformanceWarning``: "Grid size
     ... under-utilization"): small launches are legitimate here (a small database, the
-    last few pairs of a block), and the note reached a command's standard error.  Every
-    launch of a kernel of this room runs under it (:class:`_Launch`)."""
+    last few pairs of a block), and the note reached a command's standard error."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
         yield
 
 
+def _dims(value: Any) -> tuple[int, int, int]:
+    dims = (int(value),) if np.isscalar(value) else tuple(int(v) for v in value)
+    return (*dims, 1, 1)[:3]
+
+
 class _Launch:
-    """A configured launch that saves any specialisation it made Numba compile."""
+    """A configured launch through the driver (see :class:`Kernel`)."""
+
+    __slots__ = ("kernel", "grid", "block", "stream", "shared")
+
+    def __init__(self, kernel, grid, block, stream=0, shared=0):
+        self.kernel = kernel
+        self.grid, self.block = _dims(grid), _dims(block)
+        self.stream, self.shared = driver.stream_handle(stream), int(shared)
+
+    def __call__(self, *args):
+        compiled = self.kernel.specialisation(tuple(parameter_type(a) for a in args))
+        values, writeback = pack(compiled.parameters, args, self.stream)
+        compiled.function().launch(self.grid, self.block, self.stream, values, self.shared,
+                                   compiled.cooperative)
+        for device, host in writeback:  # on the legacy stream: after this launch
+            device.copy_to_host(host)
+
+
+class _SimulatedLaunch:
+    """A simulator launch that records its argument types."""
 
     __slots__ = ("kernel", "configured")
 
@@ -519,29 +723,11 @@ class _Launch:
         self.configured = configured
 
     def __call__(self, *args):
-        dispatcher = self.kernel.dispatcher
-        before = len(dispatcher.overloads)
-        start = time.perf_counter()
-        # Not while load_ahead's thread loads this kernel's module.
-        with self.kernel._lock, quiet_occupancy():
-            self.configured(*args)
-        if len(dispatcher.overloads) != before:
-            seconds = time.perf_counter() - start
-            STATS["compiled"] += len(dispatcher.overloads) - before
-            STATS["compile_seconds"] += seconds
-            logger.info("compiled CUDA kernel %s in %.1f s (saved for later processes)",
-                        self.kernel.identity, seconds)
-            self.kernel.save_new()
-
-
-class _RecordingLaunch(_Launch):
-    """A simulator launch that records its argument types (nothing is compiled)."""
-
-    def __call__(self, *args):
         from numba import typeof
 
         self.kernel.launched.add(tuple(typeof(getattr(a, "_ary", a)) for a in args))
-        self.configured(*args)
+        with quiet_occupancy():
+            self.configured(*args)
 
 
 _KERNELS = {}
@@ -596,19 +782,9 @@ def _code_of(source: str, path: Path) -> types.CodeType:
     return code
 
 
-def identity_text(kind: str, name: str, source: str, namespace: dict[str, Any],
-                  link: Iterable[str], options: dict[str, Any]) -> str:
-    """What decides a kernel's machine code besides the shared toolchain facts: its text,
-    the values its text reads, the linked sources and the jit options."""
-    lines = [f"{kind} {name}", source]
-    lines += [f"{k} = {_describe(v)}" for k, v in sorted(namespace.items())]
-    lines += [f"link {text}" for text in link]
-    lines += [f"option {k} = {v!r}" for k, v in sorted(options.items())]
-    return "\n".join(lines)
-
-
 def get_kernel(family: str, **shape: Any) -> Kernel:
-    """The kernel of ``family`` for ``shape`` (rendered and wrapped once per process).
+    """The kernel of ``family`` for ``shape`` (one per process; rendered, and Numba
+    imported, only when it must compile or is simulated).
 
     Parameters
     ----------
@@ -621,29 +797,35 @@ def get_kernel(family: str, **shape: Any) -> Kernel:
     -------
     Kernel
     """
-    key = (family, tuple(sorted(shape.items())), bool(config.ENABLE_CUDASIM))
+    if family not in FAMILIES:
+        raise ValueError(f"unknown kernel family {family!r}; expected one of "
+                         f"{', '.join(sorted(FAMILIES))}")
+    shape = {k: v.item() if isinstance(v, np.generic) else v for k, v in shape.items()}
+    key = (family, tuple(sorted(shape.items())), simulated())
     with _KERNELS_LOCK:
         kernel = _KERNELS.get(key)
         if kernel is None:
-            module = _family_module(family)
-            rendered = module.render(**shape)
-            identity = identity_text("family", rendered.name, rendered.source,
-                                 rendered.namespace, rendered.link, {})
-            digest = hashlib.sha256(identity.encode()).hexdigest()
-            path = _source_file(rendered, digest)
-            namespace = dict(rendered.namespace, __name__=f"swdask_kernel_{rendered.name}",
-                             __file__=str(path))
-            # The one exec of kernel text in the package: compiled from the real file's
-            # name, so tracebacks and inspect read the file.
-            exec(_code_of(rendered.source, path), namespace)
-            function = namespace["kernel"]
-            if rendered.link:
-                dispatcher = cuda.jit(link=[cuda.CUSource(s) for s in rendered.link])(function)
-            else:
-                dispatcher = cuda.jit(function)
-            kernel = _KERNELS[key] = Kernel(dispatcher, identity,
-                                            {"family": family, "shape": dict(shape)})
+            kernel = _KERNELS[key] = Kernel({"family": family, "shape": dict(shape)},
+                                            functools.partial(_render, family, shape))
         return kernel
+
+
+def _render(family: str, shape: dict[str, Any]) -> CUDADispatcher:
+    """Numba's dispatcher of a family's kernel: rendered to a real file and compiled from
+    there."""
+    from numba import cuda
+
+    rendered = _family_module(family).render(**shape)
+    path = _source_file(rendered, hashlib.sha256(rendered.source.encode()).hexdigest())
+    namespace = dict(rendered.namespace, __name__=f"swdask_kernel_{rendered.name}",
+                     __file__=str(path))
+    # The one exec of kernel text in the package: compiled from the real file's name, so
+    # tracebacks and inspect read the file.
+    exec(_code_of(rendered.source, path), namespace)
+    function = namespace["kernel"]
+    if rendered.link:
+        return cuda.jit(link=[cuda.CUSource(s) for s in rendered.link])(function)
+    return cuda.jit(function)
 
 
 def jit(function: Callable[..., Any] | None = None, *, signatures: Sequence[str] = (),
@@ -656,12 +838,12 @@ def jit(function: Callable[..., Any] | None = None, *, signatures: Sequence[str]
     ``("kernel", {"name": "module:qualname"})``).
     """
     def wrap(function):
-        import inspect
+        def make():
+            from numba import cuda
 
-        identity = identity_text("kernel", f"{function.__module__}.{function.__qualname__}",
-                                 inspect.getsource(function), {}, (), options)
-        kernel = Kernel(cuda.jit(**options)(function), identity,
-                        {"kernel": f"{function.__module__}:{function.__qualname__}"})
+            return cuda.jit(**options)(function)
+
+        kernel = Kernel({"kernel": f"{function.__module__}:{function.__qualname__}"}, make)
         kernel.signatures = tuple(signatures)
         return kernel
 
@@ -691,11 +873,11 @@ def _header(path: Path):
 
 
 def preload() -> int:
-    """Load every kernel saved in the cache for this device into this process (a Dask
-    worker at start-up, so that its first task launches at once); returns how many
-    specialisations were loaded.  Entries of other devices or toolchains stay on disk
-    (their keys do not match), damaged ones are deleted."""
-    if config.ENABLE_CUDASIM:
+    """Load every kernel saved in the cache for this device into this process and its
+    CUDA context (a Dask worker at start-up, so that its first task launches at once);
+    returns how many specialisations were loaded.  Entries of other devices or
+    toolchains stay on disk (their keys do not match), damaged ones are deleted."""
+    if simulated():
         return 0
     before = STATS["loaded"]
     seen = set()
@@ -710,8 +892,8 @@ def preload() -> int:
             else:
                 module, _, name = spec["kernel"].partition(":")
                 kernel = getattr(importlib.import_module(module), name)
-            kernel.load()
-        except Exception:  # a kernel renamed or removed since: its entries age out
+            kernel.warm()
+        except Exception:  # noqa: BLE001 - a kernel renamed or removed since: its entries age out
             continue
     return STATS["loaded"] - before
 
@@ -724,19 +906,15 @@ def load_ahead(specs: Iterable[tuple[str, dict[str, Any]]]) -> threading.Thread 
     kernels of a 20-query search on an H200 host (cProfile of a first and a second search
     in one process, 2026-11-27), paid one launch at a time while the GPU waits.  On this
     thread the loads overlap the caller's reading and uploading and the GPU's work on the
-    first kernels.  Call it once the process's CUDA context exists (the thread makes it
-    current; starting the driver from two threads at once is what
-    :func:`swdask.backend.start_gpu` prevents).  Returns the thread, or None in the
-    simulator or with ``SWDASK_LOAD_AHEAD=0``.  A failure only leaves the loads to the
-    launches.
+    first kernels.  Returns the thread, or None in the simulator or with
+    ``SWDASK_LOAD_AHEAD=0``.  A failure only leaves the loads to the launches.
     """
-    if config.ENABLE_CUDASIM or os.environ.get(ENV_LOAD_AHEAD) == "0":
+    if simulated() or os.environ.get(ENV_LOAD_AHEAD) == "0":
         return None
     specs = list(specs)
 
     def run():
         try:
-            cuda.current_context()
             for family, shape in specs:
                 resolve(family, shape)[0].warm()
         except Exception:  # noqa: BLE001 - an optimisation: the launches load what is missing
@@ -748,9 +926,6 @@ def load_ahead(specs: Iterable[tuple[str, dict[str, Any]]]) -> threading.Thread 
 
 
 def _family_module(family: str):
-    if family not in FAMILIES:
-        raise ValueError(f"unknown kernel family {family!r}; expected one of "
-                         f"{', '.join(sorted(FAMILIES))}")
     return importlib.import_module(f"{__package__}.{FAMILIES[family]}")
 
 
@@ -766,16 +941,7 @@ def is_cached(family: str, **shape: Any) -> bool:
     """Whether the kernel of a build spec is saved for this device, for every declared
     signature (or nothing needs compiling: the simulator)."""
     kernel, signatures = resolve(family, shape)
-    if kernel.simulated:
-        return True
-    from numba.core import sigutils
-
-    for declared in signatures:
-        argtypes = tuple(sigutils.normalize_signature(declared)[0])
-        if argtypes not in kernel.dispatcher.overloads and \
-                not kernel._path(str(argtypes)).exists():
-            return False
-    return True
+    return kernel.simulated or all(kernel.has(declared) for declared in signatures)
 
 
 def _build_one(family: str, shape: dict) -> tuple:
@@ -836,7 +1002,6 @@ def build(
                     progress(*built[-1])
         else:
             import subprocess
-            import sys
 
             shares = [missing[k::jobs] for k in range(jobs)]
             children = [subprocess.Popen([sys.executable, "-m", "swdask.kernels.cuda.compile",
@@ -870,8 +1035,6 @@ def _main(argv) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     # Through the package's module, not this ``__main__`` copy: one table of kernels.
     from swdask.kernels.cuda.compile import _main as main
 

@@ -15,17 +15,31 @@ import pytest
 from swdask.kernels.cuda import compile as room
 
 KEY = "a" * 64
+COMPILED = room.Compiled(parameters=(("a", "<i4", 1, "C"), ("s", "<i8")), name="_Z6kernel",
+                         cubin=b"cubin" * 1000, cooperative=False, declared=("void(int32[::1], int64)",))
+
+
+class Interface:
+    """A device array as a launch sees it: its ``__cuda_array_interface__`` (here of a host
+    array: the tests read the layout, nothing is launched)."""
+
+    def __init__(self, array):
+        self.__cuda_array_interface__ = array.__array_interface__
 
 
 def entry(tmp_path, payload=b"cubin" * 1000, key=KEY, name="k-1.nbk"):
     path = tmp_path / name
-    room.write_atomic(path, room.entry_bytes(key, "(int32,)", payload))
+    room.write_atomic(path, room.entry_bytes(key, COMPILED.header({"family": "f"}), payload))
     return path
 
 
 def test_entry_round_trip(tmp_path):
     path = entry(tmp_path)
-    assert room.read_entry(path, KEY) == ("(int32,)", b"cubin" * 1000)
+    header, payload = room.read_entry(path, KEY)
+    assert payload == b"cubin" * 1000 and header["spec"] == {"family": "f"}
+    again = room.Compiled.from_entry(header, payload)
+    assert (again.parameters, again.name, again.cubin, again.cooperative, again.declared) == (
+        COMPILED.parameters, COMPILED.name, COMPILED.cubin, False, COMPILED.declared)
     assert path.exists()
 
 
@@ -70,7 +84,7 @@ def test_concurrent_writers_never_expose_a_partial_entry(tmp_path):
 
     def write(payload):
         for _ in range(5):
-            room.write_atomic(path, room.entry_bytes(KEY, "(int32,)", payload))
+            room.write_atomic(path, room.entry_bytes(KEY, {"name": "k"}, payload))
 
     reader = threading.Thread(target=read)
     reader.start()
@@ -92,7 +106,7 @@ def test_concurrent_writer_processes(tmp_path):
     the same kernel would): the entry that remains is one of theirs, whole."""
     script = ("import sys; from pathlib import Path; from swdask.kernels.cuda import compile as r\n"
               "p = Path(sys.argv[1]); b = bytes([int(sys.argv[2])]) * 3_000_000\n"
-              "for _ in range(20): r.write_atomic(p, r.entry_bytes(sys.argv[3], 's', b))\n")
+              "for _ in range(20): r.write_atomic(p, r.entry_bytes(sys.argv[3], {}, b))\n")
     path = tmp_path / "e.nbk"
     children = [subprocess.Popen([sys.executable, "-c", script, str(path), str(k), KEY])
                 for k in range(4)]
@@ -155,24 +169,74 @@ def test_cache_folder_from_the_environment(monkeypatch, tmp_path):
     assert room.kernel_dir().parts[-2:] == ("swdask", "cuda")
 
 
-@pytest.mark.parametrize("change", ["source", "constant", "link", "option", "name"])
-def test_identity_covers_what_changes_the_machine_code(change):
-    base = dict(kind="family", name="k", source="def kernel(a):\n    a[0] = U1\n",
-                namespace={"U1": np.uint32(1), "cuda": np}, link=("int f();",),
-                options={"fastmath": False})
+@pytest.mark.parametrize("change", ["family", "shape", "kernel", "shared", "cc"])
+def test_key_covers_what_changes_the_machine_code(change):
+    """A kernel's text follows from its build spec and the kernels' source (in the shared
+    facts with the versions); the machine code also from the device."""
+    base = dict(spec={"family": "tile", "shape": {"rows": 2, "dpx": True}}, shared="s1",
+                cc=(9, 0))
     other = dict(base)
-    if change == "source":
-        other["source"] = base["source"].replace("a[0]", "a[1]")
-    elif change == "constant":
-        other["namespace"] = {"U1": np.uint32(2), "cuda": np}
-    elif change == "link":
-        other["link"] = ("int g();",)
-    elif change == "option":
-        other["options"] = {"fastmath": True}
+    if change == "family":
+        other["spec"] = {"family": "all_pairs", "shape": {"rows": 2, "dpx": True}}
+    elif change == "shape":
+        other["spec"] = {"family": "tile", "shape": {"rows": 2, "dpx": False}}
+    elif change == "kernel":
+        other["spec"] = {"kernel": "swdask.kernels.cuda.launcher:_fill"}
+    elif change == "shared":
+        other["shared"] = "s2"
     else:
-        other["name"] = "k2"
-    assert room.identity_text(**base) == room.identity_text(**dict(base))
-    assert room.identity_text(**base) != room.identity_text(**other)
+        other["cc"] = (8, 0)
+    assert room.kernel_key(**base) == room.kernel_key(**dict(base))
+    assert room.kernel_key(**base) != room.kernel_key(**other)
+    # The order of a shape's items does not matter.
+    assert room.kernel_key({"family": "tile", "shape": {"dpx": True, "rows": 2}}, "s1",
+                           (9, 0)) == room.kernel_key(**base)
+
+
+def test_parameter_types_are_numbas():
+    """What a launch's arguments are, said without Numba, is what Numba's typeof says
+    (checked through Numba here)."""
+    from numba import typeof
+
+    a = np.zeros((3, 4), np.int32)
+    values = [a, a[1], a[:, 1], np.asfortranarray(a), np.int32(3), np.int64(4), 5, 2.5, True,
+              np.bool_(False), np.uint8(1), np.float32(1.5)]
+    got = [room.parameter_type(v) for v in values]
+    assert got == list(room._parameter_types([typeof(v) for v in values]))
+    for view in (a, a[1:], a[:, 1]):  # a device array says the same through its interface
+        assert room.parameter_type(Interface(view)) == room.parameter_type(view)
+    assert got[:4] == [("a", "<i4", 2, "C"), ("a", "<i4", 1, "C"), ("a", "<i4", 1, "A"),
+                       ("a", "<i4", 2, "F")]
+    assert room._parameter_types(room._numba_types(got)) == tuple(got)
+    with pytest.raises(TypeError, match="cannot take str"):
+        room.parameter_type("x")
+
+
+def test_a_launch_takes_numbas_choice_of_specialisation():
+    """Exact types first; an array of any layout for layout A; a scalar by a safe cast;
+    otherwise none (the kernel compiles a new one)."""
+    c1, a1 = ("a", "<i4", 1, "C"), ("a", "<i4", 1, "A")
+    assert room.conversions((c1, ("s", "<i8")), (c1, ("s", "<i8"))) == 0
+    assert room.conversions((a1, ("s", "<i8")), (c1, ("s", "<i4"))) == 2
+    assert room.conversions((c1,), (a1,)) is None  # C cannot take a strided view
+    assert room.conversions((("s", "<i4"),), (("s", "<i8"),)) is None  # unsafe
+    assert room.conversions((("a", "<i8", 1, "A"),), (c1,)) is None  # another dtype
+    assert room.conversions((c1,), (c1, c1)) is None
+
+
+def test_arguments_are_packed_in_numbas_layout():
+    """An array is two null pointers, its item count and size, its data pointer, its
+    shape and its strides; scalars take their parameter's type (a Python int to int32)."""
+    device = Interface(np.zeros((3, 4), np.int16))
+    parameters = (("a", "<i2", 2, "C"), ("s", "<i4"), ("s", "|b1"), ("s", "<f8"))
+    values, writeback = room.pack(parameters, (device, 7, True, np.float32(0.5)), 0)
+    assert not writeback
+    got = [v.value for v in values]
+    assert got[:4] == [None, None, 12, 2] and got[4] == device.__cuda_array_interface__["data"][0]
+    assert got[5:9] == [3, 4, 8, 2] and got[9:] == [7, 1, 0.5]
+    assert [type(v) for v in values[9:]] == [room.ctypes.c_int32, room.ctypes.c_uint8,
+                                             room.ctypes.c_double]
+    assert [room.ctypes.sizeof(v) for v in values] == room.parameter_sizes(parameters)
 
 
 def test_an_edit_to_any_kernel_module_changes_the_digest(tmp_path):

@@ -70,7 +70,7 @@ def test_search_kernels_load_ahead_on_a_thread(tmp_path):
     the search's hits are those of a process that loads them at the first launch."""
     run(tmp_path)  # fills the cache
     script = """
-import json
+import json, sys
 from importlib.resources import files
 import numpy as np
 import swdask
@@ -82,17 +82,13 @@ queries = load_sequences(str(data / "demo_queries.fasta"))
 backend.start_gpu()
 thread = backend.load_search_kernels(queries.lengths, swdask.Scoring())
 thread.join()
-kernels = [k for k in room._KERNELS.values() if k.dispatcher.overloads]
-loaded = all(c._codelibrary._cufunc_cache for k in kernels for c in k.dispatcher.overloads.values())
+from swdask.kernels.cuda import launcher
+kernels = [room.resolve(f, s)[0] for f, s in launcher.SEARCH_KERNELS] + list(room._KERNELS.values())
+compiled = [c for k in kernels for c in k._compiled.values()]
+loaded = bool(compiled) and all(c._function is not None for c in compiled)
 # Resident in the context, not only found: CUDA's lazy loading would load them at launch.
-from cuda.bindings import driver as cu
-resident = []
-for k in kernels:
-    for c in k.dispatcher.overloads.values():
-        _, function = cu.cuKernelGetFunction(c._codelibrary.get_cufunc().handle)
-        _, state = cu.cuFuncIsLoaded(function)
-        resident.append(state == cu.CUfunctionLoadingState.CU_FUNCTION_LOADING_STATE_LOADED)
-print(json.dumps({"kernels": len(kernels), "loaded": loaded, "resident": all(resident),
+resident = [c._function.loaded() for c in compiled if c._function is not None]
+print(json.dumps({"kernels": len(compiled), "loaded": loaded, "resident": all(resident),
                   **room.STATS}))
 """
     env = dict(os.environ, SWDASK_CACHE_DIR=str(tmp_path))

@@ -1,0 +1,477 @@
+"""The CUDA driver through :mod:`ctypes`: what a launch of a cached kernel needs, without
+Numba.
+
+Why
+---
+Importing Numba and its CUDA target takes 0.55-0.65 s on an H100 host (``python -c
+"import numba.cuda"``: 0.61-0.66 s as a whole process, three runs, 2026-11-28) and holds
+the interpreter lock all along, so beside a command's own imports it took 1.0 s before
+the first kernel of a CLI search could start.  A kernel whose machine code is in the
+cache (:mod:`~swdask.kernels.cuda.compile`) needs none of it: this module loads the
+cubin and launches it with Numba's argument layout, and Numba is imported only to
+compile a kernel the cache lacks.
+
+What is here
+------------
+The device's primary context (the one Numba uses, so memory and streams pass between
+the two), modules and functions, launches, streams, events, device memory and
+page-locked host memory, and :class:`DeviceArray`, a device array with the part of
+Numba's API that the launchers use.  Device 0 is the device, as for Numba: a worker of
+a GPU cluster sees one GPU (``CUDA_VISIBLE_DEVICES``).
+
+Freeing follows Numba's rule: memory whose array is gone is freed in batches (freeing
+synchronizes the device), never inside :func:`defer_cleanup`, and not at all at exit,
+where the driver's teardown frees everything at once.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+import threading
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+_P = ctypes.c_void_p
+_SIZE = ctypes.c_size_t
+_INT = ctypes.c_int
+_UINT = ctypes.c_uint
+_DEVPTR = ctypes.c_uint64
+
+#: Argument types of the driver functions used (CUDA 12 names; ``CUdeviceptr`` is 64-bit).
+_PROTOTYPES = {
+    "cuInit": (_UINT,),
+    "cuGetErrorName": (_INT, ctypes.POINTER(ctypes.c_char_p)),
+    "cuDriverGetVersion": (ctypes.POINTER(_INT),),
+    "cuDeviceGet": (ctypes.POINTER(_INT), _INT),
+    "cuDeviceGetAttribute": (ctypes.POINTER(_INT), _INT, _INT),
+    "cuDevicePrimaryCtxRetain": (ctypes.POINTER(_P), _INT),
+    "cuCtxSetCurrent": (_P,),
+    "cuModuleLoadData": (ctypes.POINTER(_P), _P),
+    "cuModuleGetFunction": (ctypes.POINTER(_P), _P, ctypes.c_char_p),
+    "cuFuncGetParamInfo": (_P, _SIZE, ctypes.POINTER(_SIZE), ctypes.POINTER(_SIZE)),
+    "cuFuncLoad": (_P,),
+    "cuFuncIsLoaded": (ctypes.POINTER(_INT), _P),
+    "cuLaunchKernel": (_P, _UINT, _UINT, _UINT, _UINT, _UINT, _UINT, _UINT, _P,
+                       ctypes.POINTER(_P), ctypes.POINTER(_P)),
+    "cuLaunchCooperativeKernel": (_P, _UINT, _UINT, _UINT, _UINT, _UINT, _UINT, _UINT, _P,
+                                  ctypes.POINTER(_P)),
+    "cuMemAlloc_v2": (ctypes.POINTER(_DEVPTR), _SIZE),
+    "cuMemFree_v2": (_DEVPTR,),
+    "cuMemHostAlloc": (ctypes.POINTER(_P), _SIZE, _UINT),
+    "cuMemFreeHost": (_P,),
+    "cuMemcpyHtoDAsync_v2": (_DEVPTR, _P, _SIZE, _P),
+    "cuMemcpyDtoHAsync_v2": (_P, _DEVPTR, _SIZE, _P),
+    "cuStreamCreate": (ctypes.POINTER(_P), _UINT),
+    "cuStreamDestroy_v2": (_P,),
+    "cuStreamSynchronize": (_P,),
+    "cuStreamWaitEvent": (_P, _P, _UINT),
+    "cuEventCreate": (ctypes.POINTER(_P), _UINT),
+    "cuEventDestroy_v2": (_P,),
+    "cuEventRecord": (_P, _P),
+    "cuEventSynchronize": (_P,),
+    "cuEventElapsedTime": (ctypes.POINTER(ctypes.c_float), _P, _P),
+}
+#: ``cuDeviceGetAttribute`` codes.
+ATTRIBUTES = {"multiprocessors": 16, "cc_major": 75, "cc_minor": 76}
+_EVENT_DISABLE_TIMING = 2
+#: Pending frees that trigger a batch (count, bytes): Numba's defaults.
+_FLUSH_COUNT = 10
+_FLUSH_BYTES = 1 << 30
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed; the message names the call and the driver's error."""
+
+
+_lock = threading.RLock()
+_library = None
+_context = None
+_thread = threading.local()
+
+
+def library() -> ctypes.CDLL | None:
+    """The CUDA driver library where Numba looks for it on Linux (``NUMBA_CUDA_DRIVER``,
+    else ``libcuda.so`` and ``libcuda.so.1`` on the loader's path and in ``/usr/lib`` and
+    ``/usr/lib64``), with its prototypes set; None where none loads."""
+    global _library
+    if _library is not None:
+        return _library
+    if not sys.platform.startswith("linux"):
+        return None
+    if os.environ.get("NUMBA_CUDA_DRIVER"):
+        paths = [os.environ["NUMBA_CUDA_DRIVER"]]
+    else:
+        paths = [path for name in ("libcuda.so", "libcuda.so.1")
+                 for path in (name, f"/usr/lib/{name}", f"/usr/lib64/{name}")]
+    for path in paths:
+        try:
+            found = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name, argtypes in _PROTOTYPES.items():
+            function = getattr(found, name, None)
+            if function is not None:
+                function.argtypes = argtypes
+                function.restype = _INT
+        _library = found
+        return found
+    return None
+
+
+def _call(name: str, *args: Any) -> None:
+    lib = library()
+    if lib is None:
+        raise CudaError("no CUDA driver library (libcuda.so) could be loaded")
+    result = getattr(lib, name)(*args)
+    if result:
+        raise CudaError(f"{name} failed: {error_name(result)}")
+
+
+def error_name(code: int) -> str:
+    """The driver's name of error ``code`` (``CUDA_ERROR_OUT_OF_MEMORY``...)."""
+    name = ctypes.c_char_p()
+    lib = library()
+    if lib is not None and not lib.cuGetErrorName(code, ctypes.byref(name)) and name.value:
+        return name.value.decode()
+    return f"CUDA error {code}"
+
+
+def context() -> int:
+    """Device 0's primary context (made on the first call, kept for the process), current
+    on the calling thread; returns its handle."""
+    global _context
+    if _context is None:
+        with _lock:
+            if _context is None:
+                device, handle = _INT(), _P()
+                _call("cuInit", 0)
+                _call("cuDeviceGet", ctypes.byref(device), 0)
+                _call("cuDevicePrimaryCtxRetain", ctypes.byref(handle), device)
+                _context = handle.value
+    if getattr(_thread, "context", None) != _context:
+        _call("cuCtxSetCurrent", _P(_context))
+        _thread.context = _context
+    return _context
+
+
+def attribute(name: str) -> int:
+    """An attribute of device 0 (:data:`ATTRIBUTES`)."""
+    value, device = _INT(), _INT()
+    context()
+    _call("cuDeviceGet", ctypes.byref(device), 0)
+    _call("cuDeviceGetAttribute", ctypes.byref(value), ATTRIBUTES[name], device)
+    return value.value
+
+
+def compute_capability() -> tuple[int, int]:
+    """Device 0's compute capability, e.g. ``(9, 0)``."""
+    return attribute("cc_major"), attribute("cc_minor")
+
+
+def driver_version() -> int:
+    """The CUDA driver's version as an integer (12080 for 12.8)."""
+    version = _INT()
+    _call("cuDriverGetVersion", ctypes.byref(version))
+    return version.value
+
+
+# --------------------------------------------------------------------------------------
+# Modules and launches.
+
+class Function:
+    """One kernel of a loaded cubin, and the byte sizes of its parameters."""
+
+    def __init__(self, cubin: bytes, name: str):
+        context()
+        self._image = ctypes.create_string_buffer(cubin, len(cubin))
+        module, function = _P(), _P()
+        _call("cuModuleLoadData", ctypes.byref(module), ctypes.cast(self._image, _P))
+        _call("cuModuleGetFunction", ctypes.byref(function), module, name.encode())
+        self.module, self.handle, self.name = module.value, function.value, name
+        # Under CUDA's lazy loading (the default) the machine code would reach the GPU at
+        # the first launch, while the GPU waits; load it now (CUDA 12.4 and newer).
+        load = getattr(library(), "cuFuncLoad", None)
+        if load is not None:
+            load(_P(self.handle))
+
+    def loaded(self) -> bool:
+        """Whether the machine code is in the context (True where the driver cannot tell)."""
+        state = _INT(1)
+        check = getattr(library(), "cuFuncIsLoaded", None)
+        if check is not None:
+            check(ctypes.byref(state), _P(self.handle))
+        return state.value == 1
+
+    def parameter_sizes(self) -> list[int]:
+        """The size in bytes of each parameter, as the machine code declares them."""
+        sizes = []
+        offset, size = _SIZE(), _SIZE()
+        while not library().cuFuncGetParamInfo(_P(self.handle), len(sizes),
+                                               ctypes.byref(offset), ctypes.byref(size)):
+            sizes.append(size.value)
+        return sizes
+
+    def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], stream: int,
+               parameters: list, shared: int = 0, cooperative: bool = False) -> None:
+        """Launch with ``parameters`` (ctypes values, one per kernel parameter)."""
+        context()
+        pointers = (_P * max(len(parameters), 1))(
+            *[ctypes.cast(ctypes.pointer(p), _P) for p in parameters])
+        if cooperative:
+            _call("cuLaunchCooperativeKernel", _P(self.handle), *grid, *block, shared,
+                  _P(stream), pointers)
+        else:
+            _call("cuLaunchKernel", _P(self.handle), *grid, *block, shared, _P(stream),
+                  pointers, None)
+
+
+# --------------------------------------------------------------------------------------
+# Streams and events.
+
+def stream_handle(stream: Any) -> int:
+    """The handle of ``stream``: one of this module's, a Numba stream, an integer, or
+    None / 0 for the default stream."""
+    return int(stream) if stream else 0
+
+
+class Stream:
+    """A CUDA stream (synchronizing with the legacy default stream, as Numba's are)."""
+
+    def __init__(self):
+        context()
+        handle = _P()
+        _call("cuStreamCreate", ctypes.byref(handle), 0)
+        self.handle = handle.value
+        _finalize(self, "cuStreamDestroy_v2", _P(self.handle))
+
+    def __int__(self) -> int:
+        return self.handle
+
+    def synchronize(self) -> None:
+        _call("cuStreamSynchronize", _P(self.handle))
+
+
+class Event:
+    """A CUDA event; with ``timing`` it can measure the time to another."""
+
+    def __init__(self, timing: bool = True):
+        context()
+        handle = _P()
+        _call("cuEventCreate", ctypes.byref(handle), 0 if timing else _EVENT_DISABLE_TIMING)
+        self.handle = handle.value
+        _finalize(self, "cuEventDestroy_v2", _P(self.handle))
+
+    def record(self, stream: Any = 0) -> None:
+        _call("cuEventRecord", _P(self.handle), _P(stream_handle(stream)))
+
+    def wait(self, stream: Any = 0) -> None:
+        """Make ``stream`` wait for this event."""
+        _call("cuStreamWaitEvent", _P(stream_handle(stream)), _P(self.handle), 0)
+
+    def synchronize(self) -> None:
+        _call("cuEventSynchronize", _P(self.handle))
+
+    def elapsed_time(self, end: Event) -> float:
+        """Milliseconds from this event to ``end`` (both recorded and done)."""
+        milliseconds = ctypes.c_float()
+        _call("cuEventElapsedTime", ctypes.byref(milliseconds), _P(self.handle),
+              _P(end.handle))
+        return milliseconds.value
+
+
+def _finalize(owner: object, name: str, *args: Any) -> None:
+    """Call driver function ``name`` when ``owner`` is collected, not at exit."""
+    def release():
+        lib = library()
+        if lib is not None:
+            getattr(lib, name)(*args)
+
+    weakref.finalize(owner, release).atexit = False
+
+
+# --------------------------------------------------------------------------------------
+# Memory.
+
+_pending: list[tuple[str, int, int]] = []  # (driver function, pointer, bytes) to free
+_deferring = 0
+
+
+def _release(name: str, pointer: int, size: int) -> None:
+    with _lock:
+        _pending.append((name, pointer, size))
+
+
+def _flush(force: bool = False) -> None:
+    """Free the pending memory (freeing synchronizes the device): when there is enough of
+    it, or ``force``, and never inside :func:`defer_cleanup`."""
+    with _lock:
+        if _deferring or not _pending:
+            return
+        if not force and len(_pending) < _FLUSH_COUNT \
+                and sum(size for _, _, size in _pending) < _FLUSH_BYTES:
+            return
+        batch = list(_pending)
+        _pending.clear()
+    for name, pointer, _ in batch:
+        _call(name, _DEVPTR(pointer) if name == "cuMemFree_v2" else _P(pointer))
+
+
+@contextlib.contextmanager
+def defer_cleanup() -> Iterator[None]:
+    """Free no memory inside (freeing would synchronize the device mid-pipeline)."""
+    global _deferring
+    with _lock:
+        _deferring += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _deferring -= 1
+
+
+class _Memory:
+    """An allocation, freed (later, in a batch) when no array uses it any more."""
+
+    def __init__(self, size: int, pinned: bool):
+        context()
+        _flush()
+        size = max(int(size), 1)
+        for attempt in (0, 1):
+            try:
+                if pinned:
+                    pointer = _P()
+                    _call("cuMemHostAlloc", ctypes.byref(pointer), size, 0)
+                else:
+                    pointer = _DEVPTR()
+                    _call("cuMemAlloc_v2", ctypes.byref(pointer), size)
+                break
+            except CudaError:
+                if attempt:
+                    raise
+                _flush(force=True)  # what is pending may make room
+        self.pointer, self.size = pointer.value, size
+        weakref.finalize(self, _release, "cuMemFreeHost" if pinned else "cuMemFree_v2",
+                         self.pointer, size).atexit = False
+
+
+def pinned_array(shape: Any, dtype: Any = np.float64) -> np.ndarray:
+    """An uninitialised page-locked NumPy array (asynchronous copies need one)."""
+    dtype = np.dtype(dtype)
+    shape = (shape,) if np.isscalar(shape) else tuple(shape)
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    memory = _Memory(size, pinned=True)
+    buffer = (ctypes.c_byte * max(size, 1)).from_address(memory.pointer)
+    buffer.memory = memory  # the array's base keeps the allocation
+    return np.frombuffer(buffer, dtype=np.uint8, count=size).view(dtype).reshape(shape)
+
+
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return tuple(reversed(strides))
+
+
+class DeviceArray:
+    """An array in device memory, with the part of Numba's device-array API the
+    launchers use: ``shape``, ``dtype``, ``size``, ``copy_to_host``, indexing by a row or
+    a slice of rows, and ``__cuda_array_interface__``."""
+
+    def __init__(self, shape: Any, dtype: Any, *, pointer: int | None = None,
+                 strides: tuple[int, ...] | None = None, memory: _Memory | None = None):
+        self.shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.ndim = len(self.shape)
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.nbytes = self.size * self.dtype.itemsize
+        self.strides = strides or _c_strides(self.shape, self.dtype.itemsize)
+        if pointer is None:
+            memory = _Memory(self.nbytes, pinned=False)
+            pointer = memory.pointer
+        self.pointer, self._memory = pointer, memory
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype})"
+
+    @property
+    def is_c_contiguous(self) -> bool:
+        want = _c_strides(self.shape, self.dtype.itemsize)
+        return all(s == w or n <= 1 for s, w, n in zip(self.strides, want, self.shape))
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {"shape": self.shape, "typestr": self.dtype.str, "version": 3,
+                "data": (self.pointer, False),
+                "strides": None if self.is_c_contiguous else self.strides}
+
+    def __getitem__(self, index: Any) -> DeviceArray:
+        if isinstance(index, (int, np.integer)) and self.ndim > 1:
+            row = int(index) + (self.shape[0] if index < 0 else 0)
+            if not 0 <= row < self.shape[0]:
+                raise IndexError(f"row {index} of {self.shape[0]}")
+            return DeviceArray(self.shape[1:], self.dtype, strides=self.strides[1:],
+                               pointer=self.pointer + row * self.strides[0],
+                               memory=self._memory)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self.shape[0])
+            if step != 1:
+                raise IndexError("device arrays are sliced with step 1 only")
+            count = max(stop - start, 0)
+            return DeviceArray((count, *self.shape[1:]), self.dtype, strides=self.strides,
+                               pointer=self.pointer + start * self.strides[0],
+                               memory=self._memory)
+        raise IndexError(f"unsupported device-array index {index!r}")
+
+    def copy_to_host(self, ary: np.ndarray | None = None, stream: Any = 0) -> np.ndarray:
+        """Copy to ``ary`` (a new array when None); asynchronous on ``stream`` when
+        ``ary`` is page-locked, else done on return."""
+        if not self.is_c_contiguous:
+            raise ValueError("only contiguous device arrays are copied to the host")
+        if ary is None:
+            ary = np.empty(self.shape, self.dtype)
+        if ary.nbytes != self.nbytes or not ary.flags.c_contiguous:
+            raise ValueError(f"cannot copy {self.nbytes} device bytes into {ary.nbytes} "
+                             "host bytes (or a non-contiguous array)")
+        if self.nbytes:
+            context()
+            _call("cuMemcpyDtoHAsync_v2", _P(ary.ctypes.data), _DEVPTR(self.pointer),
+                  self.nbytes, _P(stream_handle(stream)))
+            if not stream:
+                _call("cuStreamSynchronize", _P(0))
+        return ary
+
+    def copy_to_device(self, ary: np.ndarray, stream: Any = 0) -> None:
+        """Copy host array ``ary`` (same size) here, on ``stream``."""
+        ary = np.ascontiguousarray(ary, dtype=self.dtype)
+        if ary.nbytes != self.nbytes or not self.is_c_contiguous:
+            raise ValueError(f"cannot copy {ary.nbytes} host bytes into {self.nbytes} "
+                             "device bytes (or a non-contiguous array)")
+        if self.nbytes:
+            context()
+            _call("cuMemcpyHtoDAsync_v2", _DEVPTR(self.pointer), _P(ary.ctypes.data),
+                  self.nbytes, _P(stream_handle(stream)))
+            if not stream:
+                _call("cuStreamSynchronize", _P(0))
+
+
+def device_array(shape: Any, dtype: Any = np.float64, stream: Any = 0) -> DeviceArray:
+    """An uninitialised device array (``stream`` is accepted as Numba's is; allocation
+    is not stream-ordered)."""
+    return DeviceArray(shape, dtype)
+
+
+def to_device(ary: Any, stream: Any = 0) -> DeviceArray:
+    """A device copy of host array ``ary``, made on ``stream``."""
+    ary = np.ascontiguousarray(ary)
+    device = DeviceArray(ary.shape, ary.dtype)
+    device.copy_to_device(ary, stream)
+    return device
