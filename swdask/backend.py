@@ -378,23 +378,24 @@ def cluster_gpus(device: str) -> int:
 
 
 def simulator_enabled() -> bool:
-    """Whether Numba's CUDA simulator stands in for a GPU (``NUMBA_ENABLE_CUDASIM=1``)."""
-    from numba import config
+    """Whether Numba's CUDA simulator stands in for a GPU (``NUMBA_ENABLE_CUDASIM=1``),
+    told without importing Numba (:func:`swdask.kernels.cuda.compile.simulated`)."""
+    from .kernels.cuda.compile import simulated
 
-    return bool(config.ENABLE_CUDASIM)
+    return simulated()
 
 
 def start_early() -> None:
     """Begin this process's first use of the GPU on a thread, so that it overlaps the work
     the caller does meanwhile (imports, reading the queries and the store).
 
-    The first use costs about 1.6 s on an H100 host when the caller imports beside it:
-    Numba 0.45-0.6 s, Numba's CUDA target 0.5-0.8 s, ``cuInit`` and the primary context
-    0.25-0.3 s (timeline of a CLI search, 2026-11-27).  The driver is started beside the
-    imports, on a second thread, by :func:`_driver_start`, whose calls release the GIL;
-    Numba's own start then finds it done.  :func:`gpu_available` (every GPU
-    check) waits for the thread, so nothing else touches CUDA while it runs.  It does
-    nothing when started already; errors are left to the caller's own check.
+    On a GPU that is the CUDA driver and device 0's primary context (0.25-0.3 s on an H100
+    host), made through :mod:`swdask.kernels.cuda.driver`, whose calls release the GIL; a
+    search launches its cached kernels through that layer, so nothing on its way to the
+    first kernel imports Numba (0.55-0.65 s of imports holding the GIL).  Under the
+    simulator it is Numba's simulated context.  :func:`gpu_available` (every GPU check)
+    waits for the thread, so nothing else touches CUDA while it runs.  It does nothing
+    when started already; errors are left to the caller's own check.
     """
     global _early_start
     if _early_start is None:
@@ -403,21 +404,16 @@ def start_early() -> None:
 
 
 def _first_use() -> None:
-    # The driver starts on a thread of its own while this one imports Numba (0.2 s) and
-    # its CUDA target (0.45 s): the import is the longer, and begins at once.
-    driver = threading.Thread(target=_driver_start, name="swdask-cuda-driver", daemon=True)
-    driver.start()
     try:
-        from numba import cuda
+        if simulator_enabled():
+            from numba import cuda
 
-        driver.join()
-        with _CUDA_START:
-            if cuda.is_available():
+            with _CUDA_START:
                 cuda.current_context()
+        else:
+            _driver_start()
     except Exception:  # noqa: BLE001, S110 - no GPU: gpu_available() says so, in the caller's thread
         pass
-    finally:
-        driver.join()
 
 
 def _driver_start() -> None:
@@ -431,8 +427,7 @@ def _driver_start() -> None:
     of cached kernels use it).  Nothing is done under the simulator or off Linux; a
     failing call leaves the error to Numba's own start, which says why.
     """
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0") \
-            or not sys.platform.startswith("linux"):
+    if simulator_enabled() or not sys.platform.startswith("linux"):
         return
     from .kernels.cuda import driver
 
@@ -443,26 +438,36 @@ def _driver_start() -> None:
 
 
 def gpu_available() -> bool:
-    """Whether a CUDA GPU (or the simulator) is usable by Numba.
-
-    The first call in a process starts Numba's CUDA driver (``cuInit``); calls from
-    several threads take turns (see :func:`start_gpu`).
+    """Whether a CUDA GPU (or the simulator) is usable: on a GPU, the driver starts and
+    makes device 0's context (:mod:`swdask.kernels.cuda.driver`) and Numba, which compiles
+    what the cache lacks, is installed; neither imports Numba.  Calls from several threads
+    take turns (see :func:`start_gpu`).
     """
     if _early_start is not None:
         _early_start.join()
     try:
-        from numba import cuda
-
         with _CUDA_START:
-            return bool(cuda.is_available())
+            if simulator_enabled():
+                from numba import cuda
+
+                return bool(cuda.is_available())
+            import importlib.util
+
+            from .kernels.cuda import driver
+
+            if importlib.util.find_spec("numba") is None:
+                return False
+            driver.context()
+            return True
     except Exception:  # noqa: BLE001 - a broken driver or toolkit install means: no GPU
         return False
 
 
 def start_gpu() -> None:
-    """CUDA's first use in this process, done in the calling thread: the driver started,
-    the devices listed and the current device's primary context made.  Once per process
-    (later calls return at once); calls from several threads take turns.
+    """CUDA's first use in this process, done in the calling thread: the driver started
+    and device 0's primary context made (:mod:`swdask.kernels.cuda.driver`), and Numba's
+    context too where Numba's CUDA target is imported already.  Once per process (later
+    calls return at once); calls from several threads take turns.
 
     Raises
     ------
@@ -479,23 +484,28 @@ def start_gpu() -> None:
     before ``cuInit`` had returned and failed with ``CUDA_ERROR_NOT_INITIALIZED``
     (issue 20, class 8, on an H100).  Every job decides its device where it is called
     (:func:`job_device`, :func:`cluster_gpus`), and where the kernels will run in this
-    process that decision calls this function, so the driver and the context exist
-    before any task runs; later threads only make the context current, which Numba does
-    under its own lock.  Under Numba's CUDA simulator this makes the simulator's context.
+    process that decision calls this function, so the driver is started and the context
+    exists before any task runs: Numba's start later finds ``cuInit`` done.  Under
+    Numba's CUDA simulator this makes the simulator's context.
     """
     global _gpu_started
     if _gpu_started:
         return
     if _early_start is not None:
         _early_start.join()
-    from numba import cuda
-
     with _CUDA_START:
         if _gpu_started:
             return
         try:
-            cuda.current_context()
-        except Exception as exc:  # numba's CudaSupportError / CudaAPIError: one line
+            if simulator_enabled() or "numba.cuda" in sys.modules:
+                from numba import cuda
+
+                cuda.current_context()
+            else:
+                from .kernels.cuda import driver
+
+                driver.context()
+        except Exception as exc:  # the driver's CudaError, numba's CudaSupportError: one line
             raise DeviceError(f"--device gpu: CUDA could not start in process {os.getpid()}: "
                               f"{' '.join(str(exc).split())}") from None
         _gpu_started = True
@@ -505,8 +515,9 @@ def require_gpu() -> None:
     """Raise :class:`DeviceError` unless a GPU (or the simulator) is usable."""
     if not gpu_available():
         raise DeviceError(
-            "--device gpu: no CUDA GPU is visible to Numba (numba.cuda.is_available() is "
-            "False); install swdask[gpu] on a machine with an NVIDIA GPU, or use --device cpu")
+            "--device gpu: no usable CUDA GPU (the CUDA driver could not start device 0, or "
+            "Numba is missing); install swdask[gpu] on a machine with an NVIDIA GPU, or use "
+            "--device cpu")
 
 
 def gpu_here() -> bool:
@@ -516,16 +527,14 @@ def gpu_here() -> bool:
 
 
 def visible_gpus() -> int:
-    """Real CUDA GPUs that Numba sees here (0 under the simulator)."""
-    if simulator_enabled():
+    """Real CUDA GPUs this process sees (0 under the simulator), counted by the driver
+    (:func:`swdask.kernels.cuda.driver.device_count`) without importing Numba."""
+    if simulator_enabled() or not gpu_available():
         return 0
-    try:
-        from numba import cuda
+    from .kernels.cuda import driver
 
-        with _CUDA_START:
-            return len(cuda.gpus) if cuda.is_available() else 0
-    except Exception:  # noqa: BLE001 - a broken driver or toolkit install means: no GPU
-        return 0
+    with _CUDA_START:
+        return driver.device_count()
 
 
 def cuda_driver_loadable() -> bool:

@@ -81,7 +81,7 @@ def test_driver_start_makes_device_0s_primary_context_current(monkeypatch, fake_
     from swdask.kernels.cuda import driver
 
     fake = fake_driver(fail)
-    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    monkeypatch.setattr(backend, "simulator_enabled", lambda: False)
     monkeypatch.setattr(sys, "platform", "linux")
     backend._driver_start()
     order = ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent"]
@@ -101,10 +101,10 @@ def test_driver_start_does_nothing_under_the_simulator_or_without_a_driver(monke
 
     fake = fake_driver()
     monkeypatch.setattr(sys, "platform", "linux")
-    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    monkeypatch.setattr(backend, "simulator_enabled", lambda: True)
     backend._driver_start()
     assert fake.calls == []
-    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "0")
+    monkeypatch.setattr(backend, "simulator_enabled", lambda: False)
     monkeypatch.setattr(driver, "_library", None)
     monkeypatch.setattr(driver, "library", lambda: None)
     backend._driver_start()  # no driver library: nothing raised

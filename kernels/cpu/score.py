@@ -44,6 +44,7 @@ from . import prebuild
 from .prebuild import read_only
 from .reference import GLOBAL, LOCAL, mode_code
 from .simd import HAS_AVX2, LANES, column_sweep, first_rows, next_index, profile_u8
+from .threads import kernel_threads
 from .traceback import traceback_pair
 
 if TYPE_CHECKING:
@@ -344,20 +345,6 @@ def _group_order(s_off, subjects, lanes):
     lengths[:subjects.shape[0]] = s_off[subjects + 1] - s_off[subjects]
     longest = lengths.reshape(n_groups, lanes).max(axis=1) if n_groups else lengths[:0]
     return np.argsort(-longest, kind="stable").astype(np.int64), int(longest.max(initial=0))
-
-
-def kernel_threads() -> int:
-    """Threads of a score kernel call: Numba's thread count (``numba.set_num_threads``).
-
-    Read from the configuration until Numba's threading layer has started: starting it
-    only to ask costs a few tens of milliseconds at start-up, and nothing can have
-    changed the count before it starts.
-    """
-    from numba.np.ufunc import parallel
-
-    if not getattr(parallel, "_is_initialized", True):
-        return numba.config.NUMBA_NUM_THREADS
-    return numba.get_num_threads()
 
 
 def _run_threads(work, threads):

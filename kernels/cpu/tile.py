@@ -60,7 +60,7 @@ from numba import njit
 # 0 and F on row 0 of the whole matrix), the profile and the tie rule of the whole-pair
 # traceback: a tile's cells and path are that kernel's.
 from ..directions import NEG, STATE_E, STATE_F, STATE_H  # noqa: F401 (public here too)
-from .score import kernel_threads
+from .threads import kernel_threads
 from .traceback import decision_njit, row_best, subject_profile, walk_step_njit
 
 if TYPE_CHECKING:

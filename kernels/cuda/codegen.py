@@ -32,7 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from numba import config, cuda
+from . import driver
+from .compile import simulated
 
 #: Hopper's 32-bit DPX instructions the kernel text may call, by the name it calls them.
 DPX32 = {
@@ -45,9 +46,9 @@ DPX32 = {
 def has_dpx() -> bool:
     """Whether the current GPU has Hopper's DPX instructions (compute capability >= 9.0);
     never in the simulator."""
-    if config.ENABLE_CUDASIM:
+    if simulated():
         return False
-    return tuple(cuda.get_current_device().compute_capability) >= (9, 0)
+    return driver.compute_capability() >= (9, 0)
 
 
 def dpx32_source(prefix: str, names: Iterable[str]) -> str:
@@ -62,6 +63,8 @@ def dpx32_source(prefix: str, names: Iterable[str]) -> str:
 def link_dpx32(namespace: dict[str, Any], prefix: str, names: Sequence[str]) -> tuple[str]:
     """Declare the wrappers of :func:`dpx32_source` in a kernel's ``namespace`` under the
     names the text calls; returns the kernel's ``link`` (the wrappers' source)."""
+    from numba import cuda
+
     for name in names:
         namespace[name] = cuda.declare_device(f"{prefix}_{name}", "int32(int32, int32, int32)")
     return (dpx32_source(prefix, names),)

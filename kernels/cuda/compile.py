@@ -459,10 +459,13 @@ class Compiled:
     declared: tuple = ()
     _function: Any = None
 
-    def header(self, spec: dict[str, Any] | None) -> dict[str, Any]:
+    def header(self, spec: dict[str, Any] | None,
+               signatures: Sequence[str] = ()) -> dict[str, Any]:
+        """The entry's header; ``signatures`` are all those the kernel declares (what a
+        process that has not imported a hand-written kernel's module checks for)."""
         return {"parameters": [list(p) for p in self.parameters], "name": self.name,
                 "cooperative": self.cooperative, "declared": list(self.declared),
-                "spec": spec}
+                "signatures": list(signatures), "spec": spec}
 
     @classmethod
     def from_entry(cls, header: dict[str, Any], payload: bytes) -> Compiled:
@@ -575,6 +578,8 @@ class Kernel:
                     continue
                 try:
                     compiled = Compiled.from_entry(*entry)
+                    if not self.signatures:  # a hand-written kernel's module not imported
+                        self.signatures = tuple(entry[0].get("signatures") or ())
                 except (KeyError, TypeError, ValueError):
                     _discard(path)
                     STATS["discarded"] += 1
@@ -591,7 +596,8 @@ class Kernel:
     def _save(self, compiled: Compiled) -> None:
         try:
             write_atomic(self._path(compiled.parameters),
-                         entry_bytes(self.key(), compiled.header(self.spec), compiled.cubin))
+                         entry_bytes(self.key(), compiled.header(self.spec, self.signatures),
+                                     compiled.cubin))
         except OSError:  # a read-only or full cache costs a compile in a later process
             return
         try:
@@ -835,7 +841,8 @@ def jit(function: Callable[..., Any] | None = None, *, signatures: Sequence[str]
     Use as ``@jit`` or ``@jit(signatures=(...), **options)`` at module level; nothing is
     compiled or read until the first launch.  ``signatures`` are the argument types its
     launches pass, so that :func:`build` can compile it ahead (spec
-    ``("kernel", {"name": "module:qualname"})``).
+    ``("kernel", {"name": "module:qualname"})``).  The kernel is the one
+    :func:`hand_written` gives for that name.
     """
     def wrap(function):
         def make():
@@ -843,19 +850,52 @@ def jit(function: Callable[..., Any] | None = None, *, signatures: Sequence[str]
 
             return cuda.jit(**options)(function)
 
-        kernel = Kernel({"kernel": f"{function.__module__}:{function.__qualname__}"}, make)
-        kernel.signatures = tuple(signatures)
+        kernel = hand_written(f"{function.__module__}:{function.__qualname__}")
+        kernel._make, kernel.signatures = make, tuple(signatures)
         return kernel
 
     return wrap(function) if function is not None else wrap
 
 
+def hand_written(name: str) -> Kernel:
+    """The hand-written kernel ``module:qualname`` (a :func:`jit` kernel) of this process,
+    without importing its module: a launch whose specialisation is kept in the cache runs
+    it through the driver, and the module (which imports Numba) is imported only when the
+    kernel must compile, or to learn its signatures when the cache has none."""
+    key = ("kernel", name, simulated())
+    with _KERNELS_LOCK:
+        kernel = _KERNELS.get(key)
+        if kernel is None:
+            module, _, attribute = name.partition(":")
+            kernel = getattr(sys.modules.get(module), attribute, None)  # imported already
+            if not isinstance(kernel, Kernel):
+                kernel = Kernel({"kernel": name}, functools.partial(_import_kernel, name))
+            _KERNELS[key] = kernel
+        return kernel
+
+
+def _import_kernel(name: str) -> CUDADispatcher:
+    """Import a hand-written kernel's module and return its Numba dispatcher."""
+    module, _, attribute = name.partition(":")
+    declared = getattr(importlib.import_module(module), attribute)
+    kernel = hand_written(name)
+    if not isinstance(declared, Kernel):
+        raise TypeError(f"{name} is not a kernel of swdask.kernels.cuda.compile.jit")
+    if declared is not kernel:  # the table of kernels was replaced since (the tests)
+        kernel._make, kernel.signatures = declared._make, declared.signatures
+    return kernel._make()
+
+
 def resolve(family: str, shape: dict[str, Any]) -> tuple[Kernel, tuple[str, ...]]:
     """``(kernel, signatures)`` of a build spec: a family's kernel for a shape, or a
-    hand-written kernel (``family="kernel"``, ``shape={"name": "module:qualname"}``)."""
+    hand-written kernel (``family="kernel"``, ``shape={"name": "module:qualname"}``),
+    whose signatures come from the cache where it holds them, else from its module."""
     if family == "kernel":
-        module, _, name = shape["name"].partition(":")
-        kernel = getattr(importlib.import_module(module), name)
+        kernel = hand_written(shape["name"])
+        if not kernel.signatures and not kernel.simulated:
+            kernel.load()
+        if not kernel.signatures:
+            _import_kernel(shape["name"]) if kernel.simulated else kernel.dispatcher
         return kernel, kernel.signatures
     return get_kernel(family, **shape), (signature(family, **shape),)
 
@@ -887,11 +927,8 @@ def preload() -> int:
             continue
         seen.add(json.dumps(spec, sort_keys=True))
         try:
-            if "family" in spec:
-                kernel = get_kernel(spec["family"], **spec["shape"])
-            else:
-                module, _, name = spec["kernel"].partition(":")
-                kernel = getattr(importlib.import_module(module), name)
+            kernel = (get_kernel(spec["family"], **spec["shape"]) if "family" in spec
+                      else hand_written(spec["kernel"]))
             kernel.warm()
         except Exception:  # noqa: BLE001 - a kernel renamed or removed since: its entries age out
             continue

@@ -48,6 +48,7 @@ _PROTOTYPES = {
     "cuGetErrorName": (_INT, ctypes.POINTER(ctypes.c_char_p)),
     "cuDriverGetVersion": (ctypes.POINTER(_INT),),
     "cuDeviceGet": (ctypes.POINTER(_INT), _INT),
+    "cuDeviceGetCount": (ctypes.POINTER(_INT),),
     "cuDeviceGetAttribute": (ctypes.POINTER(_INT), _INT, _INT),
     "cuDevicePrimaryCtxRetain": (ctypes.POINTER(_P), _INT),
     "cuCtxSetCurrent": (_P,),
@@ -173,6 +174,18 @@ def compute_capability() -> tuple[int, int]:
     return attribute("cc_major"), attribute("cc_minor")
 
 
+def device_count() -> int:
+    """The CUDA devices this process sees (``CUDA_VISIBLE_DEVICES``); 0 without a driver
+    or where it cannot start."""
+    count = _INT()
+    try:
+        _call("cuInit", 0)
+        _call("cuDeviceGetCount", ctypes.byref(count))
+    except CudaError:
+        return 0
+    return count.value
+
+
 def driver_version() -> int:
     """The CUDA driver's version as an integer (12080 for 12.8)."""
     version = _INT()
@@ -186,7 +199,7 @@ def driver_version() -> int:
 class Function:
     """One kernel of a loaded cubin, and the byte sizes of its parameters."""
 
-    def __init__(self, cubin: bytes, name: str):
+    def __init__(self, cubin: bytes, name: str) -> None:
         context()
         self._image = ctypes.create_string_buffer(cubin, len(cubin))
         module, function = _P(), _P()
@@ -242,7 +255,7 @@ def stream_handle(stream: Any) -> int:
 class Stream:
     """A CUDA stream (synchronizing with the legacy default stream, as Numba's are)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         context()
         handle = _P()
         _call("cuStreamCreate", ctypes.byref(handle), 0)
@@ -256,10 +269,15 @@ class Stream:
         _call("cuStreamSynchronize", _P(self.handle))
 
 
+def stream() -> Stream:
+    """A new stream (Numba's ``cuda.stream()``)."""
+    return Stream()
+
+
 class Event:
     """A CUDA event; with ``timing`` it can measure the time to another."""
 
-    def __init__(self, timing: bool = True):
+    def __init__(self, timing: bool = True) -> None:
         context()
         handle = _P()
         _call("cuEventCreate", ctypes.byref(handle), 0 if timing else _EVENT_DISABLE_TIMING)
@@ -282,6 +300,11 @@ class Event:
         _call("cuEventElapsedTime", ctypes.byref(milliseconds), _P(self.handle),
               _P(end.handle))
         return milliseconds.value
+
+
+def event(timing: bool = True) -> Event:
+    """A new event (Numba's ``cuda.event()``)."""
+    return Event(timing)
 
 
 def _finalize(owner: object, name: str, *args: Any) -> None:
@@ -384,7 +407,7 @@ class DeviceArray:
     a slice of rows, and ``__cuda_array_interface__``."""
 
     def __init__(self, shape: Any, dtype: Any, *, pointer: int | None = None,
-                 strides: tuple[int, ...] | None = None, memory: _Memory | None = None):
+                 strides: tuple[int, ...] | None = None, memory: _Memory | None = None) -> None:
         self.shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.ndim = len(self.shape)

@@ -53,11 +53,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numba import config, cuda
 
 from . import codegen
 from .codegen import has_dpx
-from .compile import Rendered
+from .compile import Rendered, simulated
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -259,7 +258,7 @@ def end_update(pad: str, rows: int, mode: str, last: str, h: str) -> list:
 
 def threads_per_block() -> int:
     """Threads per block: 128 on a GPU; 32 in the simulator (a Python thread each)."""
-    return SIMULATOR_THREADS if config.ENABLE_CUDASIM else THREADS
+    return SIMULATOR_THREADS if simulated() else THREADS
 
 
 #: Hopper DPX instructions for the recurrence, linked into the GPU kernel when asked for.
@@ -288,12 +287,14 @@ def render(rows: int = ROWS, group: int = 32, *, shared: bool = False, dpx: bool
     (``"local"``, ``"global"`` or ``"semiglobal"``) is part of the text, so of the
     kernel's name and cache key; a local kernel's name and text do not mention it.
     """
-    simulated = bool(config.ENABLE_CUDASIM)
-    use_dpx = dpx and not simulated
+    from numba import cuda  # rendering is for compiling: Numba is needed then
+
+    in_simulator = simulated()
+    use_dpx = dpx and not in_simulator
     namespace = {"cuda": cuda, "int32": np.int32, "int16": np.int16}
     names = DPX_NAMES if mode == "local" else DPX_NAMES_END
     link = codegen.link_dpx32(namespace, "sw", names) if use_dpx else ()
-    source = _kernel_source(rows, group, threads_per_block(), shuffles=not simulated,
+    source = _kernel_source(rows, group, threads_per_block(), shuffles=not in_simulator,
                             shared=shared, dpx=use_dpx, alphabet=alphabet, mode=mode)
     suffix = "" if mode == "local" else f"-{mode}"
     return Rendered(name=f"inter_task-R{rows}-G{group}-A{alphabet}-shared{int(shared)}"

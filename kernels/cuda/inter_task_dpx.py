@@ -51,10 +51,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numba import config, cuda
 
 from . import codegen, inter_task
-from .compile import Rendered
+from .compile import Rendered, simulated
 from .inter_task import LOW, PAD_SCORE, end_rows, threads_per_block
 
 if TYPE_CHECKING:
@@ -598,7 +597,9 @@ def render(rows: int, group: int, alphabet: int, threads: int, mode: str = "loca
     ValueError
         If a pass's packed profile would not fit the block's shared memory.
     """
-    simulated = bool(config.ENABLE_CUDASIM)
+    from numba import cuda  # rendering is for compiling: Numba is needed then
+
+    in_simulator = simulated()
     if not shared_fits(rows, group, alphabet):
         raise ValueError(f"{rows} rows x {group} lanes x {alphabet} codes exceed "
                          f"{SHARED_BYTES} bytes of shared memory")
@@ -607,15 +608,15 @@ def render(rows: int, group: int, alphabet: int, threads: int, mode: str = "loca
     namespace.update({f"U{k}": np.uint32(k) for k in range(rows)})
     local = mode == "local"
     helpers = _SIGNATURES if local else {**_SIGNATURES, **_END_SIGNATURES}
-    if simulated:
+    if in_simulator:
         namespace.update({name: TWINS[name] for name in helpers})
     else:
         for name, (symbol, declared) in helpers.items():
             namespace[name] = cuda.declare_device(symbol, declared)
-    link = () if simulated else (DPX16_SOURCE if local else DPX16_END_SOURCE,)
+    link = () if in_simulator else (DPX16_SOURCE if local else DPX16_END_SOURCE,)
     suffix = "" if local else f"-{mode}"
     return Rendered(name=f"inter_task_dpx-R{rows}-G{group}-A{alphabet}-T{threads}{suffix}",
-                    source=kernel_source(rows, group, threads, shuffles=not simulated,
+                    source=kernel_source(rows, group, threads, shuffles=not in_simulator,
                                          alphabet=alphabet, mode=mode),
                     namespace=namespace, link=link)
 

@@ -64,10 +64,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numba import config, cuda
 
 from . import codegen, inter_task
-from .compile import Rendered
+from .compile import Rendered, simulated
 from .inter_task import NEG, PAD_SCORE
 
 if TYPE_CHECKING:
@@ -238,7 +237,7 @@ def kernel_source(rows: int, warps: int, lanes: int, delay: int, shuffles: bool,
 
 def lanes_per_warp() -> int:
     """32 on a GPU; :data:`SIMULATOR_LANES` in the simulator."""
-    return SIMULATOR_LANES if config.ENABLE_CUDASIM else 32
+    return SIMULATOR_LANES if simulated() else 32
 
 
 #: Argument types of a launch (:mod:`~swdask.kernels.cuda.launcher`), for building ahead:
@@ -266,14 +265,16 @@ def render(rows: int, warps: int, alphabet: int, *, lanes: int | None = None,
     ValueError
         If a pass's profile would not fit :data:`PROFILE_BYTES`.
     """
-    simulated = bool(config.ENABLE_CUDASIM)
+    from numba import cuda  # rendering is for compiling: Numba is needed then
+
+    in_simulator = simulated()
     lanes = lanes or lanes_per_warp()
     delay = delay or DELAY
     dtype = np.dtype(dtype)
     if not shared_fits(rows, warps * lanes, alphabet, dtype.itemsize):
         raise ValueError(f"{rows} rows x {warps * lanes} threads x {alphabet} codes exceed "
                          f"{PROFILE_BYTES} bytes of shared memory")
-    source = kernel_source(rows, warps, lanes, delay, shuffles=not simulated,
+    source = kernel_source(rows, warps, lanes, delay, shuffles=not in_simulator,
                            alphabet=alphabet, dtype=dtype.name, mode=mode)
     namespace = {"cuda": cuda, "int32": np.int32, "int16": np.int16, "int8": np.int8,
                  "uint32": np.uint32, "uint64": np.uint64}

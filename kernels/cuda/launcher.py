@@ -45,15 +45,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numba import config, cuda
 
-from . import inter_task, inter_task_dpx, intra_task
-from .compile import build, get_kernel, is_cached, jit, load_ahead, quiet_occupancy
+from . import driver, inter_task, inter_task_dpx, intra_task
+from .compile import build, get_kernel, hand_written, is_cached, load_ahead, simulated
 from .inter_task import has_dpx, launch_plan, threads_per_block
 
 if TYPE_CHECKING:
     import numpy.typing as npt
-    from numba.cuda.cudadrv.driver import Stream
+
+    from .driver import Stream
 
     #: A query's candidates: result columns (int64) and their int32 scores and ends.
     Candidates = tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.int32],
@@ -99,25 +99,22 @@ class KernelStats:
                            self.cells_intra + other.cells_intra)
 
 
-_quiet = quiet_occupancy  # the room's rule; every launch of a room kernel applies it too
-
-
 class _Ordered:
     """Subjects to score, in launch order, with a launch plan per group size."""
 
     def __init__(self, positions, lengths, subjects, stream):
         self.positions = positions  # indices into the owner's subjects
         self.lengths = lengths
-        self.order = cuda.to_device(subjects, stream=stream)
+        self.order = _device().to_device(subjects, stream=stream)
         self.plans = {}
         self.stream = stream
 
     def plan(self, group):
         if group not in self.plans:
-            uniform = threads_per_block() if config.ENABLE_CUDASIM else 32
+            uniform = threads_per_block() if simulated() else 32
             warp_len, warp_base, slots = launch_plan(self.lengths, group, uniform)
-            self.plans[group] = (cuda.to_device(warp_len, stream=self.stream),
-                                 cuda.to_device(warp_base, stream=self.stream), slots,
+            self.plans[group] = (_device().to_device(warp_len, stream=self.stream),
+                                 _device().to_device(warp_base, stream=self.stream), slots,
                                  len(warp_len))
         return self.plans[group]
 
@@ -136,7 +133,8 @@ class DeviceSubjects:
         longest-first order leaves no long subject running alone at the end: 4-9% faster
         on an H100 than the store's ascending order), else in the given order, except that
         subjects routed to the intra-task kernel always launch first.
-    stream : numba.cuda.cudadrv.driver.Stream, optional
+    stream : swdask.kernels.cuda.driver.Stream, optional
+        (Numba's stream in the simulator.)
         The compute stream.  Default: a new stream for this instance.
     intra_threshold : int, optional
         Subjects of at least this many residues are scored by the block-per-pair kernel
@@ -152,11 +150,11 @@ class DeviceSubjects:
     def __init__(self, s_res: np.ndarray, s_off: np.ndarray,
                  subjects: npt.NDArray[np.int64] | None = None, *, stream: Stream | None = None,
                  intra_threshold: int | None = None) -> None:
-        self.stream = stream if stream is not None else cuda.stream()
+        self.stream = stream if stream is not None else _device().stream()
         #: Streams of the pipeline: uploads, the intra-task kernel, the selection.
-        self._copy = cuda.stream()
-        self._aux = cuda.stream()
-        self._post = cuda.stream()
+        self._copy = _device().stream()
+        self._aux = _device().stream()
+        self._post = _device().stream()
         s_off = np.ascontiguousarray(s_off, dtype=np.int64)
         self.intra_threshold = int(intra_task.INTRA_THRESHOLD if intra_threshold is None
                                    else intra_threshold)
@@ -180,8 +178,8 @@ class DeviceSubjects:
         self.n_intra = int(long.sum())
         self.residues = int(self.lengths.sum())
         self.residues_intra = int(self.lengths[:self.n_intra].sum())
-        self._res = cuda.to_device(_pinned(s_res, np.uint8), stream=self.stream)
-        self._off = cuda.to_device(_pinned(s_off, np.int64), stream=self.stream)
+        self._res = _device().to_device(_pinned(s_res, np.uint8), stream=self.stream)
+        self._off = _device().to_device(_pinned(s_off, np.int64), stream=self.stream)
         self._all = _Ordered(np.arange(len(self.subjects)), self.lengths, self.subjects,
                              self.stream)
         short = np.arange(self.n_intra, len(self.subjects))
@@ -190,15 +188,15 @@ class DeviceSubjects:
         #: Launch streams (the compute stream first, see :meth:`_lanes`) and the boundary
         #: row of each: launches on one stream run in order, so one buffer serves them all.
         self._lane_streams = [self.stream]
-        self._boundaries = [cuda.device_array(2, np.int32, stream=self.stream)]
+        self._boundaries = [_device().device_array(2, np.int32, stream=self.stream)]
         #: Page-locked host buffers by (table set, use), reused: allocating or freeing
         #: page-locked memory can stall the device, which the pipeline must not.
         self._pool = {}
         if self.n_intra:
             b_off, size = intra_task.boundary_offsets(self.lengths[:self.n_intra])
-            self._long_order = cuda.to_device(self.subjects[:self.n_intra], stream=self.stream)
-            self._long_boff = cuda.to_device(b_off, stream=self.stream)
-            self._long_boundary = cuda.device_array(size, np.int32, stream=self.stream)
+            self._long_order = _device().to_device(self.subjects[:self.n_intra], stream=self.stream)
+            self._long_boff = _device().to_device(b_off, stream=self.stream)
+            self._long_boundary = _device().device_array(size, np.int32, stream=self.stream)
         self.stream.synchronize()  # the other streams use these uploads
 
     def __len__(self):
@@ -231,7 +229,7 @@ class DeviceSubjects:
         k = self.n_intra
         query = np.ascontiguousarray(query, np.uint8)
         matrix = np.asarray(matrix)
-        outs = [cuda.device_array(n, np.int32, stream=self.stream) for _ in range(3)]
+        outs = [_device().device_array(n, np.int32, stream=self.stream) for _ in range(3)]
         timer = _Timer(self.stream)
         if k:
             self._launch_intra(query, matrix, gap_open, gap_extend, [o[:k] for o in outs],
@@ -257,7 +255,7 @@ class DeviceSubjects:
         # The shared profile is int16: a matrix with larger entries reads it through L1.
         shared = shared and int(np.abs(matrix).max(initial=0)) <= np.iinfo(np.int16).max
         passes = max(1, math.ceil(m / (group * rows)))
-        profile = cuda.to_device(inter_task.query_profile(query, matrix, passes * group * rows,
+        profile = _device().to_device(inter_task.query_profile(query, matrix, passes * group * rows,
                                                           mode, gap_extend), stream=self.stream)
         warp_len, warp_base, slots, n_warps = subset.plan(group)
         boundary = self._boundary_for(2 * slots if passes > 1 else 2)
@@ -266,11 +264,10 @@ class DeviceSubjects:
                             alphabet=matrix.shape[0] + 1, **inter_task.mode_shape(mode))
         length = () if mode == "local" else (np.int64(m),)
         if len(subset.lengths):
-            with _quiet():
-                kernel[max(1, math.ceil(n_warps * 32 / threads)), threads, self.stream](
-                    profile, passes, self._res, self._off, subset.order, warp_len, warp_base,
-                    np.int64(matrix.shape[0]), np.int32(gap_open + gap_extend),
-                    np.int32(gap_extend), *length, boundary, *outs)
+            kernel[max(1, math.ceil(n_warps * 32 / threads)), threads, self.stream](
+                profile, passes, self._res, self._off, subset.order, warp_len, warp_base,
+                np.int64(matrix.shape[0]), np.int32(gap_open + gap_extend),
+                np.int32(gap_extend), *length, boundary, *outs)
 
     def _launch_intra(self, query, matrix, gap_open, gap_extend, outs, stream, profile=None,
                       *, mode="local"):
@@ -284,17 +281,16 @@ class DeviceSubjects:
         span = rows * warps * lanes
         passes = max(1, math.ceil(len(query) / span))
         if profile is None:
-            profile = cuda.to_device(
+            profile = _device().to_device(
                 intra_task.query_profile(query, matrix, passes * span, dtype, mode, gap_extend),
                 stream=stream)
         kernel = get_kernel("intra_task", rows=rows, warps=warps, alphabet=alphabet, lanes=lanes,
                             dtype=np.dtype(dtype).name, **inter_task.mode_shape(mode))
         length = () if mode == "local" else (np.int64(len(query)),)
-        with _quiet():
-            kernel[self.n_intra, warps * lanes, stream](
-                profile, passes, self._res, self._off, self._long_order, self._long_boff,
-                np.int32(gap_open + gap_extend), np.int32(gap_extend), *length,
-                self._long_boundary, *outs)
+        kernel[self.n_intra, warps * lanes, stream](
+            profile, passes, self._res, self._off, self._long_order, self._long_boff,
+            np.int32(gap_open + gap_extend), np.int32(gap_extend), *length,
+            self._long_boundary, *outs)
 
     def _host(self, slot, name, shape, dtype):
         """A page-locked host array of ``shape`` from the pool (grown when too small)."""
@@ -329,7 +325,7 @@ class DeviceSubjects:
     def _boundary_for(self, size, lane=0):
         """The boundary row of launch stream ``lane``, at least ``size`` long."""
         if self._boundaries[lane].shape[0] < size:
-            self._boundaries[lane] = cuda.device_array(size, np.int32,
+            self._boundaries[lane] = _device().device_array(size, np.int32,
                                                        stream=self._lane_streams[lane])
         return self._boundaries[lane]
 
@@ -343,8 +339,8 @@ class DeviceSubjects:
         if count < 2:
             return [self.stream]
         while len(self._lane_streams) < count:
-            self._lane_streams.append(cuda.stream())
-            self._boundaries.append(cuda.device_array(2, np.int32, stream=self.stream))
+            self._lane_streams.append(_device().stream())
+            self._boundaries.append(_device().device_array(2, np.int32, stream=self.stream))
         lanes = self._lane_streams[:count]
         begun = _event(timing=False)
         begun.record(self.stream)
@@ -439,7 +435,7 @@ class DeviceSubjects:
         pending = None
         # Numba frees device memory in batches, and freeing synchronizes the device:
         # deferred to the end of the call, it cannot stall the pipeline.
-        with cuda.defer_cleanup():
+        with _device().defer_cleanup():
             for staged in self._stages(queries, matrix, gap_open, gap_extend, packed,
                                        hist=True, mode=mode, floor=floor):
                 if pending is not None:  # while the GPU scores the batch just staged
@@ -468,13 +464,12 @@ class DeviceSubjects:
         starts = np.concatenate([[0], np.cumsum(kept)]).astype(np.int64)
         total = max(int(starts[-1]), 1)
         post = self._post
-        found = cuda.to_device(np.zeros(k, np.int64), stream=post)
-        picked = [cuda.device_array(total, t, stream=post)
+        found = _device().to_device(np.zeros(k, np.int64), stream=post)
+        picked = [_device().device_array(total, t, stream=post)
                   for t in (np.int64, np.int32, np.int32, np.int32)]
-        with _quiet():
-            _select[_grid(k * n, post)](
-                scores, q_end, s_end, cuda.to_device(cuts, stream=post),
-                cuda.to_device(starts, stream=post), found, *picked)
+        _kernel("_select")[_grid(k * n, post)](
+            scores, q_end, s_end, _device().to_device(cuts, stream=post),
+            _device().to_device(starts, stream=post), found, *picked)
         host = [p.copy_to_host(stream=post) for p in picked]
         post.synchronize()
         if self._columns is not None:
@@ -501,7 +496,7 @@ class DeviceSubjects:
         matrix = np.asarray(matrix)
         queries = [np.ascontiguousarray(q, np.uint8) for q in queries]
         if packed is None:
-            packed = ((has_dpx() or bool(config.ENABLE_CUDASIM))
+            packed = ((has_dpx() or bool(simulated()))
                       and inter_task_dpx.fits_16bit(matrix, gap_open, gap_extend))
         # Longest first, so paired queries have similar lengths.
         order = np.argsort([-len(q) for q in queries], kind="stable")
@@ -511,11 +506,11 @@ class DeviceSubjects:
         per_batch -= per_batch % 2
         height = min(per_batch, len(order) + len(order) % 2)
         # Two sets of tables: one batch is scored while the one before is selected.
-        sets = [[cuda.device_array((max(height, 1), n), np.int32, stream=self.stream)
+        sets = [[_device().device_array((max(height, 1), n), np.int32, stream=self.stream)
                  for _ in range(3)] for _ in range(2 if len(order) > per_batch else 1)]
-        hists = [cuda.device_array((max(height, 1), HIST_BINS), np.int32, stream=self.stream)
+        hists = [_device().device_array((max(height, 1), HIST_BINS), np.int32, stream=self.stream)
                  for _ in sets] if hist else [None] * len(sets)
-        ranges = [cuda.device_array((max(height, 1), 2), np.int32, stream=self.stream)
+        ranges = [_device().device_array((max(height, 1), 2), np.int32, stream=self.stream)
                   for _ in sets] if hist and mode != "local" else [None] * len(sets)
         for b, b0 in enumerate(range(0, len(order), per_batch)):
             rows = order[b0:b0 + per_batch]
@@ -548,10 +543,9 @@ class DeviceSubjects:
         ki = self.n_intra
         height = k + (k % 2 if packed else 0)
         tables = [t[:height] for t in tables]
-        overflows = cuda.device_array(max(height, 1), np.int32, stream=self.stream)
-        with _quiet():
-            _fill[_grid(overflows.shape[0], self.stream)](
-                overflows.reshape(1, overflows.shape[0]), 0)
+        overflows = _device().device_array(max(height, 1), np.int32, stream=self.stream)
+        _kernel("_fill")[_grid(overflows.shape[0], self.stream)](
+            overflows.reshape(1, overflows.shape[0]), 0)
         # Host profiles first (CPU work while the GPU still runs the previous batch), then
         # their uploads on the copy stream, from pinned memory.
         uploads = []
@@ -561,7 +555,7 @@ class DeviceSubjects:
         if ki:
             flat_i, where_i = self._intra_profiles(queries, matrix, slot, mode, gap_extend)
             uploads.append(flat_i)
-        device = [cuda.to_device(u, stream=self._copy) for u in uploads]
+        device = [_device().to_device(u, stream=self._copy) for u in uploads]
         uploaded = _event(timing=False)
         uploaded.record(self._copy)
         uploaded.wait(self.stream)
@@ -619,14 +613,13 @@ class DeviceSubjects:
         :data:`HIST_BINS` bins of equal width (:func:`_score_range`,
         :func:`_range_histogram`)."""
         k, n = scores.shape
-        with _quiet():
-            _fill[_grid(k * HIST_BINS, self.stream)](hist, 0)
-            if ranges is None:
-                _histogram[_grid(k * n, self.stream)](scores, hist)
-                return
-            _start_range[_grid(k, self.stream)](ranges)
-            _score_range[_grid(k * n, self.stream)](scores, np.int32(floor), ranges)
-            _range_histogram[_grid(k * n, self.stream)](scores, ranges, hist)
+        _kernel("_fill")[_grid(k * HIST_BINS, self.stream)](hist, 0)
+        if ranges is None:
+            _kernel("_histogram")[_grid(k * n, self.stream)](scores, hist)
+            return
+        _kernel("_start_range")[_grid(k, self.stream)](ranges)
+        _kernel("_score_range")[_grid(k * n, self.stream)](scores, np.int32(floor), ranges)
+        _kernel("_range_histogram")[_grid(k * n, self.stream)](scores, ranges, hist)
 
     def _settle(self, staged):
         """Wait for a staged batch's scores (and histograms); re-score its 16-bit
@@ -645,16 +638,15 @@ class DeviceSubjects:
                                        else row_scores == inter_task_dpx.OVERFLOW)
             rescore = _Ordered(positions, self.lengths[positions], self.subjects[positions],
                                self.stream)
-            outs = [cuda.device_array(len(positions), np.int32, stream=self.stream)
+            outs = [_device().device_array(len(positions), np.int32, stream=self.stream)
                     for _ in range(3)]
             timer = _Timer(self.stream)
             self._launch32(staged.queries[q], staged.matrix, staged.gap_open,
                            staged.gap_extend, rescore, outs, mode=staged.mode)
             seconds += timer.stop()
-            where = cuda.to_device(positions.astype(np.int64), stream=self.stream)
-            with _quiet():
-                _scatter[max(1, math.ceil(len(positions) / 32)), 32, self.stream](
-                    where, *outs, *(t[q] for t in tables))
+            where = _device().to_device(positions.astype(np.int64), stream=self.stream)
+            _kernel("_scatter")[max(1, math.ceil(len(positions) / 32)), 32, self.stream](
+                where, *outs, *(t[q] for t in tables))
             cells_32bit += len(staged.queries[q]) * int(rescore.lengths.sum())
             rescored += len(positions)
             if staged.hist is not None:  # the row's histogram, now with exact scores
@@ -715,24 +707,23 @@ class DeviceSubjects:
             ends = () if mode == "local" else (
                 np.int64(m_a), np.int64(m_b), np.int32(gap_open), np.int32(gap_extend),
                 np.int32(floor16))
-            with _quiet():
-                kernel[blocks[p], threads, lanes[lane]](
-                    device_profile, passes, self._res, self._off, subset.order, warp_len,
-                    warp_base, np.int64(0), neg_oe, neg_e, limit, *ends, boundary,
-                    *(t[pair] for t in tables), overflows[pair])
+            kernel[blocks[p], threads, lanes[lane]](
+                device_profile, passes, self._res, self._off, subset.order, warp_len,
+                warp_base, np.int64(0), neg_oe, neg_e, limit, *ends, boundary,
+                *(t[pair] for t in tables), overflows[pair])
         self._join(lanes)
 
 
 #: The hand-written kernels of a search: the device-side selection of the top hits and
 #: the traceback (:mod:`~swdask.kernels.cuda.traceback`), built with the score kernels.
-SEARCH_KERNELS = [("kernel", {"name": f"{__name__}:{name}"})
+SEARCH_KERNELS = [("kernel", {"name": f"{__package__}.selection:{name}"})
                   for name in ("_fill", "_histogram", "_select", "_scatter")] + \
                  [("kernel", {"name": f"{__package__}.traceback:{name}"})
                   for name in ("_forward_kernel", "_walk_kernel")]
 
 
 #: The hand-written kernels a global or semiglobal search adds: its range histograms.
-END_KERNELS = [("kernel", {"name": f"{__name__}:{name}"})
+END_KERNELS = [("kernel", {"name": f"{__package__}.selection:{name}"})
                for name in ("_start_range", "_score_range", "_range_histogram")]
 
 
@@ -828,17 +819,17 @@ class _Staged:
 
 def _pinned_empty(shape, dtype):
     """A page-locked host buffer (asynchronous copies back need one)."""
-    if config.ENABLE_CUDASIM:
+    if simulated():
         return np.empty(shape, dtype)
-    return cuda.pinned_array(shape, dtype=dtype)
+    return driver.pinned_array(shape, dtype=dtype)
 
 
 def _pinned(array, dtype):
     """A page-locked copy of ``array`` (asynchronous uploads need page-locked memory)."""
     array = np.ascontiguousarray(array, dtype=dtype)
-    if config.ENABLE_CUDASIM:
+    if simulated():
         return array
-    pinned = cuda.pinned_array(array.shape, dtype=dtype)
+    pinned = driver.pinned_array(array.shape, dtype=dtype)
     pinned[...] = array
     return pinned
 
@@ -846,9 +837,9 @@ def _pinned(array, dtype):
 def multiprocessors() -> int:
     """The current GPU's multiprocessors (1 under the simulator, which runs one block at
     a time)."""
-    if config.ENABLE_CUDASIM:
+    if simulated():
         return 1
-    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    return driver.attribute("multiprocessors")
 
 
 class _Timer:
@@ -867,7 +858,7 @@ class _Timer:
         self.end_event = None
 
     def stop(self):
-        if config.ENABLE_CUDASIM:
+        if simulated():
             self.elapsed = time.perf_counter() - self.tick
         else:
             self.end_event = _event(timing=True)
@@ -875,7 +866,7 @@ class _Timer:
         return None if self.defer else self.seconds()
 
     def seconds(self) -> float:
-        if config.ENABLE_CUDASIM:
+        if simulated():
             return self.elapsed
         self.end_event.synchronize()
         return self.start_event.elapsed_time(self.end_event) / 1e3
@@ -883,34 +874,33 @@ class _Timer:
 
 def _event(timing):
     """A CUDA event (the simulator's takes no arguments)."""
-    return cuda.event() if config.ENABLE_CUDASIM else cuda.event(timing=timing)
+    return _device().event() if simulated() else driver.event(timing=timing)
+
+
+def _device():
+    """The device API the launcher uses: :mod:`swdask.kernels.cuda.driver` on a GPU
+    (streams, events, memory; no Numba), Numba's ``cuda`` module in the simulator, which
+    has the same names."""
+    if simulated():
+        from numba import cuda
+
+        return cuda
+    return driver
+
+
+def _kernel(name: str):
+    """A selection kernel of :mod:`~swdask.kernels.cuda.selection`, without importing it
+    (:func:`~swdask.kernels.cuda.compile.hand_written`)."""
+    return hand_written(f"{__package__}.selection:{name}")
 
 
 def _grid(total, stream):
     """Launch configuration ``(blocks, threads, stream)`` of a grid-stride kernel over
     ``total`` items: 256-thread blocks on a GPU (at most 4,096 of them), one small block
     in the simulator, where every thread is a Python thread."""
-    if config.ENABLE_CUDASIM:
+    if simulated():
         return 1, 32, stream
     return max(1, min(math.ceil(total / 256), 4096)), 256, stream
-
-
-@jit(signatures=("void(int32[:, ::1], int64)",))
-def _fill(array, value):
-    """``array[...] = value`` for a 2-D array, any grid (grid-stride loop)."""
-    n = array.shape[1]
-    for i in range(cuda.grid(1), array.shape[0] * n, cuda.gridsize(1)):
-        array[i // n, i % n] = value
-
-
-@jit(signatures=("void(int32[:, ::1], int32[:, ::1])",))
-def _histogram(scores, hist):
-    """``hist[q, min(score, HIST_BINS - 1)] += 1`` over a (queries, subjects) table; a
-    16-bit overflow's ``-1`` counts in bin 0 (its query's row is redone after the re-run)."""
-    n = scores.shape[1]
-    for i in range(cuda.grid(1), scores.shape[0] * n, cuda.gridsize(1)):
-        q = i // n
-        cuda.atomic.add(hist, (q, max(min(scores[q, i % n], HIST_BINS - 1), 0)), 1)
 
 
 #: Global and semiglobal searches: the lowest score a histogram may count (the 16-bit
@@ -918,72 +908,6 @@ def _histogram(scores, hist):
 LOWEST = -(2**31) + 1
 #: Largest int32: the cut of a query none of whose scores reaches the floor.
 HIGHEST = 2**31 - 1
-
-
-@jit(signatures=("void(int32[:, ::1])",))
-def _start_range(ranges):
-    """``ranges[q] = (HIGHEST, LOWEST - 1)``: an empty range of scores per query."""
-    for q in range(cuda.grid(1), ranges.shape[0], cuda.gridsize(1)):
-        ranges[q, 0] = 2147483647
-        ranges[q, 1] = -2147483648
-
-
-@jit(signatures=("void(int32[:, ::1], int32, int32[:, ::1])",))
-def _score_range(scores, floor, ranges):
-    """``ranges[q] = (lowest, highest)`` of query ``q``'s scores of at least ``floor``
-    (at least :data:`LOWEST`: a 16-bit overflow's mark is never counted)."""
-    n = scores.shape[1]
-    for i in range(cuda.grid(1), scores.shape[0] * n, cuda.gridsize(1)):
-        q = i // n
-        value = scores[q, i % n]
-        if value >= floor:
-            cuda.atomic.min(ranges, (q, 0), value)
-            cuda.atomic.max(ranges, (q, 1), value)
-
-
-@jit(signatures=("void(int32[:, ::1], int32[:, ::1], int32[:, ::1])",))
-def _range_histogram(scores, ranges, hist):
-    """Histogram of each query's scores within its range ``ranges[q] = (lo, hi)`` in
-    ``HIST_BINS`` bins of width ``(hi - lo) // HIST_BINS + 1`` from ``lo`` (see
-    :func:`range_cut`)."""
-    n = scores.shape[1]
-    bins = hist.shape[1]
-    for i in range(cuda.grid(1), scores.shape[0] * n, cuda.gridsize(1)):
-        q = i // n
-        value = scores[q, i % n]
-        low = ranges[q, 0]
-        if value >= low:
-            width = (ranges[q, 1] - low) // bins + 1
-            cuda.atomic.add(hist, (q, (value - low) // width), 1)
-
-
-@jit(signatures=("void(int32[:, ::1], int32[:, ::1], int32[:, ::1], int32[::1], int64[::1], "
-                  "int64[::1], int64[::1], int32[::1], int32[::1], int32[::1])",))
-def _select(scores, q_end, s_end, cuts, starts, found, columns, out_score, out_qend, out_send):
-    """Append each subject scoring at least its query's cut to that query's slice
-    (``starts[q]`` on); order within a slice is not kept."""
-    n = scores.shape[1]
-    for i in range(cuda.grid(1), scores.shape[0] * n, cuda.gridsize(1)):
-        q = i // n
-        c = i % n
-        if scores[q, c] >= cuts[q]:
-            slot = starts[q] + cuda.atomic.add(found, q, 1)
-            if slot < starts[q + 1]:
-                columns[slot] = c
-                out_score[slot] = scores[q, c]
-                out_qend[slot] = q_end[q, c]
-                out_send[slot] = s_end[q, c]
-
-
-@jit(signatures=("void(int64[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], "
-                  "int32[::1])",))
-def _scatter(where, score, qend, send, out_score, out_qend, out_send):
-    """Write re-scored pairs back into a query's row of the score tables."""
-    i = cuda.grid(1)
-    if i < where.shape[0]:
-        out_score[where[i]] = score[i]
-        out_qend[where[i]] = qend[i]
-        out_send[where[i]] = send[i]
 
 
 def cut_score(hist: npt.ArrayLike, max_hits: int, floor: int) -> int:

@@ -438,7 +438,7 @@ def where_ran(client: Client | None = None) -> dict:
     """Where a job ran, for its summary: ``{"threads": N}`` (Numba's threads in this
     process) without a Dask ``client``, else ``{"dask_workers": N}`` (its workers now)."""
     if client is None:
-        from ..kernels.cpu.score import kernel_threads
+        from ..kernels.cpu.threads import kernel_threads
 
         return {"threads": kernel_threads()}
     from ..cluster import worker_count

@@ -8,7 +8,6 @@ import numpy as np
 
 from ..errors import InvalidSequenceError
 from ..kernels.cpu.reference import MODES, OP_DEL, OP_INS, OP_MATCH, mode_code
-from ..kernels.cpu.traceback import align_codes
 from ..scoring import Scoring
 from ..sequences.alphabet import Alphabet, get_alphabet
 from ..sequences.batch import one_sequence
@@ -99,6 +98,8 @@ def alignment_from_codes(query: np.ndarray, subject: np.ndarray, scoring: Scorin
                          mode: str = "local", *, end: tuple[int, int] | None = None,
                          query_name: str = "query", subject_name: str = "subject") -> Alignment:
     """Full alignment of two code arrays (the engine under :func:`align` and searches)."""
+    from ..kernels.cpu.traceback import align_codes  # Numba: imported when aligning
+
     result = align_codes(query, subject, scoring, mode, end=end)
     letters = scoring.alphabet.letters_array
     q_codes = np.asarray(query, dtype=np.uint8)[result["query_start"]:result["query_end"]]

@@ -2,6 +2,7 @@
 exit, the demo, and a start-up that imports no heavy library."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -199,3 +200,21 @@ def test_the_search_path_imports_pandas_only_for_its_table():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_the_gpu_search_path_to_its_first_kernel_imports_no_numba():
+    """A GPU search with its kernels in the cache launches them through the CUDA driver
+    layer: none of the modules on its way to the first kernel imports Numba (0.55-0.65 s
+    of imports holding the GIL on an H100 host), and only the simulator makes the room
+    import it.  The GPU lane checks a fresh process's kernels load without it
+    (tests/kernels/cuda/test_compile_gpu.py)."""
+    code = ("import sys, swdask.cli.search, swdask.jobs.search.api, swdask.jobs.search.tasks, "
+            "swdask.backend, swdask.output, swdask.kernels.cuda.launcher, "
+            "swdask.kernels.cuda.compile as room\n"
+            "assert not room.simulated()\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'pandas')))")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

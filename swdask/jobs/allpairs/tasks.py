@@ -16,7 +16,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ... import backend
-from ...kernels.cpu.score import banded_global_scores, kernel_threads, score_all
+from ...kernels.cpu.score import banded_global_scores, score_all
+from ...kernels.cpu.threads import kernel_threads
 from ...kernels.cpu.traceback import (
     COUNT_COLUMNS,
     COUNT_GAP_OPENS,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...kernels.cpu.score import kernel_threads
+from ...kernels.cpu.threads import kernel_threads
 from ...kernels.cpu.tile import better, matrix_boundaries, score_tile
 from ..base import progress_bar
 

@@ -48,11 +48,10 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
 
 from ... import backend
-from ...kernels.cpu.score import kernel_threads
+from ...kernels.cpu.threads import kernel_threads
 from ...options import MAX_HITS, check_strand
 from ...scoring import Scoring
 from ...sequences.store import SequenceStore
@@ -366,6 +365,8 @@ def search_in_process(queries: SequencesLike, database: str | os.PathLike | Sequ
         if threads == kernel_threads():  # as it is: leave Numba's threading layer unstarted
             frame, stats = _run(job, progress, chosen, partitions)
         else:
+            import numba
+
             previous = numba.get_num_threads()
             numba.set_num_threads(threads)
             try:
@@ -384,16 +385,18 @@ def search_in_process(queries: SequencesLike, database: str | os.PathLike | Sequ
 
 
 def _threads(threads) -> int:
-    available = numba.config.NUMBA_NUM_THREADS
     if threads is None:
         return kernel_threads()
+    import numba
+
+    available = numba.config.NUMBA_NUM_THREADS
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
         raise ValueError(f"threads must be a positive whole number, got {threads!r}")
     return min(int(threads), available)
 
 
-def _import_yielding(module: str) -> None:
-    """Import ``module`` on this thread while another launches GPU work: the interpreter
+def _import_yielding(*modules: str) -> None:
+    """Import ``modules`` on this thread while another launches GPU work: the interpreter
     switches threads every 0.2 ms instead of 5 ms meanwhile, so that the launching thread
     gets the GIL back at once each time it wants it.
 
@@ -408,12 +411,20 @@ def _import_yielding(module: str) -> None:
             sys.setswitchinterval(min(_interval, 2e-4))
         _yielding += 1
     try:
-        importlib.import_module(module)
+        for module in modules:
+            importlib.import_module(module)
     finally:
         with _YIELDING:
             _yielding -= 1
             if _yielding == 0:
                 sys.setswitchinterval(_interval)
+
+
+#: What a GPU search needs after its score pass and not before: the traceback (GPU and
+#: CPU, which import Numba: 0.55-0.65 s) and pandas for the hits table (0.25-0.4 s).
+#: The first kernels launch through the driver layer without them; they are imported
+#: beside the score pass, after its first launch (:func:`_import_yielding`).
+AFTER_FIRST_PASS = ("swdask.kernels.cuda.traceback", "swdask.kernels.cpu.traceback", "pandas")
 
 
 _YIELDING = threading.Lock()
@@ -455,9 +466,9 @@ def _run(job: SearchJob, progress, device="cpu", partitions=None):
     score_seconds = 0.0
     names = {}
     bar = progress_bar(progress, desc="search", unit="cell", unit_scale=True, total=job.cells)
-    # pandas (0.25-0.3 s of imports) is first needed for the hits table: a GPU search
-    # imports it after its first score pass, while this thread waits on the GPU.
-    import_pandas = device == "gpu" and "pandas" not in sys.modules
+    # A GPU search imports what it needs after the score pass once the first pass is
+    # launched, while this thread waits on the GPU (AFTER_FIRST_PASS).
+    import_after = device == "gpu" and not all(m in sys.modules for m in AFTER_FIRST_PASS)
     with bar:
         # The GPU scores a partition while the next one is read and decoded.
         for part in partitions:
@@ -469,9 +480,9 @@ def _run(job: SearchJob, progress, device="cpu", partitions=None):
                 q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
                 candidates, seconds = tasks.score_pass(device, q_res, q_off, part.residues, part.offsets,
                                                   job.scoring, job.mode, max_hits, job.min_score)
-                if import_pandas:
-                    import_pandas = False
-                    threading.Thread(target=_import_yielding, args=("pandas",),
+                if import_after:
+                    import_after = False
+                    threading.Thread(target=_import_yielding, args=AFTER_FIRST_PASS,
                                      daemon=True, name="swdask-import").start()
                 score_seconds += seconds
                 work = int(batch.lengths[q0:q1].sum()) * part.n_residues

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from ... import backend
 from ...errors import StoreError
-from ...kernels.cpu.score import kernel_threads, load_kernel, score_all
+from ...kernels.cpu.threads import kernel_threads
 from ...parquet_schemas import HITS, SCORES, SEQUENCES
 from ...scoring.statistics import annotate
 from ...sequences.batch import list_arrays
@@ -210,6 +210,8 @@ def score_pass(device: str, q_res: npt.NDArray[np.uint8], q_off: npt.NDArray[np.
         return backend.top_hits_gpu(q_res, q_off, s_res, s_off, scoring.matrix,
                                     scoring.gap_open, scoring.gap_extend, max_hits, min_score,
                                     mode)
+    from ...kernels.cpu.score import load_kernel, score_all  # Numba: the CPU path only
+
     # Numba's one-time set-up (or compilation) of the kernel is not scoring time.
     load_kernel(scoring.matrix, scoring.gap_open, scoring.gap_extend, mode)
     tick = time.perf_counter()

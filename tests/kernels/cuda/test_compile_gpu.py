@@ -66,7 +66,7 @@ def test_a_second_process_loads_without_compiling(tmp_path):
 def test_search_kernels_load_ahead_on_a_thread(tmp_path):
     """With a filled cache, a fresh process's load_search_kernels puts every saved kernel
     of the search on the GPU before its first launch (their CUDA functions are there and
-    loaded into the context), and
+    loaded into the context) without importing Numba, and
     the search's hits are those of a process that loads them at the first launch."""
     run(tmp_path)  # fills the cache
     script = """
@@ -82,6 +82,7 @@ queries = load_sequences(str(data / "demo_queries.fasta"))
 backend.start_gpu()
 thread = backend.load_search_kernels(queries.lengths, swdask.Scoring())
 thread.join()
+numba_imported = "numba" in sys.modules  # the driver layer loads kept kernels without it
 from swdask.kernels.cuda import launcher
 kernels = [room.resolve(f, s)[0] for f, s in launcher.SEARCH_KERNELS] + list(room._KERNELS.values())
 compiled = [c for k in kernels for c in k._compiled.values()]
@@ -89,7 +90,7 @@ loaded = bool(compiled) and all(c._function is not None for c in compiled)
 # Resident in the context, not only found: CUDA's lazy loading would load them at launch.
 resident = [c._function.loaded() for c in compiled if c._function is not None]
 print(json.dumps({"kernels": len(compiled), "loaded": loaded, "resident": all(resident),
-                  **room.STATS}))
+                  "numba": numba_imported, **room.STATS}))
 """
     env = dict(os.environ, SWDASK_CACHE_DIR=str(tmp_path))
     env.pop("NUMBA_ENABLE_CUDASIM", None)
@@ -98,4 +99,5 @@ print(json.dumps({"kernels": len(compiled), "loaded": loaded, "resident": all(re
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["kernels"] > 0 and got["loaded"] and got["resident"] and got["compiled"] == 0, got
+    assert not got["numba"], got
     assert run(tmp_path, SWDASK_LOAD_AHEAD="0")["hits"] == run(tmp_path)["hits"]

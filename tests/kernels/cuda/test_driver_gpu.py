@@ -59,10 +59,10 @@ def test_a_kept_kernel_launches_with_any_device_array_and_host_arrays(drv, tmp_p
     from numba import cuda
 
     from swdask.kernels.cuda import compile as room
-    from swdask.kernels.cuda import launcher
 
     monkeypatch.setenv(room.ENV_CACHE_DIR, str(tmp_path))
-    kernel = launcher._fill
+    kernel = room.hand_written("swdask.kernels.cuda.selection:_fill")
+    room.resolve("kernel", {"name": kernel.spec["kernel"]})  # its signatures
     monkeypatch.setattr(kernel, "_compiled", {})
     monkeypatch.setattr(kernel, "_loaded", False)
     monkeypatch.setattr(kernel, "_key", None)
