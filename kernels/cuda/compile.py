@@ -155,9 +155,9 @@ _SHARED_KEY = None
 def simulated() -> bool:
     """Whether Numba's CUDA simulator stands in for a GPU, told without importing Numba
     where it is not imported yet (``NUMBA_ENABLE_CUDASIM``, which Numba reads)."""
-    config = sys.modules.get("numba.core.config")
-    if config is not None:
-        return bool(config.ENABLE_CUDASIM)
+    configured = getattr(sys.modules.get("numba.core.config"), "ENABLE_CUDASIM", None)
+    if configured is not None:  # (not while another thread is still importing Numba)
+        return bool(configured)
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
 

@@ -437,22 +437,39 @@ class DeviceArray:
                 "strides": None if self.is_c_contiguous else self.strides}
 
     def __getitem__(self, index: Any) -> DeviceArray:
-        if isinstance(index, (int, np.integer)) and self.ndim > 1:
-            row = int(index) + (self.shape[0] if index < 0 else 0)
-            if not 0 <= row < self.shape[0]:
-                raise IndexError(f"row {index} of {self.shape[0]}")
-            return DeviceArray(self.shape[1:], self.dtype, strides=self.strides[1:],
-                               pointer=self.pointer + row * self.strides[0],
-                               memory=self._memory)
-        if isinstance(index, slice):
-            start, stop, step = index.indices(self.shape[0])
-            if step != 1:
-                raise IndexError("device arrays are sliced with step 1 only")
-            count = max(stop - start, 0)
-            return DeviceArray((count, *self.shape[1:]), self.dtype, strides=self.strides,
-                               pointer=self.pointer + start * self.strides[0],
-                               memory=self._memory)
-        raise IndexError(f"unsupported device-array index {index!r}")
+        """A view: integers and slices of step 1, one per leading dimension."""
+        items = index if isinstance(index, tuple) else (index,)
+        if len(items) > self.ndim:
+            raise IndexError(f"{len(items)} indices for a {self.ndim}-d device array")
+        pointer, shape, strides = self.pointer, [], []
+        for item, extent, stride in zip(items, self.shape, self.strides):
+            if isinstance(item, (int, np.integer)):
+                at = int(item) + (extent if item < 0 else 0)
+                if not 0 <= at < extent:
+                    raise IndexError(f"index {item} of {extent}")
+                pointer += at * stride
+            elif isinstance(item, slice):
+                start, stop, step = item.indices(extent)
+                if step != 1:
+                    raise IndexError("device arrays are sliced with step 1 only")
+                pointer += start * stride
+                shape.append(max(stop - start, 0))
+                strides.append(stride)
+            else:
+                raise IndexError(f"unsupported device-array index {item!r}")
+        shape += self.shape[len(items):]
+        strides += self.strides[len(items):]
+        if not shape:
+            raise IndexError("a device array's single elements are not read one at a time")
+        return DeviceArray(shape, self.dtype, strides=tuple(strides), pointer=pointer,
+                           memory=self._memory)
+
+    def reshape(self, *shape: Any) -> DeviceArray:
+        """The same contiguous memory as an array of ``shape``."""
+        shape = tuple(shape[0]) if len(shape) == 1 and not np.isscalar(shape[0]) else shape
+        if int(np.prod(shape, dtype=np.int64)) != self.size or not self.is_c_contiguous:
+            raise ValueError(f"cannot view {self.shape} as {tuple(shape)}")
+        return DeviceArray(shape, self.dtype, pointer=self.pointer, memory=self._memory)
 
     def copy_to_host(self, ary: np.ndarray | None = None, stream: Any = 0) -> np.ndarray:
         """Copy to ``ary`` (a new array when None); asynchronous on ``stream`` when

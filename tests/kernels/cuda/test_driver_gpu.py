@@ -23,6 +23,12 @@ def test_copies_views_and_pinned_memory(drv):
     assert np.array_equal(device[1].copy_to_host(), host[1])
     assert np.array_equal(device[1:3].copy_to_host(), host[1:3])
     assert device[2:2].copy_to_host().shape == (0, 5)
+    assert np.array_equal(device[1, 2:].copy_to_host(), host[1, 2:])
+    columns = device[:, 2:]  # strided: launched, not copied
+    assert columns.shape == (3, 3) and columns.strides == (20, 4)
+    assert np.array_equal(columns[2].copy_to_host(), host[2, 2:])
+    assert np.array_equal(drv.to_device(host.ravel())[5:15].reshape(2, 5).copy_to_host(),
+                          host[1:])
     stream = drv.Stream()
     pinned = drv.pinned_array((3, 5), np.int32)
     device[::1].copy_to_host(pinned, stream)
@@ -34,6 +40,10 @@ def test_copies_views_and_pinned_memory(drv):
     assert np.array_equal(target.copy_to_host(), host.ravel())
     with pytest.raises(IndexError):
         device[3]
+    with pytest.raises(IndexError):
+        device[1, 2]  # one element: not read alone
+    with pytest.raises(ValueError):
+        columns.reshape(9)
     with pytest.raises(ValueError):
         device.copy_to_host(np.empty(4, np.int32))
 
