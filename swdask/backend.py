@@ -515,9 +515,9 @@ def require_gpu() -> None:
     """Raise :class:`DeviceError` unless a GPU (or the simulator) is usable."""
     if not gpu_available():
         raise DeviceError(
-            "--device gpu: no usable CUDA GPU (the CUDA driver could not start device 0, or "
-            "Numba is missing); install swdask[gpu] on a machine with an NVIDIA GPU, or use "
-            "--device cpu")
+            "--device gpu: no CUDA GPU is visible (the CUDA driver could not start device 0, "
+            "or Numba is not installed); install swdask[gpu] on a machine with an NVIDIA GPU, "
+            "or use --device cpu")
 
 
 def gpu_here() -> bool:

@@ -558,7 +558,7 @@ def _plan(n_workers, scheduler, device, threads_per_worker, dashboard_address, *
             options["env"] = {"NUMBA_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
         return "cuda", options
     if device == "gpu" and not simulator:
-        raise DeviceError("device='gpu': no CUDA GPU is visible to Numba; start the cluster on "
+        raise DeviceError("device='gpu': no CUDA GPU is visible to the CUDA driver; start the cluster on "
                           "a machine with an NVIDIA GPU (and swdask[gpu]), or use device='cpu'")
     from distributed.deploy.utils import nprocesses_nthreads
 

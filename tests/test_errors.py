@@ -209,9 +209,9 @@ def no_gpu(monkeypatch):
 
 def test_gpu_device_without_a_gpu(work, capsys, no_gpu):
     line = fails(work, capsys, *search(work, QUERIES, SPROT_DB, "--device", "gpu"))
-    assert line == ("swdask: error: --device gpu: no CUDA GPU is visible to Numba "
-                    "(numba.cuda.is_available() is False); install swdask[gpu] on a machine with "
-                    "an NVIDIA GPU, or use --device cpu")
+    assert line == ("swdask: error: --device gpu: no CUDA GPU is visible (the CUDA driver "
+                    "could not start device 0, or Numba is not installed); install swdask[gpu] "
+                    "on a machine with an NVIDIA GPU, or use --device cpu")
 
 
 def test_gpu_device_with_a_mode_its_kernels_lack():
