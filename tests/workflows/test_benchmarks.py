@@ -337,7 +337,8 @@ def test_scaling_benchmark_smoke(tmp_path):
 
 def test_gpu_search_benchmark_smoke_modes(tmp_path):
     """The GPU search benchmark with ``--mode local,global`` (the CUDA simulator in CI):
-    a row per mode, each checked against the CPU kernel of its mode."""
+    a row per mode, each checked against the CPU kernel of its mode, on three copies of
+    the database, the last two shuffled (``--shuffle``)."""
     import os
 
     source = swdask.load_sequences(SPROT_DB)
@@ -348,12 +349,15 @@ def test_gpu_search_benchmark_smoke_modes(tmp_path):
     out = tmp_path / "gpu.json"
     result = subprocess.run(
         [sys.executable, str(ROOT / "workflows" / "benchmarks" / "gpu_search.py"),
-         "--db", str(db), "--queries", str(queries), "--lengths", "9", "--min-residues", "1",
-         "--repeats", "1", "--mode", "local,global", "--json", str(out)],
+         "--db", str(db), "--queries", str(queries), "--lengths", "9", "--repeats", "1",
+         "--mode", "local,global", "--min-residues", "200", "--shuffle", "3",
+         "--json", str(out)],
         capture_output=True, text=True, timeout=600, check=False,
         env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
     assert result.returncode == 0, result.stderr
     assert "| mode | variant |" in result.stdout and "MISMATCH" not in result.stdout
+    assert "copies after the first shuffled (seed 3)" in result.stdout
     report = json.loads(out.read_text())
+    assert (report["copies"], report["shuffle"]) == (3, 3)  # 6 sequences, 87 residues
     assert [r["mode"] for r in report["results"]] == ["local", "global"]
     assert all(r["cpu_check"] for r in report["results"])

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import swdask
@@ -226,3 +227,30 @@ def test_gpu_search_against_cudasw4_stand_in(tmp_path):
     assert total["ratio"] == pytest.approx(0.006 / total["swdask_seconds"])
     row = report["results"][0]
     assert row["cudasw4_ratio"] == pytest.approx(first["ratio"])
+
+
+def test_shuffled_copies_keep_lengths_and_compositions(gpu_search, tmp_path):
+    """``--shuffle`` (issue 16, item 5: a database of Swiss-Prot's lengths that is not one
+    sequence set repeated): each copy after the first holds every sequence's residues in an
+    order drawn from (seed, copy); the FASTA that CUDASW++ reads holds exactly the copies
+    swdask scores; the first copy is the database itself (the CPU check reads it)."""
+    from gpu_dask_search import replicate, shuffled_copy
+
+    db = swdask.load_sequences(SPROT_DB)
+    out = tmp_path / "db.fasta.gz"
+    replicate(SPROT_DB, 3, out, shuffle=5)
+    written = swdask.load_sequences(out)
+    assert len(written) == 3 * len(db)
+    for copy in range(3):
+        residues = shuffled_copy(db.residues, db.offsets, copy, 5)
+        assert np.array_equal(residues, shuffled_copy(db.residues, db.offsets, copy, 5))
+        rows = [k for k, name in enumerate(written.names) if name.endswith(f"/{copy}")]
+        assert np.array_equal(np.concatenate([written.codes(k) for k in rows]), residues)
+        moved = 0
+        for k in range(len(db)):
+            piece = residues[db.offsets[k]:db.offsets[k + 1]]
+            assert np.array_equal(np.sort(piece), np.sort(db.codes(k)))
+            moved += not np.array_equal(piece, db.codes(k))
+        assert moved == 0 if copy == 0 else moved >= 0.9 * len(db)
+    assert not np.array_equal(shuffled_copy(db.residues, db.offsets, 1, 5),
+                              shuffled_copy(db.residues, db.offsets, 2, 5))

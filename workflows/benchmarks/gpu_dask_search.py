@@ -44,15 +44,31 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def replicate(db_path: Path, copies: int, out: Path) -> None:
-    """``db_path`` written ``copies`` times, record names made unique with ``/copy``."""
+def shuffled_copy(residues: np.ndarray, offsets: np.ndarray, copy: int,
+                  seed: int | None) -> np.ndarray:
+    """Copy ``copy`` of a database's concatenated ``residues``: the residues themselves for
+    copy 0 or without a ``seed``, else every sequence's residues in an order drawn from
+    ``(seed, copy)`` (lengths and compositions kept, the sequences no longer alike)."""
+    if seed is None or copy == 0:
+        return residues
+    rng = np.random.default_rng([seed, copy])
+    sequence = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    return residues[np.lexsort((rng.random(residues.size), sequence))]
+
+
+def replicate(db_path: Path, copies: int, out: Path, shuffle: int | None = None) -> None:
+    """``db_path`` written ``copies`` times, record names made unique with ``/copy``;
+    with ``shuffle``, copies after the first are :func:`shuffled_copy` ones."""
     from swdask.sequences.store import load_sequences
 
     db = load_sequences(db_path)
-    text = [(name.split()[0], db.alphabet.decode(db.codes(k))) for k, name in enumerate(db.names)]
+    names = [name.split()[0] for name in db.names]
     with gzip.open(out, "wt", compresslevel=1) as handle:
         for c in range(copies):
-            handle.write("".join(f">{name}/{c}\n{seq}\n" for name, seq in text))
+            residues = shuffled_copy(db.residues, db.offsets, c, shuffle)
+            handle.write("".join(
+                f">{name}/{c}\n{db.alphabet.decode(residues[db.offsets[k]:db.offsets[k + 1]])}\n"
+                for k, name in enumerate(names)))
 
 
 def pick_queries(pool_path: Path, db_path: Path, lengths, per_length: int) -> dict:

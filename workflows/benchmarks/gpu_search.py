@@ -2,7 +2,11 @@
 
 Workload (issue 3): the Swiss-Prot database ``tests/data/sprot12071.fasta.gz`` replicated
 until it holds at least ``--min-residues`` residues (default 100 million; 12k sequences
-are far too few to fill a GPU), sorted by length as a store is.  Queries come in pairs of
+are far too few to fill a GPU), sorted by length as a store is.  With ``--shuffle SEED``
+the copies after the first have each sequence's residues shuffled (``(SEED, copy)``
+decides the order): Swiss-Prot's lengths and compositions without identical copies, the
+database with a realistic length spread that is not replicated of issue 16, item 5; the
+FASTA given to CUDASW++ holds the same copies.  Queries come in pairs of
 about 144, 375, 1,000, 2,000 and 5,000 residues, taken from Swiss-Prot (``sprot196.fasta``
 up to 1,000 residues, the database beyond): the 16-bit kernel scores two queries per
 launch, so each row of the table is the two queries closest to its length.  Scoring
@@ -82,6 +86,7 @@ from common import (  # noqa: E402  (this folder)
     cudasw4_total,
     scores_agree,
 )
+from gpu_dask_search import shuffled_copy  # noqa: E402  (this folder)
 
 
 def ratio_table(rows, theirs_seconds, residues: int) -> list[dict]:
@@ -156,7 +161,7 @@ def run_cudasw4(args, rows, copies: int, residues: int, scratch: Path) -> dict:
     Parameters
     ----------
     args : argparse.Namespace
-        ``cudasw4``, ``db`` and ``repeats``.
+        ``cudasw4``, ``db``, ``shuffle`` and ``repeats``.
     rows : list of list of (str, numpy.ndarray)
         The rows' queries; CUDASW++'s query list is them in row order.
     copies : int
@@ -184,7 +189,7 @@ def run_cudasw4(args, rows, copies: int, residues: int, scratch: Path) -> dict:
         from gpu_dask_search import replicate  # the replicated database, as cli_wall.py
 
         fasta = scratch / f"db_x{copies}.fasta.gz"
-        replicate(Path(args.db), copies, fasta)
+        replicate(Path(args.db), copies, fasta, shuffle=args.shuffle)
     prefix = scratch / "cudasw4_db" / "db"
     prefix.parent.mkdir(exist_ok=True)
     tick = time.perf_counter()
@@ -313,6 +318,10 @@ def main(argv=None):
                         f"of --queries in file order (default {DEFAULT_LENGTHS}; all with "
                         "--cudasw4)")
     parser.add_argument("--min-residues", type=float, default=100e6)
+    parser.add_argument("--shuffle", type=int, metavar="SEED",
+                        help="copies of --db after the first have each sequence's residues "
+                             "shuffled under this seed: Swiss-Prot's lengths and compositions, "
+                             "no identical copies (issue 16, item 5)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-hits", type=int, default=100)
     parser.add_argument("--variants", default="16")
@@ -361,9 +370,14 @@ def main(argv=None):
     db = load_sequences(args.db).sorted_by_length()
     copies = max(1, int(np.ceil(args.min_residues / db.residues.size)))
     lengths = np.repeat(db.lengths.astype(np.int64), copies)  # keep length order
-    order = np.repeat(np.arange(len(db)), copies)
     s_off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    s_res = np.concatenate([db.codes(int(i)) for i in order])
+    # Sequence k's copies lie side by side; copy c of it is taken from the c-th
+    # (shuffled, with --shuffle) copy of the whole database.
+    stacked = np.concatenate([shuffled_copy(db.residues, db.offsets, c, args.shuffle)
+                              for c in range(copies)])
+    block_start = (np.tile(np.arange(copies) * db.residues.size, len(db))
+                   + np.repeat(db.offsets[:-1], copies))
+    s_res = stacked[np.repeat(block_start - s_off[:-1], lengths) + np.arange(s_off[-1])]
     if hasattr(cuda, "get_current_device"):
         device = cuda.get_current_device()
         name = device.name.decode() if isinstance(device.name, bytes) else device.name
@@ -386,7 +400,9 @@ def main(argv=None):
     rows = pick_rows(args, pool, db)
     print("# swdask GPU search benchmark\n")
     print(f"- GPU: {name}, {sms} SMs; host {platform.node()}")
-    print(f"- database: {args.db} x {copies}: {len(lengths):,} sequences, {s_res.size:,} "
+    shuffled = f", copies after the first shuffled (seed {args.shuffle})" if (
+        args.shuffle is not None and copies > 1) else ""
+    print(f"- database: {args.db} x {copies}{shuffled}: {len(lengths):,} sequences, {s_res.size:,} "
           f"residues, launched in {args.order} length order (upload {upload:.2f} s)")
     print(f"- scoring: BLOSUM62 {gap_open}/{gap_extend}, {', '.join(modes)}; "
           f"{args.queries_per_row} queries per row; median of {args.repeats} runs after a "
@@ -440,7 +456,7 @@ def main(argv=None):
                 return 1
         inter_task_dpx.ROW_RATES = dict(saved_rates)
     report = dict(gpu=name, sms=sms, residues=int(s_res.size), copies=copies,
-                  gaps=[gap_open, gap_extend], results=results)
+                  shuffle=args.shuffle, gaps=[gap_open, gap_extend], results=results)
     if args.cudasw4:
         scratch = args.scratch or Path(tempfile.mkdtemp(prefix="swdask-gpu-search-"))
         scratch.mkdir(parents=True, exist_ok=True)
