@@ -439,9 +439,10 @@ def _driver_start() -> None:
 
 def gpu_available() -> bool:
     """Whether a CUDA GPU (or the simulator) is usable: on a GPU, the driver starts and
-    makes device 0's context (:mod:`swdask.kernels.cuda.driver`) and Numba, which compiles
-    what the cache lacks, is installed; neither imports Numba.  Calls from several threads
-    take turns (see :func:`start_gpu`).
+    counts a device (:func:`swdask.kernels.cuda.driver.device_count`), and Numba, which
+    compiles what the cache lacks, is installed.  It makes no context (a process or Dask
+    worker that only asks holds no GPU memory; :func:`start_gpu` makes it) and imports no
+    Numba.  Calls from several threads take turns (see :func:`start_gpu`).
     """
     if _early_start is not None:
         _early_start.join()
@@ -455,10 +456,7 @@ def gpu_available() -> bool:
 
             from .kernels.cuda import driver
 
-            if importlib.util.find_spec("numba") is None:
-                return False
-            driver.context()
-            return True
+            return importlib.util.find_spec("numba") is not None and driver.device_count() > 0
     except Exception:  # noqa: BLE001 - a broken driver or toolkit install means: no GPU
         return False
 
@@ -528,8 +526,8 @@ def gpu_here() -> bool:
 
 def visible_gpus() -> int:
     """Real CUDA GPUs this process sees (0 under the simulator), counted by the driver
-    (:func:`swdask.kernels.cuda.driver.device_count`) without importing Numba."""
-    if simulator_enabled() or not gpu_available():
+    (:func:`swdask.kernels.cuda.driver.device_count`) without a context or Numba."""
+    if simulator_enabled():
         return 0
     from .kernels.cuda import driver
 

@@ -53,6 +53,8 @@ class _FakeDriver:
             self.calls.append(name)
             if name == "cuDevicePrimaryCtxRetain":
                 args[0]._obj.value = 0x1234  # the context's handle
+            elif name == "cuDeviceGetCount":
+                args[0]._obj.value = 2
             return 100 if name == self.fail else 0
         return call
 
@@ -94,6 +96,17 @@ def test_driver_start_makes_device_0s_primary_context_current(monkeypatch, fake_
     assert fake.calls == order
 
 
+def test_asking_for_a_gpu_makes_no_context(monkeypatch, fake_driver):
+    """gpu_available() and visible_gpus() count devices through the driver and make no
+    context: a Dask worker or a cluster's client that only asks holds no GPU memory."""
+    from swdask import backend
+
+    fake = fake_driver()
+    monkeypatch.setattr(backend, "simulator_enabled", lambda: False)
+    assert backend.gpu_available() and backend.visible_gpus() == 2
+    assert "cuDevicePrimaryCtxRetain" not in fake.calls and "cuDeviceGetCount" in fake.calls
+
+
 def test_driver_start_does_nothing_under_the_simulator_or_without_a_driver(monkeypatch,
                                                                            fake_driver):
     from swdask import backend
@@ -133,9 +146,10 @@ os._exit(0)  # Numba's own exit would release the context again
 
 @pytest.mark.gpu
 def test_the_driver_layer_keeps_the_context_for_the_process():
-    """On a GPU: the GPU's check (with or without the early start) makes the context
-    through the driver layer (kernels/cuda/driver.py), which keeps it for the process (its
-    launches use it): Numba giving its retain back leaves it active."""
+    """On a GPU: the early start makes the context through the driver layer
+    (kernels/cuda/driver.py), which keeps it for the process (its launches use it): Numba
+    giving its retain back leaves it active.  The GPU's check alone makes none: without
+    the early start Numba's retain is the context's last."""
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     states = {}
@@ -144,7 +158,8 @@ def test_the_driver_layer_keeps_the_context_for_the_process():
                               capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode == 0, done.stderr[-3000:]
         states[how] = json.loads(done.stdout.strip().splitlines()[-1])
-    assert states["plain"] == states["early"] == {"during": 1, "after": 1}, states
+    assert states["plain"] == {"during": 1, "after": 0}, states
+    assert states["early"] == {"during": 1, "after": 1}, states
 
 
 # -- CUDA's first use: in the job's calling thread, before any task (issue 20, class 8) -----
