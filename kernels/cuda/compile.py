@@ -24,8 +24,8 @@ What this module does
   launch it through the CUDA driver (:mod:`~swdask.kernels.cuda.driver`, Numba's
   argument layout): loading and launching a kept kernel need no part of Numba, whose
   import (0.55-0.65 s on an H100 host) a launch then never waits for.  Numba's own
-  serialisation is not used: it refuses a kernel that links CUDA C++ (``Cannot pickle CUDACodeLibrary with
-  linking files``), and a cubin is linked already.
+  serialisation is not used: it refuses a kernel that links CUDA C++ (``Cannot pickle
+  CUDACodeLibrary with linking files``), and a cubin is linked already.
 - **Key**: a SHA-256 of the build spec, the source of every module of ``swdask.kernels``
   (renderers, device functions and hand-written kernels live there and read nothing
   else of swdask), the versions of Numba, numba-cuda and the CUDA driver, and the
@@ -149,9 +149,6 @@ def max_bytes() -> int:
     return int(float(os.environ.get(ENV_MAX_MB, DEFAULT_MAX_MB)) * 2**20)
 
 
-_SHARED_KEY = None
-
-
 def simulated() -> bool:
     """Whether Numba's CUDA simulator stands in for a GPU, told without importing Numba
     where it is not imported yet (``NUMBA_ENABLE_CUDASIM``, which Numba reads)."""
@@ -186,6 +183,9 @@ def _toolchain() -> dict:
             facts[package] = None
     facts["driver"] = driver.driver_version()
     return facts
+
+
+_SHARED_KEY = None
 
 
 def _shared_key() -> str:

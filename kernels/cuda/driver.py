@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import sys
 import threading
@@ -160,8 +161,11 @@ def context() -> int:
     return _context
 
 
+@functools.cache
 def attribute(name: str) -> int:
-    """An attribute of device 0 (:data:`ATTRIBUTES`)."""
+    """An attribute of device 0 (:data:`ATTRIBUTES`), asked once per process: the
+    launcher reads the multiprocessors each batch and the compute capability each launch
+    plan, and the device is fixed for the process."""
     value, device = _INT(), _INT()
     context()
     _call("cuDeviceGet", ctypes.byref(device), 0)

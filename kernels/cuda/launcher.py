@@ -194,7 +194,8 @@ class DeviceSubjects:
         self._pool = {}
         if self.n_intra:
             b_off, size = intra_task.boundary_offsets(self.lengths[:self.n_intra])
-            self._long_order = _device().to_device(self.subjects[:self.n_intra], stream=self.stream)
+            self._long_order = _device().to_device(self.subjects[:self.n_intra],
+                                                   stream=self.stream)
             self._long_boff = _device().to_device(b_off, stream=self.stream)
             self._long_boundary = _device().device_array(size, np.int32, stream=self.stream)
         self.stream.synchronize()  # the other streams use these uploads
@@ -255,8 +256,9 @@ class DeviceSubjects:
         # The shared profile is int16: a matrix with larger entries reads it through L1.
         shared = shared and int(np.abs(matrix).max(initial=0)) <= np.iinfo(np.int16).max
         passes = max(1, math.ceil(m / (group * rows)))
-        profile = _device().to_device(inter_task.query_profile(query, matrix, passes * group * rows,
-                                                          mode, gap_extend), stream=self.stream)
+        profile = _device().to_device(
+            inter_task.query_profile(query, matrix, passes * group * rows, mode, gap_extend),
+            stream=self.stream)
         warp_len, warp_base, slots, n_warps = subset.plan(group)
         boundary = self._boundary_for(2 * slots if passes > 1 else 2)
         threads = threads_per_block()
@@ -325,8 +327,8 @@ class DeviceSubjects:
     def _boundary_for(self, size, lane=0):
         """The boundary row of launch stream ``lane``, at least ``size`` long."""
         if self._boundaries[lane].shape[0] < size:
-            self._boundaries[lane] = _device().device_array(size, np.int32,
-                                                       stream=self._lane_streams[lane])
+            self._boundaries[lane] = _device().device_array(
+                size, np.int32, stream=self._lane_streams[lane])
         return self._boundaries[lane]
 
     def _lanes(self, launches, blocks):
@@ -496,7 +498,7 @@ class DeviceSubjects:
         matrix = np.asarray(matrix)
         queries = [np.ascontiguousarray(q, np.uint8) for q in queries]
         if packed is None:
-            packed = ((has_dpx() or bool(simulated()))
+            packed = ((has_dpx() or simulated())
                       and inter_task_dpx.fits_16bit(matrix, gap_open, gap_extend))
         # Longest first, so paired queries have similar lengths.
         order = np.argsort([-len(q) for q in queries], kind="stable")
@@ -508,7 +510,8 @@ class DeviceSubjects:
         # Two sets of tables: one batch is scored while the one before is selected.
         sets = [[_device().device_array((max(height, 1), n), np.int32, stream=self.stream)
                  for _ in range(3)] for _ in range(2 if len(order) > per_batch else 1)]
-        hists = [_device().device_array((max(height, 1), HIST_BINS), np.int32, stream=self.stream)
+        hists = [_device().device_array((max(height, 1), HIST_BINS), np.int32,
+                                        stream=self.stream)
                  for _ in sets] if hist else [None] * len(sets)
         ranges = [_device().device_array((max(height, 1), 2), np.int32, stream=self.stream)
                   for _ in sets] if hist and mode != "local" else [None] * len(sets)

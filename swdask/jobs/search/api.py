@@ -423,7 +423,7 @@ def _import_yielding(*modules: str) -> None:
 #: What a GPU search needs after its score pass and not before: the traceback (GPU and
 #: CPU, which import Numba: 0.55-0.65 s) and pandas for the hits table (0.25-0.4 s).
 #: The first kernels launch through the driver layer without them; they are imported
-#: beside the score pass, after its first launch (:func:`_import_yielding`).
+#: beside the score pass once its first part is scored (:func:`_import_yielding`).
 AFTER_FIRST_PASS = ("swdask.kernels.cuda.traceback", "swdask.kernels.cpu.traceback", "pandas")
 
 
@@ -466,8 +466,8 @@ def _run(job: SearchJob, progress, device="cpu", partitions=None):
     score_seconds = 0.0
     names = {}
     bar = progress_bar(progress, desc="search", unit="cell", unit_scale=True, total=job.cells)
-    # A GPU search imports what it needs after the score pass once the first pass is
-    # launched, while this thread waits on the GPU (AFTER_FIRST_PASS).
+    # A GPU search imports what it needs after the score pass once its first part is
+    # scored, while this thread waits on the GPU (AFTER_FIRST_PASS).
     import_after = device == "gpu" and not all(m in sys.modules for m in AFTER_FIRST_PASS)
     with bar:
         # The GPU scores a partition while the next one is read and decoded.
