@@ -69,7 +69,7 @@ def fake_driver(monkeypatch):
     def install(fail=None):
         fake = _FakeDriver(fail)
         monkeypatch.setattr(driver, "_library", fake)
-        monkeypatch.setattr(driver, "_context", None)
+        monkeypatch.setattr(driver, "_contexts", {})
         monkeypatch.setattr(driver, "_thread", threading.local())
         return fake
     return install
@@ -89,9 +89,9 @@ def test_driver_start_makes_device_0s_primary_context_current(monkeypatch, fake_
     order = ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent"]
     if fail is not None:
         assert fake.calls == [*order[:order.index(fail) + 1], "cuGetErrorName"]
-        assert driver._context is None
+        assert not driver._contexts
         return
-    assert fake.calls == order and driver._context == 0x1234
+    assert fake.calls == order and driver._contexts == {0: 0x1234}
     driver.context()  # kept for the process, current on this thread: no more calls
     assert fake.calls == order
 

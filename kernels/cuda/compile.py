@@ -50,7 +50,6 @@ so nothing is cached; kernels are still rendered to files and run from there.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import hashlib
 import importlib
@@ -147,6 +146,17 @@ def kernel_dir() -> Path:
 def max_bytes() -> int:
     """The size bound of :func:`kernel_dir` in bytes (``SWDASK_KERNEL_CACHE_MB``)."""
     return int(float(os.environ.get(ENV_MAX_MB, DEFAULT_MAX_MB)) * 2**20)
+
+
+def device_api():
+    """The device API of the launchers: :mod:`swdask.kernels.cuda.driver` on a GPU
+    (streams, events, memory; no Numba), Numba's ``cuda`` module in the simulator, which
+    has the same names (``to_device``, ``device_array``, ``stream``, ``event``...)."""
+    if simulated():
+        from numba import cuda
+
+        return cuda
+    return driver
 
 
 def simulated() -> bool:
@@ -305,11 +315,12 @@ def prune(folder: Path | None = None, limit: int | None = None) -> int:
 # Numba's layout letter) or ``("s", dtype)`` for a scalar: what Numba's ``typeof`` makes
 # of a launch's arguments, said without Numba.
 
-#: ctypes of the scalar parameters (Numba passes a boolean as one byte).
-_SCALARS = {"|b1": ctypes.c_uint8, "|i1": ctypes.c_int8, "|u1": ctypes.c_uint8,
-            "<i2": ctypes.c_int16, "<u2": ctypes.c_uint16, "<i4": ctypes.c_int32,
-            "<u4": ctypes.c_uint32, "<i8": ctypes.c_int64, "<u8": ctypes.c_uint64,
-            "<f4": ctypes.c_float, "<f8": ctypes.c_double}
+#: struct codes of the scalar parameters (Numba passes a boolean as one byte).
+_SCALARS = {"|b1": "?", "|i1": "b", "|u1": "B", "<i2": "h", "<u2": "H", "<i4": "i",
+            "<u4": "I", "<i8": "q", "<u8": "Q", "<f4": "f", "<f8": "d"}
+#: struct codes of an array parameter's values before its shape and strides: two null
+#: pointers (Numba's meminfo and parent), the item count, the item size, the data pointer.
+_ARRAY_HEAD = "QQqqQ"
 
 
 def _layout(shape: Sequence[int], strides: Sequence[int], itemsize: int) -> str:
@@ -329,10 +340,8 @@ def _layout(shape: Sequence[int], strides: Sequence[int], itemsize: int) -> str:
 
 
 def _array_facts(value: Any) -> tuple[int, tuple, tuple, np.dtype] | None:
-    """``(pointer, shape, strides, dtype)`` of a device array (this package's or any with
-    ``__cuda_array_interface__``), or None for anything else."""
-    if isinstance(value, driver.DeviceArray):
-        return value.pointer, value.shape, value.strides, value.dtype
+    """``(pointer, shape, strides, dtype)`` of a device array with
+    ``__cuda_array_interface__`` (Numba's, CuPy's, ...), or None for anything else."""
     interface = getattr(value, "__cuda_array_interface__", None)
     if interface is None:
         return None
@@ -342,24 +351,44 @@ def _array_facts(value: Any) -> tuple[int, tuple, tuple, np.dtype] | None:
     return interface["data"][0], shape, tuple(strides), dtype
 
 
-def parameter_type(value: Any) -> tuple:
-    """The parameter type Numba gives launch argument ``value``."""
+def array_argument(pointer: int, shape: tuple, strides: tuple,
+                   dtype: np.dtype) -> tuple[tuple, tuple]:
+    """:func:`argument` of a device array: its parameter type and its values in Numba's
+    array model (:data:`_ARRAY_HEAD`, then the shape and the strides)."""
+    count = 1
+    for extent in shape:
+        count *= extent
+    kind = ("a", dtype.str, len(shape), _layout(shape, strides, dtype.itemsize))
+    return kind, (0, 0, count, dtype.itemsize, pointer, *shape, *strides)
+
+
+def argument(value: Any) -> tuple[tuple, tuple | None]:
+    """``(parameter type, values)`` of launch argument ``value``: the type Numba gives it,
+    and what it puts in the kernel's parameters (a scalar itself; a device array the
+    values of :func:`array_argument`, kept by this package's arrays; None for a host
+    array, copied to the device at launch)."""
+    if type(value) is driver.DeviceArray:
+        return value.launch_argument
     facts = _array_facts(value)
     if facts is not None:
-        _, shape, strides, dtype = facts
-        return ("a", dtype.str, len(shape), _layout(shape, strides, dtype.itemsize))
+        return array_argument(*facts)
     if isinstance(value, np.ndarray):
         return ("a", value.dtype.str, value.ndim,
-                _layout(value.shape, value.strides, value.itemsize))
+                _layout(value.shape, value.strides, value.itemsize)), None
     if isinstance(value, (bool, np.bool_)):
-        return ("s", "|b1")
+        return ("s", "|b1"), (bool(value),)
     if isinstance(value, np.generic):
-        return ("s", value.dtype.str)
+        return ("s", value.dtype.str), (value.item(),)
     if isinstance(value, int):
-        return ("s", "<i8")  # Numba types a Python int as int64
+        return ("s", "<i8"), (value,)  # Numba types a Python int as int64
     if isinstance(value, float):
-        return ("s", "<f8")
+        return ("s", "<f8"), (value,)
     raise TypeError(f"a CUDA kernel cannot take {type(value).__name__} {value!r}")
+
+
+def parameter_type(value: Any) -> tuple:
+    """The parameter type Numba gives launch argument ``value``."""
+    return argument(value)[0]
 
 
 def _parameter_types(argtypes: Sequence[Any]) -> tuple:
@@ -409,42 +438,61 @@ def conversions(declared: Sequence[tuple], launched: Sequence[tuple]) -> int | N
     return count
 
 
+def _codes(parameters: Sequence[tuple]) -> str:
+    """struct codes of the kernel parameters that ``parameters`` become (an array is
+    seven values and two per dimension: Numba's array model)."""
+    return "".join(_ARRAY_HEAD + "q" * (2 * p[2]) if p[0] == "a" else _SCALARS[p[1]]
+                   for p in parameters)
+
+
 def parameter_sizes(parameters: Sequence[tuple]) -> list[int]:
-    """Byte size of each kernel parameter that ``parameters`` become: an array is seven
-    values and two per dimension (Numba's array model: two null pointers, the item
-    count, the item size, the data pointer, the shape, the strides)."""
-    sizes = []
-    for p in parameters:
-        sizes += [8] * (5 + 2 * p[2]) if p[0] == "a" else [np.dtype(p[1]).itemsize]
-    return sizes
+    """Byte size of each kernel parameter that ``parameters`` become."""
+    return [struct.calcsize(code) for code in _codes(parameters)]
 
 
-def pack(parameters: Sequence[tuple], args: Sequence[Any], stream: int
-         ) -> tuple[list, list]:
-    """ctypes values of a launch's ``args`` for a kernel of ``parameters``, and the
-    (device, host) pairs to copy back after it (a host array is copied to the device
-    for the launch and back after it, as Numba does)."""
+def buffer_offsets(parameters: Sequence[tuple]) -> list[int]:
+    """Each kernel parameter's offset in the parameter buffer as CUDA lays it out: each
+    value aligned to its size."""
+    offsets, at = [], 0
+    for size in parameter_sizes(parameters):
+        offsets.append(-(-at // size) * size)
+        at = offsets[-1] + size
+    return offsets
+
+
+def buffer_layout(parameters: Sequence[tuple],
+                  offsets: Sequence[int] | None = None) -> struct.Struct:
+    """The layout of a launch's parameter buffer: each parameter at its offset
+    (``offsets``, as the machine code declares them; default :func:`buffer_offsets`)."""
+    offsets = buffer_offsets(parameters) if offsets is None else offsets
+    fmt, at = "<", 0
+    for k, code in enumerate(_codes(parameters)):
+        size = struct.calcsize(code)
+        offset = offsets[k]
+        if offset < at:
+            raise ValueError(f"parameter {k} at byte {offset}, before the end of the last")
+        fmt += "x" * (offset - at) + code
+        at = offset + size
+    return struct.Struct(fmt)
+
+
+def pack(layout: struct.Struct, described: Sequence[tuple[tuple, tuple | None]],
+         args: Sequence[Any], stream: int) -> tuple[bytes, list]:
+    """A launch's parameter buffer (``layout``, from the arguments' :func:`argument`
+    descriptions), and the (device, host) pairs to copy back after it: a host array is
+    copied to the device for the launch and back after it, as Numba does."""
     values, writeback = [], []
-    for p, value in zip(parameters, args):
-        if p[0] == "s":
-            value = value.item() if isinstance(value, np.generic) else value
-            values.append(_SCALARS[p[1]](value))
-            continue
-        facts = _array_facts(value)
-        if facts is None:
+    for (_, given), value in zip(described, args):
+        if given is None:
             host = np.asarray(value)
             if not host.flags.c_contiguous:
                 raise ValueError("a host array passed to a kernel must be contiguous")
             device = driver.to_device(host, stream)
             if host.flags.writeable:
                 writeback.append((device, host))
-            facts = device.pointer, device.shape, device.strides, device.dtype
-        pointer, shape, strides, dtype = facts
-        values += [ctypes.c_void_p(0), ctypes.c_void_p(0),
-                   ctypes.c_int64(int(np.prod(shape, dtype=np.int64))),
-                   ctypes.c_int64(dtype.itemsize), ctypes.c_uint64(pointer)]
-        values += [ctypes.c_int64(n) for n in shape] + [ctypes.c_int64(n) for n in strides]
-    return values, writeback
+            given = device.launch_argument[1]
+        values += given
+    return layout.pack(*values), writeback
 
 
 @dataclass
@@ -457,7 +505,11 @@ class Compiled:
     cubin: bytes
     cooperative: bool = False
     declared: tuple = ()
-    _function: Any = None
+    _functions: dict = field(default_factory=dict)  # by context: one load per GPU
+    #: The parameter buffer's layout (:func:`buffer_layout`) and each parameter's offset
+    #: in it, set by :meth:`function`.
+    layout: struct.Struct | None = None
+    offsets: list | None = None
 
     def header(self, spec: dict[str, Any] | None,
                signatures: Sequence[str] = ()) -> dict[str, Any]:
@@ -488,16 +540,22 @@ class Compiled:
 
     def function(self) -> driver.Function:
         """The kernel loaded into the current context (once), its parameters checked
-        against the machine code's where the driver can tell them (CUDA 12.4 and newer)."""
-        if self._function is None:
+        against the machine code's where the driver can tell them (CUDA 12.4 and newer),
+        and the layout of its parameter buffer (:attr:`layout`) taken from there."""
+        function = self._functions.get(driver.context())
+        if function is None:
             function = driver.Function(self.cubin, self.name)
-            found = function.parameter_sizes()
-            if found and found != parameter_sizes(self.parameters):
+            found = function.parameter_info()
+            if found and [size for _, size in found] != parameter_sizes(self.parameters):
                 raise driver.CudaError(
-                    f"kernel {self.name}: parameter sizes {found} are not Numba's "
-                    f"{parameter_sizes(self.parameters)}")
-            self._function = function
-        return self._function
+                    f"kernel {self.name}: parameter sizes {[size for _, size in found]} "
+                    f"are not Numba's {parameter_sizes(self.parameters)}")
+            self.layout = buffer_layout(self.parameters,
+                                        [offset for offset, _ in found] if found else None)
+            self.offsets = [offset for offset, _ in found] if found else \
+                buffer_offsets(self.parameters)
+            self._functions[driver.context()] = function
+        return function
 
 
 # ---------------------------------------------------------------------------------------
@@ -711,10 +769,15 @@ class _Launch:
         self.stream, self.shared = driver.stream_handle(stream), int(shared)
 
     def __call__(self, *args):
-        compiled = self.kernel.specialisation(tuple(parameter_type(a) for a in args))
-        values, writeback = pack(compiled.parameters, args, self.stream)
-        compiled.function().launch(self.grid, self.block, self.stream, values, self.shared,
-                                   compiled.cooperative)
+        # What a launch costs the host: a long pair's score pass is 5,860 launches, which
+        # took 2.6-2.9 s of its 3 s (H100 host) while each made a ctypes object per kernel
+        # parameter (75 of them) and read Numba arrays' interfaces twice; one pass over
+        # the arguments and one struct-packed buffer now.
+        described = [argument(a) for a in args]
+        compiled = self.kernel.specialisation(tuple(kind for kind, _ in described))
+        buffer, writeback = pack(compiled.layout, described, args, self.stream)
+        compiled.function().launch(self.grid, self.block, self.stream, buffer,
+                                   compiled.offsets, self.shared, compiled.cooperative)
         for device, host in writeback:  # on the legacy stream: after this launch
             device.copy_to_host(host)
 

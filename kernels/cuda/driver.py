@@ -32,7 +32,7 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,8 @@ _SIZE = ctypes.c_size_t
 _INT = ctypes.c_int
 _UINT = ctypes.c_uint
 _DEVPTR = ctypes.c_uint64
+#: cuLaunchKernel's ``extra`` keys: the parameters as one buffer, and its size.
+_LAUNCH_BUFFER_POINTER, _LAUNCH_BUFFER_SIZE = 1, 2
 
 #: Argument types of the driver functions used (CUDA 12 names; ``CUdeviceptr`` is 64-bit).
 _PROTOTYPES = {
@@ -79,7 +81,8 @@ _PROTOTYPES = {
     "cuEventElapsedTime": (ctypes.POINTER(ctypes.c_float), _P, _P),
 }
 #: ``cuDeviceGetAttribute`` codes.
-ATTRIBUTES = {"multiprocessors": 16, "cc_major": 75, "cc_minor": 76}
+ATTRIBUTES = {"multiprocessors": 16, "threads_per_multiprocessor": 39, "cc_major": 75,
+              "cc_minor": 76}
 _EVENT_DISABLE_TIMING = 2
 #: Pending frees that trigger a batch (count, bytes): Numba's defaults.
 _FLUSH_COUNT = 10
@@ -92,7 +95,8 @@ class CudaError(RuntimeError):
 
 _lock = threading.RLock()
 _library = None
-_context = None
+#: Primary contexts made by this layer, by device index (kept for the process).
+_contexts: dict[int, int] = {}
 _thread = threading.local()
 
 
@@ -143,38 +147,57 @@ def error_name(code: int) -> str:
     return f"CUDA error {code}"
 
 
+def select_device(index: int) -> None:
+    """Make GPU ``index`` (of those this process sees) the calling thread's device: the
+    layer's later calls on this thread use its primary context.  Device 0 is every
+    thread's default (a GPU worker process sees only its own GPU, as device 0; the long
+    alignment's in-process workers ``gpu-<index>`` select theirs)."""
+    _thread.device = int(index)
+
+
+def current_device() -> int:
+    """The calling thread's device (:func:`select_device`; 0 by default)."""
+    return getattr(_thread, "device", 0)
+
+
 def context() -> int:
-    """Device 0's primary context (made on the first call, kept for the process), current
-    on the calling thread; returns its handle."""
-    global _context
-    if _context is None:
+    """The calling thread's device's primary context (made on the first call, kept for
+    the process), current on the calling thread; returns its handle."""
+    index = getattr(_thread, "device", 0)
+    handle = _contexts.get(index)
+    if handle is None:
         with _lock:
-            if _context is None:
-                device, handle = _INT(), _P()
+            handle = _contexts.get(index)
+            if handle is None:
+                device, made = _INT(), _P()
                 _call("cuInit", 0)
-                _call("cuDeviceGet", ctypes.byref(device), 0)
-                _call("cuDevicePrimaryCtxRetain", ctypes.byref(handle), device)
-                _context = handle.value
-    if getattr(_thread, "context", None) != _context:
-        _call("cuCtxSetCurrent", _P(_context))
-        _thread.context = _context
-    return _context
+                _call("cuDeviceGet", ctypes.byref(device), index)
+                _call("cuDevicePrimaryCtxRetain", ctypes.byref(made), device)
+                handle = _contexts[index] = made.value
+    if getattr(_thread, "context", None) != handle:
+        _call("cuCtxSetCurrent", _P(handle))
+        _thread.context = handle
+    return handle
+
+
+def attribute(name: str) -> int:
+    """An attribute of the calling thread's device (:data:`ATTRIBUTES`), asked once per
+    process and device: the launcher reads the multiprocessors each batch and the compute
+    capability each launch plan."""
+    return _attribute(name, current_device())
 
 
 @functools.cache
-def attribute(name: str) -> int:
-    """An attribute of device 0 (:data:`ATTRIBUTES`), asked once per process: the
-    launcher reads the multiprocessors each batch and the compute capability each launch
-    plan, and the device is fixed for the process."""
+def _attribute(name: str, index: int) -> int:
     value, device = _INT(), _INT()
     context()
-    _call("cuDeviceGet", ctypes.byref(device), 0)
+    _call("cuDeviceGet", ctypes.byref(device), index)
     _call("cuDeviceGetAttribute", ctypes.byref(value), ATTRIBUTES[name], device)
     return value.value
 
 
 def compute_capability() -> tuple[int, int]:
-    """Device 0's compute capability, e.g. ``(9, 0)``."""
+    """The calling thread's device's compute capability, e.g. ``(9, 0)``."""
     return attribute("cc_major"), attribute("cc_minor")
 
 
@@ -224,27 +247,36 @@ class Function:
             check(ctypes.byref(state), _P(self.handle))
         return state.value == 1
 
-    def parameter_sizes(self) -> list[int]:
-        """The size in bytes of each parameter, as the machine code declares them."""
-        sizes = []
+    def parameter_info(self) -> list[tuple[int, int]]:
+        """``(offset, size)`` in bytes of each parameter, as the machine code declares
+        them (empty where the driver cannot tell: before CUDA 12.4)."""
+        info = []
+        get = getattr(library(), "cuFuncGetParamInfo", None)
         offset, size = _SIZE(), _SIZE()
-        while not library().cuFuncGetParamInfo(_P(self.handle), len(sizes),
-                                               ctypes.byref(offset), ctypes.byref(size)):
-            sizes.append(size.value)
-        return sizes
+        while get is not None and not get(_P(self.handle), len(info), ctypes.byref(offset),
+                                          ctypes.byref(size)):
+            info.append((offset.value, size.value))
+        return info
 
     def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], stream: int,
-               parameters: list, shared: int = 0, cooperative: bool = False) -> None:
-        """Launch with ``parameters`` (ctypes values, one per kernel parameter)."""
+               buffer: bytes, offsets: Sequence[int] = (), shared: int = 0,
+               cooperative: bool = False) -> None:
+        """Launch with the parameters packed in ``buffer``, each at its offset
+        (:func:`swdask.kernels.cuda.compile.buffer_layout`; ``offsets`` are needed only
+        by a cooperative launch, which takes a pointer to each)."""
         context()
-        pointers = (_P * max(len(parameters), 1))(
-            *[ctypes.cast(ctypes.pointer(p), _P) for p in parameters])
+        data = ctypes.create_string_buffer(buffer, max(len(buffer), 1))
         if cooperative:
+            base = ctypes.addressof(data)
+            pointers = (_P * max(len(offsets), 1))(*[base + at for at in offsets])
             _call("cuLaunchCooperativeKernel", _P(self.handle), *grid, *block, shared,
                   _P(stream), pointers)
-        else:
-            _call("cuLaunchKernel", _P(self.handle), *grid, *block, shared, _P(stream),
-                  pointers, None)
+            return
+        size = _SIZE(len(buffer))
+        extra = (_P * 5)(_LAUNCH_BUFFER_POINTER, ctypes.addressof(data),
+                         _LAUNCH_BUFFER_SIZE, ctypes.addressof(size), None)
+        _call("cuLaunchKernel", _P(self.handle), *grid, *block, shared, _P(stream), None,
+              extra)
 
 
 # --------------------------------------------------------------------------------------
@@ -428,6 +460,15 @@ class DeviceArray:
 
     def __repr__(self) -> str:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype})"
+
+    @functools.cached_property
+    def launch_argument(self) -> tuple[tuple, tuple]:
+        """Its parameter type and parameter values as a kernel argument
+        (:func:`swdask.kernels.cuda.compile.argument`), worked out once: an array's
+        pointer, shape and strides never change."""
+        from .compile import array_argument
+
+        return array_argument(self.pointer, self.shape, self.strides, self.dtype)
 
     @property
     def is_c_contiguous(self) -> bool:

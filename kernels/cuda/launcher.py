@@ -47,7 +47,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import driver, inter_task, inter_task_dpx, intra_task
-from .compile import build, get_kernel, hand_written, is_cached, load_ahead, simulated
+from .compile import (
+    build,
+    device_api,
+    get_kernel,
+    hand_written,
+    is_cached,
+    load_ahead,
+    simulated,
+)
 from .inter_task import has_dpx, launch_plan, threads_per_block
 
 if TYPE_CHECKING:
@@ -105,7 +113,7 @@ class _Ordered:
     def __init__(self, positions, lengths, subjects, stream):
         self.positions = positions  # indices into the owner's subjects
         self.lengths = lengths
-        self.order = _device().to_device(subjects, stream=stream)
+        self.order = device_api().to_device(subjects, stream=stream)
         self.plans = {}
         self.stream = stream
 
@@ -113,8 +121,8 @@ class _Ordered:
         if group not in self.plans:
             uniform = threads_per_block() if simulated() else 32
             warp_len, warp_base, slots = launch_plan(self.lengths, group, uniform)
-            self.plans[group] = (_device().to_device(warp_len, stream=self.stream),
-                                 _device().to_device(warp_base, stream=self.stream), slots,
+            self.plans[group] = (device_api().to_device(warp_len, stream=self.stream),
+                                 device_api().to_device(warp_base, stream=self.stream), slots,
                                  len(warp_len))
         return self.plans[group]
 
@@ -150,11 +158,11 @@ class DeviceSubjects:
     def __init__(self, s_res: np.ndarray, s_off: np.ndarray,
                  subjects: npt.NDArray[np.int64] | None = None, *, stream: Stream | None = None,
                  intra_threshold: int | None = None) -> None:
-        self.stream = stream if stream is not None else _device().stream()
+        self.stream = stream if stream is not None else device_api().stream()
         #: Streams of the pipeline: uploads, the intra-task kernel, the selection.
-        self._copy = _device().stream()
-        self._aux = _device().stream()
-        self._post = _device().stream()
+        self._copy = device_api().stream()
+        self._aux = device_api().stream()
+        self._post = device_api().stream()
         s_off = np.ascontiguousarray(s_off, dtype=np.int64)
         self.intra_threshold = int(intra_task.INTRA_THRESHOLD if intra_threshold is None
                                    else intra_threshold)
@@ -178,8 +186,8 @@ class DeviceSubjects:
         self.n_intra = int(long.sum())
         self.residues = int(self.lengths.sum())
         self.residues_intra = int(self.lengths[:self.n_intra].sum())
-        self._res = _device().to_device(_pinned(s_res, np.uint8), stream=self.stream)
-        self._off = _device().to_device(_pinned(s_off, np.int64), stream=self.stream)
+        self._res = device_api().to_device(_pinned(s_res, np.uint8), stream=self.stream)
+        self._off = device_api().to_device(_pinned(s_off, np.int64), stream=self.stream)
         self._all = _Ordered(np.arange(len(self.subjects)), self.lengths, self.subjects,
                              self.stream)
         short = np.arange(self.n_intra, len(self.subjects))
@@ -188,16 +196,16 @@ class DeviceSubjects:
         #: Launch streams (the compute stream first, see :meth:`_lanes`) and the boundary
         #: row of each: launches on one stream run in order, so one buffer serves them all.
         self._lane_streams = [self.stream]
-        self._boundaries = [_device().device_array(2, np.int32, stream=self.stream)]
+        self._boundaries = [device_api().device_array(2, np.int32, stream=self.stream)]
         #: Page-locked host buffers by (table set, use), reused: allocating or freeing
         #: page-locked memory can stall the device, which the pipeline must not.
         self._pool = {}
         if self.n_intra:
             b_off, size = intra_task.boundary_offsets(self.lengths[:self.n_intra])
-            self._long_order = _device().to_device(self.subjects[:self.n_intra],
+            self._long_order = device_api().to_device(self.subjects[:self.n_intra],
                                                    stream=self.stream)
-            self._long_boff = _device().to_device(b_off, stream=self.stream)
-            self._long_boundary = _device().device_array(size, np.int32, stream=self.stream)
+            self._long_boff = device_api().to_device(b_off, stream=self.stream)
+            self._long_boundary = device_api().device_array(size, np.int32, stream=self.stream)
         self.stream.synchronize()  # the other streams use these uploads
 
     def __len__(self):
@@ -230,7 +238,7 @@ class DeviceSubjects:
         k = self.n_intra
         query = np.ascontiguousarray(query, np.uint8)
         matrix = np.asarray(matrix)
-        outs = [_device().device_array(n, np.int32, stream=self.stream) for _ in range(3)]
+        outs = [device_api().device_array(n, np.int32, stream=self.stream) for _ in range(3)]
         timer = _Timer(self.stream)
         if k:
             self._launch_intra(query, matrix, gap_open, gap_extend, [o[:k] for o in outs],
@@ -256,7 +264,7 @@ class DeviceSubjects:
         # The shared profile is int16: a matrix with larger entries reads it through L1.
         shared = shared and int(np.abs(matrix).max(initial=0)) <= np.iinfo(np.int16).max
         passes = max(1, math.ceil(m / (group * rows)))
-        profile = _device().to_device(
+        profile = device_api().to_device(
             inter_task.query_profile(query, matrix, passes * group * rows, mode, gap_extend),
             stream=self.stream)
         warp_len, warp_base, slots, n_warps = subset.plan(group)
@@ -283,7 +291,7 @@ class DeviceSubjects:
         span = rows * warps * lanes
         passes = max(1, math.ceil(len(query) / span))
         if profile is None:
-            profile = _device().to_device(
+            profile = device_api().to_device(
                 intra_task.query_profile(query, matrix, passes * span, dtype, mode, gap_extend),
                 stream=stream)
         kernel = get_kernel("intra_task", rows=rows, warps=warps, alphabet=alphabet, lanes=lanes,
@@ -327,7 +335,7 @@ class DeviceSubjects:
     def _boundary_for(self, size, lane=0):
         """The boundary row of launch stream ``lane``, at least ``size`` long."""
         if self._boundaries[lane].shape[0] < size:
-            self._boundaries[lane] = _device().device_array(
+            self._boundaries[lane] = device_api().device_array(
                 size, np.int32, stream=self._lane_streams[lane])
         return self._boundaries[lane]
 
@@ -341,8 +349,8 @@ class DeviceSubjects:
         if count < 2:
             return [self.stream]
         while len(self._lane_streams) < count:
-            self._lane_streams.append(_device().stream())
-            self._boundaries.append(_device().device_array(2, np.int32, stream=self.stream))
+            self._lane_streams.append(device_api().stream())
+            self._boundaries.append(device_api().device_array(2, np.int32, stream=self.stream))
         lanes = self._lane_streams[:count]
         begun = _event(timing=False)
         begun.record(self.stream)
@@ -437,7 +445,7 @@ class DeviceSubjects:
         pending = None
         # Numba frees device memory in batches, and freeing synchronizes the device:
         # deferred to the end of the call, it cannot stall the pipeline.
-        with _device().defer_cleanup():
+        with device_api().defer_cleanup():
             for staged in self._stages(queries, matrix, gap_open, gap_extend, packed,
                                        hist=True, mode=mode, floor=floor):
                 if pending is not None:  # while the GPU scores the batch just staged
@@ -466,12 +474,12 @@ class DeviceSubjects:
         starts = np.concatenate([[0], np.cumsum(kept)]).astype(np.int64)
         total = max(int(starts[-1]), 1)
         post = self._post
-        found = _device().to_device(np.zeros(k, np.int64), stream=post)
-        picked = [_device().device_array(total, t, stream=post)
+        found = device_api().to_device(np.zeros(k, np.int64), stream=post)
+        picked = [device_api().device_array(total, t, stream=post)
                   for t in (np.int64, np.int32, np.int32, np.int32)]
         _kernel("_select")[_grid(k * n, post)](
-            scores, q_end, s_end, _device().to_device(cuts, stream=post),
-            _device().to_device(starts, stream=post), found, *picked)
+            scores, q_end, s_end, device_api().to_device(cuts, stream=post),
+            device_api().to_device(starts, stream=post), found, *picked)
         host = [p.copy_to_host(stream=post) for p in picked]
         post.synchronize()
         if self._columns is not None:
@@ -508,12 +516,12 @@ class DeviceSubjects:
         per_batch -= per_batch % 2
         height = min(per_batch, len(order) + len(order) % 2)
         # Two sets of tables: one batch is scored while the one before is selected.
-        sets = [[_device().device_array((max(height, 1), n), np.int32, stream=self.stream)
+        sets = [[device_api().device_array((max(height, 1), n), np.int32, stream=self.stream)
                  for _ in range(3)] for _ in range(2 if len(order) > per_batch else 1)]
-        hists = [_device().device_array((max(height, 1), HIST_BINS), np.int32,
+        hists = [device_api().device_array((max(height, 1), HIST_BINS), np.int32,
                                         stream=self.stream)
                  for _ in sets] if hist else [None] * len(sets)
-        ranges = [_device().device_array((max(height, 1), 2), np.int32, stream=self.stream)
+        ranges = [device_api().device_array((max(height, 1), 2), np.int32, stream=self.stream)
                   for _ in sets] if hist and mode != "local" else [None] * len(sets)
         for b, b0 in enumerate(range(0, len(order), per_batch)):
             rows = order[b0:b0 + per_batch]
@@ -546,7 +554,7 @@ class DeviceSubjects:
         ki = self.n_intra
         height = k + (k % 2 if packed else 0)
         tables = [t[:height] for t in tables]
-        overflows = _device().device_array(max(height, 1), np.int32, stream=self.stream)
+        overflows = device_api().device_array(max(height, 1), np.int32, stream=self.stream)
         _kernel("_fill")[_grid(overflows.shape[0], self.stream)](
             overflows.reshape(1, overflows.shape[0]), 0)
         # Host profiles first (CPU work while the GPU still runs the previous batch), then
@@ -558,7 +566,7 @@ class DeviceSubjects:
         if ki:
             flat_i, where_i = self._intra_profiles(queries, matrix, slot, mode, gap_extend)
             uploads.append(flat_i)
-        device = [_device().to_device(u, stream=self._copy) for u in uploads]
+        device = [device_api().to_device(u, stream=self._copy) for u in uploads]
         uploaded = _event(timing=False)
         uploaded.record(self._copy)
         uploaded.wait(self.stream)
@@ -641,13 +649,13 @@ class DeviceSubjects:
                                        else row_scores == inter_task_dpx.OVERFLOW)
             rescore = _Ordered(positions, self.lengths[positions], self.subjects[positions],
                                self.stream)
-            outs = [_device().device_array(len(positions), np.int32, stream=self.stream)
+            outs = [device_api().device_array(len(positions), np.int32, stream=self.stream)
                     for _ in range(3)]
             timer = _Timer(self.stream)
             self._launch32(staged.queries[q], staged.matrix, staged.gap_open,
                            staged.gap_extend, rescore, outs, mode=staged.mode)
             seconds += timer.stop()
-            where = _device().to_device(positions.astype(np.int64), stream=self.stream)
+            where = device_api().to_device(positions.astype(np.int64), stream=self.stream)
             _kernel("_scatter")[max(1, math.ceil(len(positions) / 32)), 32, self.stream](
                 where, *outs, *(t[q] for t in tables))
             cells_32bit += len(staged.queries[q]) * int(rescore.lengths.sum())
@@ -877,18 +885,7 @@ class _Timer:
 
 def _event(timing):
     """A CUDA event (the simulator's takes no arguments)."""
-    return _device().event() if simulated() else driver.event(timing=timing)
-
-
-def _device():
-    """The device API the launcher uses: :mod:`swdask.kernels.cuda.driver` on a GPU
-    (streams, events, memory; no Numba), Numba's ``cuda`` module in the simulator, which
-    has the same names."""
-    if simulated():
-        from numba import cuda
-
-        return cuda
-    return driver
+    return device_api().event() if simulated() else driver.event(timing=timing)
 
 
 def _kernel(name: str):

@@ -10,9 +10,9 @@ times the threads an H100 holds at once (:func:`resident_threads`: multiprocesso
 resident threads each), so every launch fills the GPU many waves over and its tail is
 short; fewer subjects (a small job) fill what they can.
 
-1. :func:`_shuffle_kernel`, one thread per copy, writes each subject and its shuffles
+1. ``psse_kernels._shuffle_kernel``, one thread per copy, writes each subject and its shuffles
    (Fisher-Yates, Philox keyed on ``(seed, subject key, shuffle)``: the same code as the
-   CPU twin, :mod:`swdask.kernels.cpu.psse`) straight into a device residue buffer with
+   CPU twin, :mod:`swdask.kernels.psse_math`) straight into a device residue buffer with
    its offsets, laid out as the search kernels read subjects.  Nothing but the chunk's
    original residues and four small per-subject arrays crosses from the host.
 2. The search kernels (:mod:`~swdask.kernels.cuda.inter_task_dpx`, 16-bit, two queries
@@ -20,7 +20,7 @@ short; fewer subjects (a small job) fill what they can.
    16-bit bounds and to re-score exactly the pairs whose 16-bit score may have wrapped)
    score the query against every copy.  A position-specific query profile (a PSSM) is
    just another profile ``[code, row]``.
-3. :func:`_fit_kernel`, one thread per (query, subject) pair, fits the Gumbel to the
+3. ``psse_kernels._fit_kernel``, one thread per (query, subject) pair, fits the Gumbel to the
    pair's ``N`` shuffle scores by censored ML and computes the real score's P-value; only
    ``(score, mu, lambda, p)`` per pair come back.
 
@@ -37,16 +37,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numba import config, cuda
 
-from ..cpu import psse as cpu_psse
-from . import inter_task, inter_task_dpx
-from .compile import get_kernel, jit, quiet_occupancy
+from .. import psse_math
+from . import driver, inter_task, inter_task_dpx
+from .compile import device_api, get_kernel, hand_written, quiet_occupancy, simulated
 
 if TYPE_CHECKING:
     import numpy.typing as npt
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-    from numba.cuda.cudadrv.driver import Stream
 
 #: Residues (subjects and their shuffles) of one chunk on the device.  With the 8 bytes
 #: per residue of a multi-pass query's boundary row, about 9 GiB at this size.
@@ -54,57 +51,11 @@ CHUNK_RESIDUES = 1 << 30
 #: Chunk bound in the simulator (tests use tiny inputs).
 SIMULATOR_CHUNK_RESIDUES = 1 << 14
 
-_philox = cuda.jit(device=True)(cpu_psse.philox)
-# Device functions call device functions: fisher_yates gets the device Philox.
-_fisher_yates = cuda.jit(device=True)(cpu_psse.with_globals(cpu_psse.fisher_yates,
-                                                            philox=_philox))
-_gumbel_fit = cuda.jit(device=True)(cpu_psse.gumbel_fit)
-_gumbel_sf = cuda.jit(device=True)(cpu_psse.gumbel_sf)
-_write_copy = cuda.jit(device=True)(cpu_psse.with_globals(cpu_psse.write_copy,
-                                                        fisher_yates=_fisher_yates))
-_pair_significance = cuda.jit(device=True)(cpu_psse.with_globals(
-    cpu_psse.pair_significance, gumbel_fit=_gumbel_fit, gumbel_sf=_gumbel_sf))
 
-
-@jit
-def _shuffle_kernel(res, src_off, lengths, base, keys, n_shuffles, seed, out, out_off):
-    """One thread per copy (``subjects x (n_shuffles + 1)``): copy 0 of a block is the
-    subject, copy ``k`` its shuffle ``k - 1``; layout as :func:`cpu_psse.shuffle_chunk`."""
-    c = cuda.grid(1)
-    copies = n_shuffles + 1
-    total = lengths.shape[0] * copies
-    if c < total:
-        end = _write_copy(res, src_off, lengths, base, keys, copies, seed, out, out_off, c)
-        if c == total - 1:
-            out_off[total] = end
-
-
-@jit
-def _order_kernel(blocks, copies, order):
-    """``order`` lists the copies of the subject blocks ``blocks``, block by block."""
-    i = cuda.grid(1)
-    if i < order.shape[0]:
-        order[i] = blocks[i // copies] * copies + i % copies
-
-
-@jit
-def _fit_kernel(scores, copies, out_score, mu, lam, p_value):
-    """One thread per pair ``b``: fit its ``copies - 1`` shuffle scores (from
-    ``scores[b*copies + 1]``) and the P-value of its real score ``scores[b*copies]``."""
-    b = cuda.grid(1)
-    if b < mu.shape[0]:
-        m, la, p = _pair_significance(scores, b * copies, copies)
-        mu[b] = m
-        lam[b] = la
-        p_value[b] = p
-        out_score[b] = scores[b * copies]
-
-
-@jit
-def _scatter(where, values, out):
-    i = cuda.grid(1)
-    if i < where.shape[0]:
-        out[where[i]] = values[i]
+def _kernel(name: str):
+    """A kernel of :mod:`~swdask.kernels.cuda.psse_kernels`, without importing it
+    (:func:`swdask.kernels.cuda.compile.hand_written`)."""
+    return hand_written(f"{__package__}.psse_kernels:{name}")
 
 
 @dataclass(frozen=True)
@@ -136,12 +87,12 @@ class _Timer:
     def __init__(self, stream):
         self.stream = stream
         self.tick = time.perf_counter()
-        if not config.ENABLE_CUDASIM:
-            self.start, self.end = cuda.event(), cuda.event()
+        if not simulated():
+            self.start, self.end = device_api().event(), device_api().event()
             self.start.record(stream)
 
     def stop(self) -> float:
-        if config.ENABLE_CUDASIM:
+        if simulated():
             return time.perf_counter() - self.tick
         self.end.record(self.stream)
         self.end.synchronize()
@@ -151,19 +102,18 @@ class _Timer:
 def resident_threads() -> int:
     """Threads the current GPU holds at once (multiprocessors x resident threads each);
     the simulator counts one block."""
-    if config.ENABLE_CUDASIM:
+    if simulated():
         return inter_task.threads_per_block()
-    device = cuda.get_current_device()
-    return int(device.MULTIPROCESSOR_COUNT) * int(device.MAX_THREADS_PER_MULTIPROCESSOR)
+    return driver.attribute("multiprocessors") * driver.attribute("threads_per_multiprocessor")
 
 
 def chunk_subjects(lengths: npt.ArrayLike, n_shuffles: int,
                    budget: int | None = None) -> list[npt.NDArray[np.int64]]:
-    """:func:`swdask.kernels.cpu.psse.chunk_subjects` with the GPU's budget by default
+    """:func:`swdask.kernels.psse_math.chunk_subjects` with the GPU's budget by default
     (:data:`CHUNK_RESIDUES`, :data:`SIMULATOR_CHUNK_RESIDUES` in the simulator)."""
     if budget is None:
-        budget = SIMULATOR_CHUNK_RESIDUES if config.ENABLE_CUDASIM else CHUNK_RESIDUES
-    return cpu_psse.chunk_subjects(lengths, n_shuffles, budget)
+        budget = SIMULATOR_CHUNK_RESIDUES if simulated() else CHUNK_RESIDUES
+    return psse_math.chunk_subjects(lengths, n_shuffles, budget)
 
 
 class DeviceShuffles:
@@ -179,11 +129,12 @@ class DeviceShuffles:
     n_shuffles : int
     seed : int
         A 64-bit seed.
-    stream : numba.cuda.cudadrv.driver.Stream, optional
+    stream : swdask.kernels.cuda.driver.Stream, optional (Numba's in the simulator)
     """
 
     def __init__(self, residues: np.ndarray, offsets: np.ndarray, keys: np.ndarray,
-                 n_shuffles: int, seed: int, *, stream: Stream | None = None) -> None:
+                 n_shuffles: int, seed: int, *, stream: Any = None) -> None:
+        self.cuda = cuda = device_api()  # the driver layer on a GPU, Numba's simulator in CI
         self.stream = stream if stream is not None else cuda.stream()
         offsets = np.ascontiguousarray(offsets, np.int64)
         self.lengths = np.diff(offsets)
@@ -199,10 +150,11 @@ class DeviceShuffles:
         timer = _Timer(s)
         if n:
             with _quiet():
-                _shuffle_kernel[_grid(n * self.copies, threads), threads, s](
+                _kernel("_shuffle_kernel")[_grid(n * self.copies, threads), threads, s](
                     cuda.to_device(np.ascontiguousarray(residues, np.uint8), stream=s),
                     cuda.to_device(offsets[:-1], stream=s),
-                    cuda.to_device(self.lengths, stream=s), cuda.to_device(base, stream=s),
+                    cuda.to_device(self.lengths, stream=s),
+                    cuda.to_device(base, stream=s),
                     cuda.to_device(np.ascontiguousarray(keys, np.uint64), stream=s),
                     np.int64(n_shuffles), np.uint64(seed), self.res, self.off)
         self.seconds = timer.stop()
@@ -216,7 +168,7 @@ class DeviceShuffles:
         size = int(np.prod(shape))
         held = self._buffers.get(name)
         if held is None or held.size < size:
-            held = cuda.device_array(max(size, 1), dtype, stream=self.stream)
+            held = self.cuda.device_array(max(size, 1), dtype, stream=self.stream)
             self._buffers[name] = held
         return held[:size].reshape(shape) if len(shape) > 1 else held[:size]
 
@@ -226,30 +178,33 @@ class DeviceShuffles:
 
     def order(
         self, blocks: tuple[int, ...],
-    ) -> tuple[DeviceNDArray, npt.NDArray[np.int64], dict[int, tuple[Any, ...]]]:
+    ) -> tuple[Any, npt.NDArray[np.int64], dict[int, tuple[Any, ...]]]:
         """Device order of the copies of subjects ``blocks`` (tuple of chunk indices),
         with per-warp launch plans cached per group size."""
         if blocks not in self._orders:
             idx = np.asarray(blocks, np.int64)
-            order = cuda.device_array(max(len(idx) * self.copies, 1), np.int64,
-                                      stream=self.stream)
+            order = self.cuda.device_array(max(len(idx) * self.copies, 1), np.int64,
+                                           stream=self.stream)
             threads = inter_task.threads_per_block()
             with _quiet():
-                _order_kernel[_grid(len(idx) * self.copies, threads), threads, self.stream](
-                    cuda.to_device(idx if len(idx) else np.zeros(1, np.int64), stream=self.stream),
-                    np.int64(self.copies), order)
+                launch = _kernel("_order_kernel")[_grid(len(idx) * self.copies, threads), threads,
+                                                  self.stream]
+                blocks_on_device = self.cuda.to_device(idx if len(idx) else np.zeros(1, np.int64),
+                                                       stream=self.stream)
+                launch(blocks_on_device, np.int64(self.copies), order)
             lengths = np.repeat(self.lengths[idx], self.copies)
             self._orders[blocks] = (order, lengths, {})
         return self._orders[blocks]
 
     def plan(self, blocks: tuple[int, ...],
-             group: int) -> tuple[DeviceNDArray, npt.NDArray[np.int64], tuple[Any, ...]]:
+             group: int) -> tuple[Any, npt.NDArray[np.int64], tuple[Any, ...]]:
         order, lengths, plans = self.order(blocks)
         if group not in plans:
-            uniform = inter_task.threads_per_block() if config.ENABLE_CUDASIM else 32
+            uniform = inter_task.threads_per_block() if simulated() else 32
             warp_len, warp_base, slots = inter_task.launch_plan(lengths, group, uniform)
-            plans[group] = (cuda.to_device(warp_len, stream=self.stream),
-                            cuda.to_device(warp_base, stream=self.stream), slots, len(warp_len))
+            plans[group] = (self.cuda.to_device(warp_len, stream=self.stream),
+                            self.cuda.to_device(warp_base, stream=self.stream), slots,
+                            len(warp_len))
         return order, lengths, plans[group]
 
     # -- scoring ------------------------------------------------------------------------
@@ -281,7 +236,7 @@ class DeviceShuffles:
         alphabet = profiles[0].shape[0] if profiles else 0
         if packed is None:
             joined = np.concatenate([p.ravel() for p in profiles]) if profiles else np.zeros(1)
-            packed = ((inter_task.has_dpx() or bool(config.ENABLE_CUDASIM))
+            packed = ((inter_task.has_dpx() or simulated())
                       and inter_task_dpx.fits_16bit(joined, gap_open, gap_extend))
         # Queries of the same subject set, longest first, go two by two to the 16-bit kernel.
         by_set = {}
@@ -324,13 +279,14 @@ class DeviceShuffles:
             both = np.concatenate([pa, pb], axis=1)
             qa = np.arange(pa.shape[1])
             qb = pa.shape[1] + np.arange(pb.shape[1])
-            profile = cuda.to_device(inter_task_dpx.pair_profile(qa, qb, both, passes * r * group),
-                                     stream=s)
+            profile = self.cuda.to_device(
+                inter_task_dpx.pair_profile(qa, qb, both, passes * r * group), stream=s)
             order, _, (warp_len, warp_base, slots, n_warps) = self.plan(subset, group)
             boundary = self._buffer("boundary", (2 * slots if passes > 1 else 2,), np.int32)
-            tables = [cuda.device_array((2, n), np.int32, stream=s)]  # scores: kept per query
+            # The scores are kept per query; the ends are scratch.
+            tables = [self.cuda.device_array((2, n), np.int32, stream=s)]
             tables += [self._buffer(f"ends{k}", (2, n), np.int32) for k in range(2)]
-            overflows = cuda.to_device(np.zeros(2, np.int32), stream=s)
+            overflows = self.cuda.to_device(np.zeros(2, np.int32), stream=s)
             threads = inter_task.threads_per_block()
             kernel = get_kernel("inter_task_dpx", rows=r, group=group, alphabet=alphabet,
                                 threads=threads)
@@ -348,7 +304,7 @@ class DeviceShuffles:
                     rescored += self._rescore(subset, profiles[i], gap_open, gap_extend, rows[i])
         else:
             for i, prof in enumerate(profiles):
-                rows[i] = cuda.device_array(n, np.int32, stream=s)
+                rows[i] = self.cuda.device_array(n, np.int32, stream=s)
                 self._launch32(subset, prof, gap_open, gap_extend, self.order(subset)[0], lengths,
                                rows[i])
         seconds = timer.stop()
@@ -360,9 +316,9 @@ class DeviceShuffles:
         alphabet = prof.shape[0]
         r, group = inter_task.choose_shape(m)
         passes = max(1, math.ceil(m / (group * r)))
-        profile = cuda.to_device(inter_task.query_profile(np.arange(m), prof, passes * group * r),
-                                 stream=s)
-        uniform = inter_task.threads_per_block() if config.ENABLE_CUDASIM else 32
+        profile = self.cuda.to_device(
+            inter_task.query_profile(np.arange(m), prof, passes * group * r), stream=s)
+        uniform = inter_task.threads_per_block() if simulated() else 32
         warp_len, warp_base, slots = inter_task.launch_plan(lengths, group, uniform)
         boundary = self._buffer("boundary", (2 * slots if passes > 1 else 2,), np.int32)
         threads = inter_task.threads_per_block()
@@ -371,8 +327,9 @@ class DeviceShuffles:
         ends = [self._buffer(f"ends32_{k}", (len(lengths),), np.int32) for k in range(2)]
         with _quiet():
             kernel[_grid(len(warp_len) * 32, threads), threads, s](
-                profile, passes, self.res, self.off, order, cuda.to_device(warp_len, stream=s),
-                cuda.to_device(warp_base, stream=s), np.int64(alphabet),
+                profile, passes, self.res, self.off, order,
+                self.cuda.to_device(warp_len, stream=s), self.cuda.to_device(warp_base, stream=s),
+                np.int64(alphabet),
                 np.int32(gap_open + gap_extend), np.int32(gap_extend), boundary, out_score,
                 *ends)
 
@@ -383,21 +340,23 @@ class DeviceShuffles:
         host = row.copy_to_host(stream=s)
         s.synchronize()
         where = np.flatnonzero(host < 0)
-        sub_order = cuda.to_device(order.copy_to_host(stream=s)[where], stream=s)
-        out = cuda.device_array(len(where), np.int32, stream=s)
+        sub_order = self.cuda.to_device(order.copy_to_host(stream=s)[where], stream=s)
+        out = self.cuda.device_array(len(where), np.int32, stream=s)
         self._launch32(subset, prof, gap_open, gap_extend, sub_order, lengths[where], out)
         with _quiet():
-            _scatter[_grid(len(where), 32), 32, s](cuda.to_device(where, stream=s), out, row)
+            _kernel("_scatter")[_grid(len(where), 32), 32, s](
+                self.cuda.to_device(where, stream=s), out, row)
         return len(where)
 
     def _fit(self, row, n_pairs):
         s = self.stream
-        outs = [cuda.device_array(n_pairs, t, stream=s)
+        outs = [self.cuda.device_array(n_pairs, t, stream=s)
                 for t in (np.int32, np.float64, np.float64, np.float64)]
         threads = inter_task.threads_per_block()
         timer = _Timer(s)
         with _quiet():
-            _fit_kernel[_grid(n_pairs, threads), threads, s](row, np.int64(self.copies), *outs)
+            _kernel("_fit_kernel")[_grid(n_pairs, threads), threads, s](
+                row, np.int64(self.copies), *outs)
         seconds = timer.stop()
         host = tuple(o.copy_to_host(stream=s) for o in outs)
         s.synchronize()

@@ -70,11 +70,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numba import config, cuda
 
 from ..cpu.tile import NEG, GridBoundaries, grid_lines, score_grid
-from . import codegen
-from .compile import Rendered, get_kernel
+from . import codegen, driver
+from .compile import Rendered, device_api, get_kernel, simulated
 
 #: Query rows per lane (registers) and columns per sub-tile on a GPU.  Not tuned on a GPU
 #: yet: 8 rows is the best height of the inter-task kernel (kernels/cuda/inter_task.py),
@@ -212,7 +211,7 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
 
 def shape() -> tuple[int, int, int]:
     """``(rows per lane, sub-tile width, warps per block)`` here: small in the simulator."""
-    if config.ENABLE_CUDASIM:
+    if simulated():
         return SIMULATOR_ROWS, SIMULATOR_WIDTH, 1
     return ROWS, WIDTH, WARPS_PER_BLOCK
 
@@ -229,9 +228,9 @@ def grid_shape(h: int, w: int) -> tuple[int, int]:
     8), so a square tile's critical path is 2.5 times shorter, with 8 times as many
     sub-tiles in flight.  The simulator's shape in the simulator.
     """
-    if config.ENABLE_CUDASIM:
+    if simulated():
         return SIMULATOR_ROWS, SIMULATOR_WIDTH
-    slots = int(cuda.get_current_device().MULTIPROCESSOR_COUNT) * 16
+    slots = driver.attribute("multiprocessors") * 16
     if 2 * min(h // (32 * ROWS), w // WIDTH) >= slots:
         return ROWS, WIDTH
     return GRID_ROWS, GRID_WIDTH
@@ -249,11 +248,13 @@ def render(rows: int, width: int, warps: int, *, dpx: bool = False,
            checkpoints: bool = False) -> Rendered:
     """The anti-diagonal kernel's text for a shape, for
     :func:`swdask.kernels.cuda.compile.get_kernel` (``family="tile"``)."""
-    simulated = bool(config.ENABLE_CUDASIM)
-    use_dpx = dpx and not simulated
+    from numba import cuda
+
+    in_simulator = simulated()
+    use_dpx = dpx and not in_simulator
     namespace = {"cuda": cuda, "int32": np.int32, "int64": np.int64}
     link = codegen.link_dpx32(namespace, "swt", DPX_NAMES) if use_dpx else ()
-    source = _kernel_source(rows, width, shuffles=not simulated, dpx=use_dpx, warps=warps,
+    source = _kernel_source(rows, width, shuffles=not in_simulator, dpx=use_dpx, warps=warps,
                             checkpoints=checkpoints)
     return Rendered(name=f"tile-R{rows}-W{width}-warps{warps}-dpx{int(use_dpx)}"
                          f"-checkpoints{int(checkpoints)}",
@@ -366,6 +367,7 @@ def score_grid_gpu(
     col_e[1:] = left_e
     corner = col_h[np.arange(n_p) * span].copy()  # H(r0, c0) of every strip's first sub-tile
     use_dpx = codegen.has_dpx()
+    cuda = device_api()  # the driver on a GPU (no Numba), the simulator in CI
     d_a = cuda.to_device(np.ascontiguousarray(a, dtype=np.uint8))
     d_b = cuda.to_device(np.ascontiguousarray(b, dtype=np.uint8))
     d_m = cuda.to_device(matrix)

@@ -218,3 +218,19 @@ def test_the_gpu_search_path_to_its_first_kernel_imports_no_numba():
                           timeout=300, check=False, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_significance_launcher_imports_no_numba():
+    """The GPU significance launcher (and the shuffle arithmetic it shares with the CPU)
+    launches kept kernels through the driver layer as the search does: its kernels and
+    Numba are imported only to compile one.  (The long alignment's GPU tiles launch
+    through the driver too, but its CPU tiles need Numba in the same process.)"""
+    code = ("import sys, swdask.kernels.cuda.psse, swdask.kernels.psse_math, "
+            "swdask.kernels.cuda.compile as room\n"
+            "assert not room.simulated()\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numba'))")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

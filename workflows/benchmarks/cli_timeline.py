@@ -40,13 +40,22 @@ STAGES = {
     "swdask.cli": ["main"],
     "swdask.backend": ["start_early", "_first_use", "_driver_start", "gpu_available",
                        "start_gpu", "check_device", "load_search_kernels", "top_hits_gpu"],
-    "swdask.kernels.cuda.compile": ["Kernel.load", "Kernel.warm", "load_ahead", "build"],
+    "swdask.kernels.cuda.compile": ["Kernel.load", "Kernel.warm", "load_ahead", "build",
+                                    "_Launch.__call__"],
     "swdask.kernels.cuda.launcher": ["DeviceSubjects.__init__"],
     "swdask.sequences.store": ["read_part", "SequenceStore.read_partition"],
     "swdask.jobs.search.api": ["search_in_process", "_run", "prepare"],
     "swdask.jobs.search.tasks": ["score_pass", "trace", "hits_frame", "statistics"],
     "swdask.output": ["write_hits"],
     "numba.cuda.cudadrv.driver": ["Driver.ensure_initialized", "Device.get_primary_context"],
+    "swdask.jobs.long_align.api": ["align_long"],
+    "swdask.jobs.long_align.score": ["local_cluster", "client_workers", "score_pass",
+                                     "_tile_task", "select_worker_gpu"],
+    "swdask.kernels.cuda.tile": ["score_grid_gpu"],
+    "swdask.jobs.significance": ["_prepare", "_run_batch", "_gpu_chunk"],
+    "swdask.kernels.cuda.psse": ["DeviceShuffles.__init__", "DeviceShuffles.significance"],
+    "distributed.client": ["Client.__init__", "Client.scatter", "Client.close"],
+    "distributed.deploy.spec": ["SpecCluster.__init__", "SpecCluster.close"],
 }
 
 

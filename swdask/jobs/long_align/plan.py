@@ -16,7 +16,8 @@ from ... import backend
 from ...kernels.cpu.tile import matrix_boundaries, score_tile
 from ...scoring import Scoring
 
-__all__ = ["MAX_TILES", "CostModel", "TilePlan", "calibrate", "plan_tiles", "simulate"]
+__all__ = ["MAX_TILES", "CostModel", "TilePlan", "calibrate", "makespan_bound", "plan_tiles",
+           "simulate"]
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,62 @@ def simulate(plan: TilePlan, model: CostModel, gpus: int, cpu_threads: int) -> f
     return float(finish.max()) if finish.size else 0.0
 
 
+def makespan_bound(plan: TilePlan, model: CostModel, gpus: int, cpu_threads: int) -> float:
+    """A lower bound of :func:`simulate`'s makespan, from a few array operations.
+
+    The larger of two bounds that list scheduling cannot beat: the DAG's critical path
+    with every tile at its cheapest allowed kind and no wait for a worker (a tile starts
+    after the tiles above and to its left), and the GPU-only rows' work spread over the
+    GPUs.  :func:`plan_tiles` simulates only the candidates whose bound is below the best
+    makespan found so far: 196 simulations of up to 4,096 tiles took 0.65-1.8 s of a
+    1 Mb pair's 3 s run (most candidates predicted 100 times slower than the best).
+
+    Examples
+    --------
+    >>> plan = TilePlan((0, 100, 200), (0, 100, 200, 300))
+    >>> model = CostModel(cpu_gcups=1.0, cpu_overhead=0.0)
+    >>> makespan_bound(plan, model, 0, 2), simulate(plan, model, 0, 2)  # the path: 4 tiles
+    (4e-05, 4e-05)
+    >>> makespan_bound(plan, model, 0, 1) < simulate(plan, model, 0, 1)  # one thread: 6
+    True
+    """
+    heights = np.diff(np.asarray(plan.rows, np.int64))
+    widths = np.diff(np.asarray(plan.cols, np.int64))
+    n_p, n_q = len(heights), len(widths)
+    if not n_p or not n_q:
+        return 0.0
+    # A plan has few distinct tile sides: cost each (height, width) once.
+    unique_widths, of_width = np.unique(widths, return_inverse=True)
+    rows = {}
+
+    def row_costs(h: int, gpu_only: bool) -> np.ndarray:
+        if (h, gpu_only) not in rows:
+            cheapest = []
+            for w in unique_widths.tolist():
+                options = [model.gpu_seconds(h, w)] if gpus else []
+                if cpu_threads and not gpu_only:
+                    options.append(model.cpu_seconds(h, w))
+                cheapest.append(min(options, default=math.inf))
+            rows[h, gpu_only] = np.array(cheapest)[of_width]
+        return rows[h, gpu_only]
+
+    finish = np.zeros(n_q)
+    gpu_work = 0.0
+    for p in range(n_p):
+        gpu_only = p < plan.gpu_rows
+        cost = row_costs(int(heights[p]), gpu_only)
+        if np.isinf(cost).any():  # a tile no worker may take: simulate's inf
+            return math.inf
+        if gpu_only:
+            gpu_work += float(cost.sum())
+        # finish[q] = max(above[q], finish[q - 1]) + cost[q], solved for the whole row:
+        # the path enters the row at some column k <= q and runs right from there.
+        total = np.cumsum(cost)
+        finish = total + np.maximum.accumulate(finish - (total - cost))
+    path = float(finish[-1])
+    return max(path, gpu_work / gpus) if gpus else path
+
+
 #: Most tiles of a candidate plan: more cost the scheduler more than they gain.
 MAX_TILES = 4096
 
@@ -206,6 +263,11 @@ def plan_tiles(m: int, n: int, *, tile: int | Literal["auto"] = "auto", gpus: in
     # GPU plans first, so that a tie goes to them; CPU-only plans are costed without the
     # GPUs (a CPU worker may take any of their tiles).
     for plan, n_gpus in [(c, gpus) for c in candidates] + [(c, 0) for c in cpu_candidates]:
+        # A candidate whose bound is above the best cannot replace it (the margin keeps
+        # the choice exactly the full search's under rounding).
+        if best is not None and (makespan_bound(plan, model, n_gpus, cpu_threads)
+                                 > best.predicted * (1 + 1e-9)):
+            continue
         t = simulate(plan, model, n_gpus, cpu_threads)
         if best is None or t < best.predicted:
             best = replace(plan, predicted=t)

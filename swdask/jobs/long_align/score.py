@@ -54,10 +54,10 @@ def select_worker_gpu() -> bool:
         return False
     name = str(worker.name)
     gpu = int(name.rsplit("-", 1)[1]) if name.startswith("gpu-") and name[4:].isdigit() else 0
-    from numba import config, cuda
+    from ...kernels.cuda import compile, driver
 
-    if gpu and not config.ENABLE_CUDASIM:  # GPU 0 is every thread's default device
-        cuda.select_device(gpu)
+    if gpu and not compile.simulated():  # GPU 0 is every thread's default device
+        driver.select_device(gpu)  # the tile kernels launch through the driver layer
     return True
 
 

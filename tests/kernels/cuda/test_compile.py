@@ -3,6 +3,7 @@ rendered files, declared signatures (CI: storage and the simulator; the GPU lane
 that a second process loads without compiling, tests/kernels/cuda/test_compile_gpu.py)."""
 import json
 import os
+import struct
 import subprocess
 import sys
 import threading
@@ -226,17 +227,36 @@ def test_a_launch_takes_numbas_choice_of_specialisation():
 
 def test_arguments_are_packed_in_numbas_layout():
     """An array is two null pointers, its item count and size, its data pointer, its
-    shape and its strides; scalars take their parameter's type (a Python int to int32)."""
+    shape and its strides; scalars take their parameter's type (an int8 to int32, a
+    float32 to float64), each value aligned to its size in one buffer."""
     device = Interface(np.zeros((3, 4), np.int16))
+    args = (device, np.int8(7), True, np.float32(0.5))
+    described = [room.argument(a) for a in args]
+    assert [kind for kind, _ in described] == [("a", "<i2", 2, "C"), ("s", "|i1"),
+                                               ("s", "|b1"), ("s", "<f4")]
     parameters = (("a", "<i2", 2, "C"), ("s", "<i4"), ("s", "|b1"), ("s", "<f8"))
-    values, writeback = room.pack(parameters, (device, 7, True, np.float32(0.5)), 0)
-    assert not writeback
-    got = [v.value for v in values]
-    assert got[:4] == [None, None, 12, 2] and got[4] == device.__cuda_array_interface__["data"][0]
-    assert got[5:9] == [3, 4, 8, 2] and got[9:] == [7, 1, 0.5]
-    assert [type(v) for v in values[9:]] == [room.ctypes.c_int32, room.ctypes.c_uint8,
-                                             room.ctypes.c_double]
-    assert [room.ctypes.sizeof(v) for v in values] == room.parameter_sizes(parameters)
+    assert room.parameter_sizes(parameters) == [8] * 9 + [4, 1, 8]
+    assert room.buffer_offsets(parameters) == [8 * k for k in range(9)] + [72, 76, 80]
+    layout = room.buffer_layout(parameters)
+    buffer, writeback = room.pack(layout, described, args, 0)
+    assert not writeback and len(buffer) == layout.size == 88
+    pointer = device.__cuda_array_interface__["data"][0]
+    assert struct.unpack_from("<9q", buffer) == (0, 0, 12, 2, pointer, 3, 4, 8, 2)
+    assert struct.unpack_from("<i?xxxd", buffer, 72) == (7, True, 0.5)
+    # The machine code's offsets win where the driver gives them.
+    wide = room.buffer_layout(parameters, [8 * k for k in range(12)])
+    assert wide.size == 96 and struct.unpack_from("<i", wide.pack(*[0] * 9, 7, 1, 0.5), 72) == (7,)
+
+
+def test_a_device_arrays_launch_values_are_worked_out_once():
+    """This package's device arrays keep their launch description; views get their own."""
+    array = room.driver.DeviceArray((5, 6), np.int32, pointer=4096)
+    kind, values = room.argument(array)
+    assert room.argument(array) is array.launch_argument
+    assert kind == ("a", "<i4", 2, "C") and values == (0, 0, 30, 4, 4096, 5, 6, 24, 4)
+    column = array[:, 2:3]
+    assert room.argument(column) == (("a", "<i4", 2, "A"),
+                                     (0, 0, 5, 4, 4096 + 8, 5, 1, 24, 4))
 
 
 def test_an_edit_to_any_kernel_module_changes_the_digest(tmp_path):

@@ -86,9 +86,9 @@ numba_imported = "numba" in sys.modules  # the driver layer loads kept kernels w
 from swdask.kernels.cuda import launcher
 kernels = [room.resolve(f, s)[0] for f, s in launcher.SEARCH_KERNELS] + list(room._KERNELS.values())
 compiled = [c for k in kernels for c in k._compiled.values()]
-loaded = bool(compiled) and all(c._function is not None for c in compiled)
+loaded = bool(compiled) and all(c._functions for c in compiled)
 # Resident in the context, not only found: CUDA's lazy loading would load them at launch.
-resident = [c._function.loaded() for c in compiled if c._function is not None]
+resident = [f.loaded() for c in compiled for f in c._functions.values()]
 print(json.dumps({"kernels": len(compiled), "loaded": loaded, "resident": all(resident),
                   "numba": numba_imported, **room.STATS}))
 """

@@ -40,8 +40,12 @@ class FakeCuda:
                 ctypes.memmove(args[0].value, args[1].value, args[2])
             elif name == "cuMemcpyDtoHAsync_v2":
                 ctypes.memmove(args[0].value, args[1].value, args[2])
+            elif name == "cuDeviceGet":
+                args[0]._obj.value = args[1]
             elif name == "cuDevicePrimaryCtxRetain":
-                args[0]._obj.value = 0x1234
+                args[0]._obj.value = 0x1234 + 0x100 * args[1].value  # device 0: 0x1234
+            elif name == "cuCtxSetCurrent":
+                self.current = args[0].value
             return 0
         return call
 
@@ -50,7 +54,7 @@ class FakeCuda:
 def fake(monkeypatch):
     lib = FakeCuda()
     monkeypatch.setattr(driver, "_library", lib)
-    monkeypatch.setattr(driver, "_context", None)
+    monkeypatch.setattr(driver, "_contexts", {})
     monkeypatch.setattr(driver, "_thread", threading.local())
     monkeypatch.setattr(driver, "_pending", [])
     monkeypatch.setattr(driver, "_deferring", 0)
@@ -130,3 +134,25 @@ def test_a_failing_call_names_the_call_and_the_error(fake, monkeypatch):
     with pytest.raises(driver.CudaError, match="^cuMemAlloc_v2 failed: "
                                                "CUDA_ERROR_OUT_OF_MEMORY$"):
         driver.device_array(8, np.uint8)
+
+
+def test_each_thread_uses_the_device_it_selected(fake):
+    """Device 0 by default; a thread that selects device 1 gets device 1's primary
+    context, made once and kept, and made current on that thread only."""
+    assert driver.context() == 0x1234 and driver.current_device() == 0
+    seen = {}
+
+    def worker():
+        driver.select_device(1)
+        seen["context"] = driver.context()
+        seen["again"] = driver.context()
+        seen["device"] = driver.current_device()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert seen == {"context": 0x1334, "again": 0x1334, "device": 1}
+    assert driver._contexts == {0: 0x1234, 1: 0x1334}
+    assert fake.calls.count("cuDevicePrimaryCtxRetain") == 2
+    fake.calls.clear()
+    assert driver.context() == 0x1234 and fake.calls == []  # still current here

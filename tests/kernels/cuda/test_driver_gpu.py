@@ -91,7 +91,9 @@ def test_a_kept_kernel_launches_with_any_device_array_and_host_arrays(drv, tmp_p
     fresh = room.Kernel(kernel.spec, kernel._make)
     assert fresh.load() == 1
     compiled = fresh.specialisation((("a", "<i4", 2, "C"), ("s", "<i8")))
-    sizes = compiled.function().parameter_sizes()
-    assert sizes == room.parameter_sizes(compiled.parameters) == [8] * 9 + [8]
+    info = compiled.function().parameter_info()
+    assert [size for _, size in info] == room.parameter_sizes(compiled.parameters) == [8] * 10
+    assert [offset for offset, _ in info] == room.buffer_offsets(compiled.parameters)
+    assert compiled.layout.size == 80
     fresh[1, 32, 0](ours, np.int64(8))
     assert (ours.copy_to_host() == 8).all()
