@@ -45,7 +45,7 @@ from ..parquet_schemas import SIGNIFICANCE
 from ..scoring import Scoring, check_score
 from ..sequences.batch import SequenceBatch, SequencesLike, as_batch
 from ..tables import check_table, to_pandas
-from .base import Job, TaskStats, lazy_value, progress_bar, stat
+from .base import Job, TaskStats, import_beside, lazy_value, progress_bar, stat
 
 logger = logging.getLogger(__name__)
 
@@ -472,6 +472,7 @@ def _gpu_chunk(job: SignificanceJob, res, off, keys, query_ids, blocks):
     from ..kernels.cuda.psse import DeviceShuffles
 
     shuffled = DeviceShuffles(res, off, keys, job.shuffles, job.seed)
+    import_beside("pandas")  # pyarrow's first pa.array (the result table) imports it
     results, dstats = shuffled.significance([job.profiles[q] for q in query_ids], blocks,
                                             job.scoring.gap_open, job.scoring.gap_extend)
     return results, SignificanceStats(kernel_seconds=dstats.kernel_seconds,

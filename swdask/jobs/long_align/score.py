@@ -14,7 +14,7 @@ import numpy as np
 
 from ...kernels.cpu.threads import kernel_threads
 from ...kernels.cpu.tile import better, matrix_boundaries, score_tile
-from ..base import progress_bar
+from ..base import import_beside, progress_bar
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -196,6 +196,7 @@ def score_pass(
                 **placed[p])
     summaries = {client.submit(_tile_summary, f, key=f"swdask-tile-best-{token}-{p}-{q}",
                                priority=-(p + q)): (p, q) for (p, q), f in futures.items()}
+    import_beside("pandas")  # pyarrow's first pa.array (the one-row table) imports it
     # Progress in cells: each tile weighs its own (the tiles of a row's end are smaller).
     with progress_bar(progress, desc=desc, unit="cell", unit_scale=True,
                       total=plan.rows[-1] * plan.cols[-1]) as bar:

@@ -39,11 +39,9 @@ per running task whatever the database's size.
 """
 from __future__ import annotations
 
-import importlib
 import logging
 import shutil
 import sys
-import threading
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -56,7 +54,7 @@ from ...options import MAX_HITS, check_strand
 from ...scoring import Scoring
 from ...sequences.store import SequenceStore
 from ..align import check_mode
-from ..base import lazy_value, progress_bar
+from ..base import import_beside, lazy_value, progress_bar
 from . import plan, tasks
 from .plan import SearchJob, SearchStats, check_limits, hits_meta, prepare
 
@@ -395,41 +393,12 @@ def _threads(threads) -> int:
     return min(int(threads), available)
 
 
-def _import_yielding(*modules: str) -> None:
-    """Import ``modules`` on this thread while another launches GPU work: the interpreter
-    switches threads every 0.2 ms instead of 5 ms meanwhile, so that the launching thread
-    gets the GIL back at once each time it wants it.
-
-    With the default interval, pandas' import (0.4 s) beside a GPU search's score pass
-    made that pass 0.47-0.55 s instead of 0.38-0.42 (H100 host, 2026-11-27): the pass
-    takes and releases the GIL around every launch and every wait.
-    """
-    global _yielding, _interval
-    with _YIELDING:  # the first of concurrent imports lowers the interval, the last restores it
-        if _yielding == 0:
-            _interval = sys.getswitchinterval()
-            sys.setswitchinterval(min(_interval, 2e-4))
-        _yielding += 1
-    try:
-        for module in modules:
-            importlib.import_module(module)
-    finally:
-        with _YIELDING:
-            _yielding -= 1
-            if _yielding == 0:
-                sys.setswitchinterval(_interval)
-
-
 #: What a GPU search needs after its score pass and not before: the traceback (GPU and
 #: CPU, which import Numba: 0.55-0.65 s) and pandas for the hits table (0.25-0.4 s).
 #: The first kernels launch through the driver layer without them; they are imported
-#: beside the score pass once its first part is scored (:func:`_import_yielding`).
+#: beside the score pass once its first part is scored
+#: (:func:`swdask.jobs.base.import_beside`).
 AFTER_FIRST_PASS = ("swdask.kernels.cuda.traceback", "swdask.kernels.cpu.traceback", "pandas")
-
-
-_YIELDING = threading.Lock()
-_yielding = 0  # imports in _import_yielding now
-_interval = 0.005  # the switch interval before the first of them
 
 
 class _TopHits:
@@ -482,8 +451,7 @@ def _run(job: SearchJob, progress, device="cpu", partitions=None):
                                                   job.scoring, job.mode, max_hits, job.min_score)
                 if import_after:
                     import_after = False
-                    threading.Thread(target=_import_yielding, args=AFTER_FIRST_PASS,
-                                     daemon=True, name="swdask-import").start()
+                    import_beside(*AFTER_FIRST_PASS)
                 score_seconds += seconds
                 work = int(batch.lengths[q0:q1].sum()) * part.n_residues
                 cells += work

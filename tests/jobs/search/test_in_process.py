@@ -297,7 +297,7 @@ def test_imports_beside_the_gpu_lower_the_switch_interval_while_any_runs(monkeyp
     import sys
     import threading
 
-    from swdask.jobs.search import api
+    from swdask.jobs import base
 
     inside = [threading.Event(), threading.Event()]
     leave = [threading.Event(), threading.Event()]
@@ -310,11 +310,11 @@ def test_imports_beside_the_gpu_lower_the_switch_interval_while_any_runs(monkeyp
         leave[k].wait(10)
 
     before = sys.getswitchinterval()
-    monkeypatch.setattr(api.importlib, "import_module", slow_import)
-    threads = [threading.Thread(target=api._import_yielding, args=(str(k),)) for k in range(2)]
-    threads[0].start()
+    monkeypatch.setattr(base.importlib, "import_module", slow_import)
+    monkeypatch.setattr(base, "_started", set())
+    threads = [base.import_beside(str(k)) for k in range(2)]
+    assert base.import_beside("0", "1") is None  # asked for already: no third thread
     assert inside[0].wait(10)
-    threads[1].start()
     assert inside[1].wait(10)
     leave[0].set()
     threads[0].join(10)
