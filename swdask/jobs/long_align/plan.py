@@ -41,7 +41,9 @@ class CostModel:
     on those 2 busy cores: at most 4 ms a tile).  GPU: :func:`calibrate` on an H100
     (2026-11-23): 612 GCUPS for the whole GPU, 0.50 GCUPS for one warp (so launches of
     fewer than about 1,230 sub-tiles do not fill it), overheads below the defaults; with
-    these the 2.46 Mb x 1 Mb benchmark is predicted at 4.58 s and runs in 4.67 s.
+    these the 2.46 Mb x 1 Mb benchmark is predicted at 4.58 s and runs in 4.67 s.  The
+    warp's rate was the host's launch time then (see :func:`calibrate`); the GPU defaults
+    are to be measured again with the packed launches.
     """
 
     cpu_gcups: float = 0.35
@@ -280,9 +282,9 @@ def calibrate(kinds: Collection[str] = ("cpu", "gpu"), *, size: int = 2048,
 
     CPU: times tiles of ``size/4`` and ``size`` squared (random DNA, default scoring) and
     fits ``seconds = overhead + cells / rate`` through the medians.  GPU, when one is
-    visible: one strip of the kernel (one sub-tile a launch) 16 and 64 sub-tiles wide
-    gives the warp's rate and the task overhead (the slope and intercept of ``seconds``
-    against launches); then a tile of 2,048 x 2,048 sub-tiles (512 K x 1 M cells; its
+    visible: one strip of the kernel (one sub-tile a launch) 64 and 256 sub-tiles wide
+    gives the warp's rate with the launch cost and the task overhead (the slope and
+    intercept of ``seconds`` against launches); then a tile of 2,048 x 2,048 sub-tiles (512 K x 1 M cells; its
     middle launches as wide as the megabase benchmark's) gives the whole GPU's rate, the
     ``gpu_gcups`` for which :meth:`CostModel.gpu_seconds` equals its time (bisection).  A
     tile that ran as fast as its warps alone allow never filled the GPU and only bounds
@@ -323,11 +325,21 @@ def calibrate(kinds: Collection[str] = ("cpu", "gpu"), *, size: int = 2048,
         sub_rows, sub_cols = 32 * ROWS, WIDTH
         sub = sub_rows * sub_cols
         model = replace(model, gpu_sub_rows=sub_rows, gpu_sub_cols=sub_cols)
-        t16 = timed(score_tile_gpu, sub_rows, 16 * sub_cols)
-        t64 = timed(score_tile_gpu, sub_rows, 64 * sub_cols)
-        per_launch = max((t64 - t16) / 48, model.gpu_launch + 1e-9)
-        overhead = max(0.0, t16 - 16 * per_launch)
-        model = replace(model, gpu_warp_gcups=sub / (per_launch - model.gpu_launch) / 1e9,
+        narrow, wide = 64, 256
+        t_narrow = timed(score_tile_gpu, sub_rows, narrow * sub_cols)
+        t_wide = timed(score_tile_gpu, sub_rows, wide * sub_cols)
+        per_launch = max((t_wide - t_narrow) / (wide - narrow), 1e-9)
+        # A one-sub-tile launch costs the launch plus a warp's sweep, and a strip cannot
+        # tell the two apart once launching is as fast as a sweep.  Since launches pack
+        # their parameters into one buffer, the GPU lane measured the step at or below
+        # the 20 us default launch cost (H100, 2026-11-28); the 0.50 GCUPS a warp of
+        # 2026-11-23 (262 us a sub-tile) was the host's launch time, which 5,860 launches
+        # of a 1 Mb pair spent (2.6-2.9 s).  Either split gives narrow launches the
+        # measured cost: at most half goes to the launch.
+        launch = min(model.gpu_launch, per_launch / 2)
+        overhead = max(0.0, t_narrow - narrow * per_launch)
+        model = replace(model, gpu_launch=launch,
+                        gpu_warp_gcups=sub / (per_launch - launch) / 1e9,
                         gpu_overhead=max(overhead, model.gpu_overhead))
         side = 2048
         h, w = side * sub_rows, side * sub_cols

@@ -351,7 +351,8 @@ def test_gpu_megabase_planted_answer():
 def test_calibrate_gpu_on_a_real_gpu():
     """The GPU fit: a warp's rate from one strip, the GPU's from a wide tile, and a model
     that predicts the wide tile's time it was fitted to."""
-    model = la.calibrate(kinds=("gpu",), repeats=1)
+    model = la.calibrate(kinds=("gpu",), repeats=3)
     assert 0 < model.gpu_warp_gcups < model.gpu_gcups
+    assert 0 < model.gpu_launch <= la.CostModel().gpu_launch
     assert model.cpu_gcups == la.CostModel().cpu_gcups
     assert model.gpu_overhead >= la.CostModel().gpu_overhead
