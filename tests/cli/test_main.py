@@ -2,6 +2,7 @@
 exit, the demo, and a start-up that imports no heavy library."""
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -202,22 +203,28 @@ def test_the_search_path_imports_pandas_only_for_its_table():
     assert done.stdout.strip() == "False"
 
 
+def _heavy_imports_outside_the_simulator(modules: str, heavy: tuple[str, ...]) -> list[str]:
+    """The modules of the packages ``heavy`` that importing ``modules`` (a comma list)
+    imports, in a fresh process on the GPU path (the simulator off)."""
+    code = (f"import sys, {modules}, swdask.kernels.cuda.compile as room\n"
+            "assert not room.simulated()\n"
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r}))")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    return ast.literal_eval(done.stdout)
+
+
 def test_the_gpu_search_path_to_its_first_kernel_imports_no_numba():
     """A GPU search with its kernels in the cache launches them through the CUDA driver
     layer: none of the modules on its way to the first kernel imports Numba (0.55-0.65 s
     of imports holding the GIL on an H100 host), and only the simulator makes the room
     import it.  The GPU lane checks a fresh process's kernels load without it
     (tests/kernels/cuda/test_compile_gpu.py)."""
-    code = ("import sys, swdask.cli.search, swdask.jobs.search.api, swdask.jobs.search.tasks, "
-            "swdask.backend, swdask.output, swdask.kernels.cuda.launcher, "
-            "swdask.kernels.cuda.compile as room\n"
-            "assert not room.simulated()\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'pandas')))")
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300, check=False, env=env)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    modules = ("swdask.cli.search, swdask.jobs.search.api, swdask.jobs.search.tasks, "
+               "swdask.backend, swdask.output, swdask.kernels.cuda.launcher")
+    assert _heavy_imports_outside_the_simulator(modules, ("numba", "pandas")) == []
 
 
 def test_the_significance_launcher_imports_no_numba():
@@ -225,12 +232,5 @@ def test_the_significance_launcher_imports_no_numba():
     launches kept kernels through the driver layer as the search does: its kernels and
     Numba are imported only to compile one.  (The long alignment's GPU tiles launch
     through the driver too, but its CPU tiles need Numba in the same process.)"""
-    code = ("import sys, swdask.kernels.cuda.psse, swdask.kernels.psse_math, "
-            "swdask.kernels.cuda.compile as room\n"
-            "assert not room.simulated()\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numba'))")
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300, check=False, env=env)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    modules = "swdask.kernels.cuda.psse, swdask.kernels.psse_math, swdask.cli.significance"
+    assert _heavy_imports_outside_the_simulator(modules, ("numba", "pandas")) == []
