@@ -50,7 +50,7 @@ STAGES = {
     "numba.cuda.cudadrv.driver": ["Driver.ensure_initialized", "Device.get_primary_context"],
     "swdask.jobs.long_align.api": ["align_long"],
     "swdask.jobs.long_align.score": ["local_cluster", "client_workers", "score_pass",
-                                     "_tile_task", "select_worker_gpu"],
+                                     "score_here", "_tile_task", "select_worker_gpu"],
     "swdask.kernels.cuda.tile": ["score_grid_gpu"],
     "swdask.jobs.significance": ["_prepare", "_run_batch", "_gpu_chunk"],
     "swdask.kernels.cuda.psse": ["DeviceShuffles.__init__", "DeviceShuffles.significance"],

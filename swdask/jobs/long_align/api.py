@@ -15,7 +15,14 @@ from ...scoring import Scoring
 from ...sequences.alphabet import reverse_complement
 from ...sequences.batch import one_sequence
 from .plan import CostModel, plan_tiles
-from .score import client_workers, local_cluster, score_pass
+from .score import (
+    client_workers,
+    local_cluster,
+    local_workers,
+    score_here,
+    score_pass,
+    worker_counts,
+)
 from .traceback import trace_on_workers
 
 if TYPE_CHECKING:
@@ -244,14 +251,19 @@ def align_long(a: str | os.PathLike | np.ndarray, b: str | os.PathLike | np.ndar
         gpus = backend.cluster_gpus(device)
         device = backend.tile_device(device, gpus,
                                      missing="a GPU; none is visible (use device='cpu')")
+        if not traceback:
+            # The plan the in-process cluster would get; one tile runs here without it.
+            n_gpus, cpu_threads = _kinds(device, *worker_counts(local_workers(device, gpus)))
+            plan = plan_tiles(m, n, tile=tile, gpus=n_gpus, cpu_threads=cpu_threads,
+                              model=model)
+            if plan.shape == (1, 1):
+                return _one_tile(a_name, b_name, a_codes, b_codes, scoring, plan, device,
+                                 n_gpus, cpu_threads, reverse_complement, progress)
         client = local_cluster(device, gpus)
     try:
         n_gpus, cpu_threads = client_workers(client)
         device = backend.tile_device(device, n_gpus, missing="a Dask worker with the resource GPU=1")
-        if device == "cpu":
-            n_gpus = 0
-        if device == "gpu":
-            cpu_threads = 0
+        n_gpus, cpu_threads = _kinds(device, n_gpus, cpu_threads)
         plan = plan_tiles(m, n, tile=tile, gpus=n_gpus, cpu_threads=cpu_threads, model=model)
         logger.info("align-long: %s x %s residues in %d x %d tiles on %s (%d GPU workers, %d CPU "
                     "threads), predicted %.2f s a strand", f"{m:,}", f"{n:,}", *plan.shape,
@@ -270,7 +282,7 @@ def align_long(a: str | os.PathLike | np.ndarray, b: str | os.PathLike | np.ndar
             results.append((best, strand, subject, b_future, futures,
                             time.perf_counter() - started, stats))
         # The better strand: higher score, then '+'.
-        best, strand, subject, b_future, futures, seconds, stats = max(
+        best, strand, subject, b_future, futures, _, stats = max(
             results, key=lambda r: (r[0][0], r[1] == "+"))
         for other in results:
             if other[1] != strand:
@@ -301,11 +313,43 @@ def align_long(a: str | os.PathLike | np.ndarray, b: str | os.PathLike | np.ndar
         query_length=m, subject_length=n, cigar=fields.get("cigar"),
         matches=fields.get("matches"), mismatches=fields.get("mismatches"),
         gap_opens=fields.get("gap_opens"), align_length=fields.get("align_length"),
-        pident=fields.get("pident"), cells=m * n * len(strands), score_seconds=seconds,
+        pident=fields.get("pident"), cells=m * n * len(strands),
+        score_seconds=sum(r[5] for r in results),  # both strands' cells, both strands' time
         traceback_seconds=tb_seconds, device="+".join(sorted(devices)) or device,
         tile_rows=plan.shape[0], tile_cols=plan.shape[1],
         stats={**stats, "predicted_seconds": plan.predicted, "plan": plan,
                "gpu_workers": n_gpus, "cpu_threads": cpu_threads})
+
+
+def _kinds(device: str, gpus: int, cpu_threads: int) -> tuple[int, int]:
+    """The GPU workers and CPU threads a ``device`` job uses of those there are."""
+    return (0 if device == "cpu" else gpus), (0 if device == "gpu" else cpu_threads)
+
+
+def _one_tile(a_name, b_name, a_codes, b_codes, scoring, plan, device, n_gpus, cpu_threads,
+              reverse_complement, progress) -> LongAlignment:
+    """:func:`align_long` of a one-tile plan, scored here (:func:`score_here`): on the
+    GPU when the plan's tile row is a GPU row or the job is GPU-only."""
+    on_gpu = n_gpus > 0 and (device == "gpu" or plan.gpu_rows > 0)
+    strands = [("+", b_codes)] + ([("-", _rc(b_codes))] if reverse_complement else [])
+    results = []
+    for strand, subject in strands:
+        started = time.perf_counter()
+        best, stats = score_here(a_codes, subject, scoring, on_gpu, progress,
+                                 desc="align-long" if len(strands) == 1
+                                 else f"align-long (strand {strand})")
+        results.append((best, strand, time.perf_counter() - started, stats))
+    (score, ei, ej), strand, _, stats = max(results, key=lambda r: (r[0][0], r[1] == "+"))
+    m, n = len(a_codes), len(b_codes)
+    devices = {k: v for k, v in stats["tiles_on"].items() if v}
+    return LongAlignment(
+        query=a_name, subject=b_name, strand=strand, score=int(score), query_start=None,
+        query_end=int(ei), subject_start=None, subject_end=int(ej), query_length=m,
+        subject_length=n, cells=m * n * len(strands),
+        score_seconds=sum(r[2] for r in results), device="+".join(sorted(devices)) or device,
+        tile_rows=1, tile_cols=1,
+        stats={**stats, "predicted_seconds": plan.predicted, "plan": plan,
+               "gpu_workers": 1 if on_gpu else 0, "cpu_threads": 0 if on_gpu else cpu_threads})
 
 
 _rc = reverse_complement

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from ...scoring import Scoring
     from .plan import TilePlan
 
-__all__ = ["TileResult", "client_workers", "local_cluster", "row_workers", "score_pass",
-           "select_worker_gpu"]
+__all__ = ["TileResult", "client_workers", "local_cluster", "local_workers", "row_workers",
+           "score_here", "score_pass", "select_worker_gpu", "worker_counts"]
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,11 @@ def select_worker_gpu() -> bool:
     return True
 
 
-def _tile_task(a, b, r0, r1, c0, c1, top, left, matrix, gap_open, gap_extend, force_cpu):
-    """One tile: boundaries from the neighbours' results (None on the matrix border)."""
+def _tile_task(a, b, r0, r1, c0, c1, top, left, matrix, gap_open, gap_extend, force_cpu,
+               here=False):
+    """One tile: boundaries from the neighbours' results (None on the matrix border); on
+    the GPU when the worker that took it has one, or, ``here`` (no Dask worker), unless
+    ``force_cpu``."""
     h, w = r1 - r0, c1 - c0
     top_h, top_f, left_h, left_e = matrix_boundaries(h, w)
     if top is not None:
@@ -70,7 +73,7 @@ def _tile_task(a, b, r0, r1, c0, c1, top, left, matrix, gap_open, gap_extend, fo
     if left is not None:
         left_h, left_e = left.right_h, left.right_e
     started = time.perf_counter()
-    if not force_cpu and select_worker_gpu():
+    if not force_cpu and (here or select_worker_gpu()):
         from ...kernels.cuda.tile import score_tile_gpu
 
         out = score_tile_gpu(a[r0:r1], b[c0:c1], matrix, gap_open, gap_extend,
@@ -90,33 +93,78 @@ def _tile_summary(result: TileResult):
     return result.best, result.kind, result.seconds
 
 
-def local_cluster(device: str, gpus: int) -> Client:
-    """An in-process Dask cluster: ``gpus`` GPU workers (one thread, resource ``GPU=1``)
-    and, unless ``device == "gpu"``, one CPU worker with a thread per remaining core
-    (Numba's thread count: the cores, unless ``NUMBA_NUM_THREADS`` or ``--threads``)."""
-    from distributed import Client, Scheduler, SpecCluster, Worker
+def local_workers(device: str, gpus: int) -> dict[str, dict[str, Any]]:
+    """The workers of :func:`local_cluster` (name -> options): ``gpus`` GPU workers (one
+    thread, resource ``GPU=1``) and, unless ``device == "gpu"``, one CPU worker with a
+    thread per remaining core (Numba's thread count: the cores, unless
+    ``NUMBA_NUM_THREADS`` or ``--threads``).
 
-    cores = kernel_threads()
+    Examples
+    --------
+    >>> sorted(local_workers("gpu", 2))
+    ['gpu-0', 'gpu-1']
+    """
     workers = {}
     if device in ("gpu", "both"):
         for g in range(gpus):
-            workers[f"gpu-{g}"] = {"cls": Worker, "options": {
-                "nthreads": 1, "resources": {"GPU": 1}, "dashboard": False}}
+            workers[f"gpu-{g}"] = {"nthreads": 1, "resources": {"GPU": 1}, "dashboard": False}
     if device in ("cpu", "both"):
-        workers["cpu"] = {"cls": Worker, "options": {
-            "nthreads": max(1, cores - len(workers)), "dashboard": False}}
+        workers["cpu"] = {"nthreads": max(1, kernel_threads() - len(workers)),
+                          "dashboard": False}
+    return workers
+
+
+def worker_counts(workers: dict[str, dict[str, Any]]) -> tuple[int, int]:
+    """``(GPU workers, threads of the other workers)`` of workers described as
+    :func:`local_workers` or a scheduler's ``scheduler_info()["workers"]`` describe them
+    (``nthreads``, ``resources``)."""
+    gpus = sum(1 for w in workers.values() if w.get("resources", {}).get("GPU", 0) > 0)
+    threads = sum(w["nthreads"] for w in workers.values()
+                  if not w.get("resources", {}).get("GPU", 0))
+    return gpus, threads
+
+
+def local_cluster(device: str, gpus: int) -> Client:
+    """An in-process Dask cluster of :func:`local_workers`."""
+    from distributed import Client, Scheduler, SpecCluster, Worker
+
+    workers = {name: {"cls": Worker, "options": options}
+               for name, options in local_workers(device, gpus).items()}
     cluster = SpecCluster(workers=workers, scheduler={
         "cls": Scheduler, "options": {"dashboard_address": ":0"}},
         silence_logs=40)
     return Client(cluster, set_as_default=False)
 
 
+def score_here(a: np.ndarray, b: np.ndarray, scoring: Scoring, on_gpu: bool,
+               progress: bool, desc: str = "align-long") -> tuple[tuple[int, int, int],
+                                                                 dict[str, Any]]:
+    """A one-tile plan's score pass in this process, without a Dask cluster: the best
+    cell ``(score, i, j)`` and where the tile ran (``tiles_on`` and ``busy_seconds``, as
+    :func:`score_pass` gives them).
+
+    What a one-tile plan gains from Dask is nothing, and its start is not: importing
+    ``distributed`` (0.58 s) and starting the in-process cluster (0.1-0.4 s) were a third
+    of the first run of a 1 Mb pair on an H100 host, whose plan is one GPU tile.
+    """
+    matrix = np.ascontiguousarray(scoring.matrix, dtype=np.int32)
+    with progress_bar(progress, desc=desc, unit="cell", unit_scale=True,
+                      total=len(a) * len(b)) as bar:
+        if on_gpu:
+            import_beside("pandas")  # pyarrow's first pa.array (the one-row table) imports it
+        result = _tile_task(a, b, 0, len(a), 0, len(b), None, None, matrix, scoring.gap_open,
+                            scoring.gap_extend, force_cpu=not on_gpu, here=True)
+        bar.update(len(a) * len(b))
+    kinds = {"cpu": 0, "gpu": 0}
+    busy = {"cpu": 0.0, "gpu": 0.0}
+    kinds[result.kind] += 1
+    busy[result.kind] += result.seconds
+    return result.best, {"tiles_on": kinds, "busy_seconds": busy}
+
+
 def client_workers(client: Client) -> tuple[int, int]:
     """``(GPU workers, threads of the other workers)`` of ``client``'s cluster."""
-    info = client.scheduler_info(n_workers=-1)["workers"].values()
-    gpus = sum(1 for w in info if w.get("resources", {}).get("GPU", 0) > 0)
-    threads = sum(w["nthreads"] for w in info if not w.get("resources", {}).get("GPU", 0))
-    return gpus, threads
+    return worker_counts(client.scheduler_info(n_workers=-1)["workers"])
 
 
 def row_workers(client: Client, plan: TilePlan, device: str) -> list[str | None]:

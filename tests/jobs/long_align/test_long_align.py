@@ -132,6 +132,33 @@ def test_cpu_gpu_and_mixed_give_identical_results_in_the_simulator():
 
 
 
+@pytest.mark.parametrize("device", ["cpu", "gpu", "both"])
+def test_a_one_tile_plan_runs_here_without_dask(device, cpu_client, monkeypatch):
+    """Without a client and traceback, a pair the plan leaves whole is scored in this
+    process (on the GPU, the simulator's here, for "gpu" and a GPU row of "both"), both
+    strands too: the best cell of the Dask path and of the reference, and no cluster."""
+    codes = window_codes()
+    scoring = Scoring(alphabet="dna")
+    a = codes[2000:2050]  # small: the simulator runs every GPU lane as a Python thread
+    b = np.concatenate([codes[4000:4010], DNA.encode("ACGT" * 2), codes[2010:2042]])
+    monkeypatch.setattr(la_score, "local_cluster", lambda *args: pytest.fail("a cluster"))
+    for rc in (False, True):
+        here = la.align_long(a, b, scoring=scoring, device=device, reverse_complement=rc)
+        assert (here.tile_rows, here.tile_cols) == (1, 1)
+        gpu_tile = device == "gpu" or (device == "both" and here.stats["plan"].gpu_rows == 1)
+        assert here.device == ("gpu" if gpu_tile else "cpu")
+        dask = la.align_long(a, b, scoring=scoring, tile=len(a), device="cpu",
+                             reverse_complement=rc, client=cpu_client)
+        assert (here.score, here.query_end, here.subject_end, here.strand) == \
+            (dask.score, dask.query_end, dask.subject_end, dask.strand), rc
+        assert here.cells == len(a) * len(b) * (2 if rc else 1) and here.score_seconds > 0
+    score, _, query_end, _, subject_end, _ = align_reference(
+        a, b, scoring.matrix, scoring.gap_open, scoring.gap_extend)
+    forward = la.align_long(a, b, scoring=scoring, device=device)
+    assert (forward.score, forward.query_end, forward.subject_end) == \
+        (score, query_end, subject_end)
+
+
 def test_tile_rows_are_dealt_out_to_every_worker():
     """On 2 one-thread workers the tile rows alternate between them (row_workers), so both
     score tiles the whole time instead of the tiles following their neighbours' data to
