@@ -356,13 +356,14 @@ def _finalize(owner: object, name: str, *args: Any) -> None:
 # --------------------------------------------------------------------------------------
 # Memory.
 
-_pending: list[tuple[str, int, int]] = []  # (driver function, pointer, bytes) to free
+#: (driver function, pointer, bytes, context) of the memory to free.
+_pending: list[tuple[str, int, int, int]] = []
 _deferring = 0
 
 
-def _release(name: str, pointer: int, size: int) -> None:
+def _release(name: str, pointer: int, size: int, owner: int) -> None:
     with _lock:
-        _pending.append((name, pointer, size))
+        _pending.append((name, pointer, size, owner))
 
 
 def _flush(force: bool = False) -> None:
@@ -372,11 +373,14 @@ def _flush(force: bool = False) -> None:
         if _deferring or not _pending:
             return
         if not force and len(_pending) < _FLUSH_COUNT \
-                and sum(size for _, _, size in _pending) < _FLUSH_BYTES:
+                and sum(entry[2] for entry in _pending) < _FLUSH_BYTES:
             return
         batch = list(_pending)
         _pending.clear()
-    for name, pointer, _ in batch:
+    for name, pointer, _, owner in batch:
+        if getattr(_thread, "context", None) != owner:  # freed in the context it came from
+            _call("cuCtxSetCurrent", _P(owner))
+            _thread.context = owner  # context() makes the thread's own current again
         _call(name, _DEVPTR(pointer) if name == "cuMemFree_v2" else _P(pointer))
 
 
@@ -397,8 +401,9 @@ class _Memory:
     """An allocation, freed (later, in a batch) when no array uses it any more."""
 
     def __init__(self, size: int, pinned: bool):
-        context()
+        owner = context()
         _flush()
+        context()  # a flush may have freed another device's memory in its context
         size = max(int(size), 1)
         for attempt in (0, 1):
             try:
@@ -413,9 +418,10 @@ class _Memory:
                 if attempt:
                     raise
                 _flush(force=True)  # what is pending may make room
+                context()
         self.pointer, self.size = pointer.value, size
         weakref.finalize(self, _release, "cuMemFreeHost" if pinned else "cuMemFree_v2",
-                         self.pointer, size).atexit = False
+                         self.pointer, size, owner).atexit = False
 
 
 def pinned_array(shape: Any, dtype: Any = np.float64) -> np.ndarray:

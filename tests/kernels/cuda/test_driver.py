@@ -156,3 +156,25 @@ def test_each_thread_uses_the_device_it_selected(fake):
     assert fake.calls.count("cuDevicePrimaryCtxRetain") == 2
     fake.calls.clear()
     assert driver.context() == 0x1234 and fake.calls == []  # still current here
+
+
+def test_memory_is_freed_in_the_context_it_came_from(fake):
+    """A buffer of device 1, dropped, is freed with device 1's context current, and the
+    next allocation on device 0 has device 0's current again."""
+    done = threading.Event()
+
+    def worker():
+        driver.select_device(1)
+        array = driver.device_array(10, np.int32)
+        del array
+        done.set()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert done.is_set() and driver._pending and driver._pending[0][3] == 0x1334
+    fake.calls.clear()
+    driver._flush(force=True)
+    assert fake.calls == ["cuCtxSetCurrent", "cuMemFree_v2"] and fake.current == 0x1334
+    driver.device_array(10, np.int32)
+    assert fake.current == 0x1234  # device 0's again for this thread's allocation
