@@ -25,8 +25,8 @@ PACKAGES = {"swdask": "swdask", "kernels": "swdask.kernels",
 #: function is typed by Numba from its arguments, and carries no annotations.
 CUDA_DEVICE_FUNCTIONS = {
     "kernels/directions.py": {"border_gap", "decision", "walk_step"},
-    "kernels/cpu/psse.py": {"philox", "fisher_yates", "write_copy", "gumbel_fit", "gumbel_sf",
-                            "pair_significance"},
+    "kernels/psse_math.py": {"philox", "fisher_yates", "write_copy", "gumbel_fit", "gumbel_sf",
+                             "pair_significance"},
     "kernels/cuda/all_pairs.py": {"lowest_score"},
     "kernels/cuda/traceback.py": {"strip_columns"},
     "kernels/cpu/qgram.py": {"need_of", "merge_count", "token_bucket", "screen_passes"},

@@ -99,8 +99,10 @@ def pass_registers(pad: str, rows: int, neg: str) -> list:
             + [f"{pad}out_h = zero", f"{pad}out_f = {neg}", f"{pad}diag_in = zero"])
 
 
-def lane_exchange(pad: str, *, shuffles: bool, lane: str = "tx", single: bool = False) -> list:
-    """Lines that set ``in_h``/``in_f`` to the previous lane's ``out_h``/``out_f``.
+def lane_exchange(pad: str, *, shuffles: bool, lane: str = "tx", single: bool = False,
+                  names: Sequence[str] = ("h", "f")) -> list:
+    """Lines that set ``in_h``/``in_f`` to the previous lane's ``out_h``/``out_f`` (or
+    ``in_<name>`` to ``out_<name>`` for each of ``names``).
 
     Parameters
     ----------
@@ -114,15 +116,20 @@ def lane_exchange(pad: str, *, shuffles: bool, lane: str = "tx", single: bool = 
         (the caller overwrites them from its top boundary).
     single : bool, default False
         One lane a group: the lane is its own predecessor.
+    names : sequence of str, default ("h", "f")
+        The values handed on; the simulator's ``xch`` needs a row for each
+        (:func:`thread_pair`'s ``exchange_rows``).
     """
     if single:
-        return [f"{pad}in_h = out_h", f"{pad}in_f = out_f"]
+        return [f"{pad}in_{name} = out_{name}" for name in names]
     if shuffles:
-        return [f"{pad}in_h = cuda.shfl_up_sync(0xFFFFFFFF, out_h, 1)",
-                f"{pad}in_f = cuda.shfl_up_sync(0xFFFFFFFF, out_f, 1)"]
-    return [f"{pad}xch[0, tx] = out_h", f"{pad}xch[1, tx] = out_f", f"{pad}cuda.syncthreads()",
-            f"{pad}in_h = xch[0, tx - 1] if {lane} > 0 else out_h",
-            f"{pad}in_f = xch[1, tx - 1] if {lane} > 0 else out_f", f"{pad}cuda.syncthreads()"]
+        return [f"{pad}in_{name} = cuda.shfl_up_sync(0xFFFFFFFF, out_{name}, 1)"
+                for name in names]
+    return ([f"{pad}xch[{r}, tx] = out_{name}" for r, name in enumerate(names)]
+            + [f"{pad}cuda.syncthreads()"]
+            + [f"{pad}in_{name} = xch[{r}, tx - 1] if {lane} > 0 else out_{name}"
+               for r, name in enumerate(names)]
+            + [f"{pad}cuda.syncthreads()"])
 
 
 def wavefront(pad: str, steps: str, lag: str, *, shuffles: bool, lane: str = "tx",
@@ -263,17 +270,19 @@ def best_reduction(
     return lines
 
 
-def thread_pair(group: int, threads: int, *, shuffles: bool) -> list:
+def thread_pair(group: int, threads: int, *, shuffles: bool, exchange_rows: int = 2) -> list:
     """Lines that place thread ``tid`` (``tx`` in its block of ``threads``) of an
     inter-task kernel (a group of ``group`` lanes a pair): its ``pair`` and ``lane``,
     whether it is ``valid`` (past the last pair a thread idles on the last subject with
     ``n = 0`` columns), its subject's ``start`` and length ``n``, and its warp's
     ``n_steps`` and boundary ``slot`` (from the launch plan's ``warp_len``/``warp_base``);
-    without ``shuffles``, the exchange array ``xch`` of :func:`lane_exchange`."""
+    without ``shuffles``, the exchange array ``xch`` of :func:`lane_exchange`
+    (``exchange_rows`` values a thread)."""
     return [
         "    tid = cuda.grid(1)",
         "    tx = cuda.threadIdx.x",
-        f"    xch = cuda.shared.array((2, {threads}), int32)" if not shuffles else "    pass",
+        (f"    xch = cuda.shared.array(({exchange_rows}, {threads}), int32)" if not shuffles
+         else "    pass"),
         "    n_codes = profile.shape[0]",
         f"    pair = tid // {group}",
         f"    lane = tid % {group}",

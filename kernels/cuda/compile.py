@@ -95,6 +95,7 @@ _SUFFIX = ".nbk"
 FAMILIES = {
     "inter_task": "inter_task",
     "inter_task_dpx": "inter_task_dpx",
+    "inter_task_dpx_scan": "inter_task_dpx_scan",
     "intra_task": "intra_task",
     "all_pairs": "all_pairs",
     "tile": "tile",
@@ -117,12 +118,17 @@ class Rendered:
     link : tuple of str
         CUDA C++ sources linked into the kernel (Hopper DPX helpers), empty in the
         simulator.
+    options : dict
+        More ``numba.cuda.jit`` options (e.g. ``lto``, ``max_registers``), empty in the
+        simulator (its ``jit`` takes none of them).  They are set by the family's module,
+        whose source is part of every key (:func:`kernels_digest`).
     """
 
     name: str
     source: str
     namespace: dict = field(default_factory=dict)
     link: tuple = ()
+    options: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------
@@ -148,7 +154,7 @@ def max_bytes() -> int:
     return int(float(os.environ.get(ENV_MAX_MB, DEFAULT_MAX_MB)) * 2**20)
 
 
-def device_api():
+def device_api() -> types.ModuleType:
     """The device API of the launchers: :mod:`swdask.kernels.cuda.driver` on a GPU
     (streams, events, memory; no Numba), Numba's ``cuda`` module in the simulator, which
     has the same names (``to_device``, ``device_array``, ``stream``, ``event``...)."""
@@ -550,10 +556,9 @@ class Compiled:
                 raise driver.CudaError(
                     f"kernel {self.name}: parameter sizes {[size for _, size in found]} "
                     f"are not Numba's {parameter_sizes(self.parameters)}")
-            self.layout = buffer_layout(self.parameters,
-                                        [offset for offset, _ in found] if found else None)
             self.offsets = [offset for offset, _ in found] if found else \
                 buffer_offsets(self.parameters)
+            self.layout = buffer_layout(self.parameters, self.offsets)
             self._functions[driver.context()] = function
         return function
 
@@ -893,8 +898,9 @@ def _render(family: str, shape: dict[str, Any]) -> CUDADispatcher:
     exec(_code_of(rendered.source, path), namespace)
     function = namespace["kernel"]
     if rendered.link:
-        return cuda.jit(link=[cuda.CUSource(s) for s in rendered.link])(function)
-    return cuda.jit(function)
+        return cuda.jit(link=[cuda.CUSource(s) for s in rendered.link],
+                        **rendered.options)(function)
+    return cuda.jit(**rendered.options)(function)
 
 
 def jit(function: Callable[..., Any] | None = None, *, signatures: Sequence[str] = (),

@@ -13,7 +13,10 @@ per query, every subject that can be among its ``max_hits`` best:
    bounded by :data:`SCORE_TABLE_BYTES` per batch.
 2. Pairs whose 16-bit score may have wrapped come back as ``-1``; they are re-scored
    exactly by the 32-bit kernel (their cells are counted in
-   :attr:`KernelStats.cells_32bit`).
+   :attr:`KernelStats.cells_32bit`).  With the score-only scan kernel
+   (:mod:`~swdask.kernels.cuda.inter_task_dpx_scan`, ``kernel="scan"``, local searches),
+   the end cells of the selected candidates come from the same 32-bit kernel run on
+   them only (the *end pass*), which must give the scan's score again.
 3. A score histogram per query gives the cut that keeps ``max_hits`` subjects (ties
    included); one kernel compacts the survivors, which are the only rows copied back.
    Global and semiglobal scores (``mode``; negative and unbounded below) are binned over
@@ -37,6 +40,7 @@ streams, so two threads (two Dask tasks on one GPU worker) also overlap.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -46,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import driver, inter_task, inter_task_dpx, intra_task
+from . import driver, inter_task, inter_task_dpx, inter_task_dpx_scan, intra_task
 from .compile import (
     build,
     device_api,
@@ -81,6 +85,15 @@ HIST_BINS = 4096
 #: 128 threads a block: three blocks, 18.75% occupancy; Nsight Compute on an H100).
 #: A launch of fewer blocks than this times the multiprocessors leaves the GPU part idle.
 BLOCKS_PER_SM = 3
+#: The 16-bit kernel of a local search by the name ``kernel`` takes
+#: (:meth:`DeviceSubjects.top_many`): ``"ends"`` keeps each column's maximum and the end
+#: cell of every pair (:mod:`~swdask.kernels.cuda.inter_task_dpx`); ``"scan"`` computes
+#: scores only (:mod:`~swdask.kernels.cuda.inter_task_dpx_scan`), and the end cells of the
+#: candidates come from the 32-bit end pass.  Global and semiglobal searches, and the
+#: 32-bit path, use their own kernels whichever is named.
+PACKED_FAMILIES = {"ends": "inter_task_dpx", "scan": inter_task_dpx_scan.FAMILY}
+#: The default of ``kernel``: ``"ends"`` until the scan kernel is measured on a GPU.
+SEARCH_KERNEL = "ends"
 #: Streams at most that the query pairs of a batch spread over when one launch cannot fill
 #: the GPU (few or few long subjects: a store's last partition of the longest ones, a
 #: small database), so that their kernels run side by side instead of one after another.
@@ -98,13 +111,44 @@ class KernelStats:
     pairs_inter: int = 0  #: (query, subject) pairs scored by the inter-task kernels
     pairs_intra: int = 0  #: (query, subject) pairs scored by the intra-task kernel
     cells_intra: int = 0  #: cells scored by the intra-task kernel (32-bit, counted there too)
+    #: cells of the scan kernel's end pass (32-bit, on the candidates; not in ``cells``)
+    cells_ends: int = 0
+    seconds_ends: float = 0.0  #: kernel time of the end pass (counted in ``seconds`` too)
 
     def __add__(self, other):
         return KernelStats(self.seconds + other.seconds, self.cells + other.cells,
                            self.cells_32bit + other.cells_32bit, self.rescored + other.rescored,
                            self.pairs_inter + other.pairs_inter,
                            self.pairs_intra + other.pairs_intra,
-                           self.cells_intra + other.cells_intra)
+                           self.cells_intra + other.cells_intra,
+                           self.cells_ends + other.cells_ends,
+                           self.seconds_ends + other.seconds_ends)
+
+
+def scan_kernel(kernel: str | None, mode: str = "local") -> bool:
+    """Whether a search names (or defaults to, :data:`SEARCH_KERNEL`) the scan kernel
+    and can use it (local mode).
+
+    Raises
+    ------
+    ValueError
+        If ``kernel`` is not one of :data:`PACKED_FAMILIES`.
+
+    Examples
+    --------
+    >>> scan_kernel("scan"), scan_kernel("scan", "global"), scan_kernel("ends")
+    (True, False, False)
+    """
+    kernel = SEARCH_KERNEL if kernel is None else kernel
+    if kernel not in PACKED_FAMILIES:
+        raise ValueError(f"unknown search kernel {kernel!r}; expected one of "
+                         f"{', '.join(PACKED_FAMILIES)}")
+    return kernel == "scan" and mode == "local"
+
+
+def _packed_module(scan):
+    """The module of the 16-bit kernel (its shape chooser)."""
+    return inter_task_dpx_scan if scan else inter_task_dpx
 
 
 class _Ordered:
@@ -197,6 +241,8 @@ class DeviceSubjects:
         #: row of each: launches on one stream run in order, so one buffer serves them all.
         self._lane_streams = [self.stream]
         self._boundaries = [device_api().device_array(2, np.int32, stream=self.stream)]
+        #: The boundary row of the end pass (on the selection stream).
+        self._end_boundary = device_api().device_array(2, np.int32, stream=self._post)
         #: Page-locked host buffers by (table set, use), reused: allocating or freeing
         #: page-locked memory can stall the device, which the pipeline must not.
         self._pool = {}
@@ -253,7 +299,10 @@ class DeviceSubjects:
         return (*results, seconds)
 
     def _launch32(self, query, matrix, gap_open, gap_extend, subset, outs, *, mode="local",
-                  rows=None, group=None, shared=True, dpx=None):
+                  rows=None, group=None, shared=True, dpx=None, stream=None):
+        """Launch the 32-bit kernel on the ``subset``'s subjects, on ``stream`` (default the
+        compute stream; another one is the end pass's, with its own boundary row)."""
+        stream = self.stream if stream is None else stream
         m = len(query)
         if dpx is None:
             dpx = has_dpx()
@@ -266,15 +315,21 @@ class DeviceSubjects:
         passes = max(1, math.ceil(m / (group * rows)))
         profile = device_api().to_device(
             inter_task.query_profile(query, matrix, passes * group * rows, mode, gap_extend),
-            stream=self.stream)
+            stream=stream)
         warp_len, warp_base, slots, n_warps = subset.plan(group)
-        boundary = self._boundary_for(2 * slots if passes > 1 else 2)
+        size = 2 * slots if passes > 1 else 2
+        if stream is self.stream:
+            boundary = self._boundary_for(size)
+        else:
+            if self._end_boundary.shape[0] < size:
+                self._end_boundary = device_api().device_array(size, np.int32, stream=stream)
+            boundary = self._end_boundary
         threads = threads_per_block()
         kernel = get_kernel("inter_task", rows=rows, group=group, shared=shared, dpx=dpx,
                             alphabet=matrix.shape[0] + 1, **inter_task.mode_shape(mode))
         length = () if mode == "local" else (np.int64(m),)
         if len(subset.lengths):
-            kernel[max(1, math.ceil(n_warps * 32 / threads)), threads, self.stream](
+            kernel[max(1, math.ceil(n_warps * 32 / threads)), threads, stream](
                 profile, passes, self._res, self._off, subset.order, warp_len, warp_base,
                 np.int64(matrix.shape[0]), np.int32(gap_open + gap_extend),
                 np.int32(gap_extend), *length, boundary, *outs)
@@ -369,11 +424,12 @@ class DeviceSubjects:
 
     def score_many(
         self, queries: Sequence[np.ndarray], matrix: np.ndarray, gap_open: int, gap_extend: int,
-        *, packed: bool | None = None, mode: str = "local",
+        *, packed: bool | None = None, mode: str = "local", kernel: str | None = None,
     ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32], KernelStats]:
         """Scores and end cells of every query against every subject, copied back whole
-        (for tests and small sets; a search uses :meth:`top_many`); ``packed`` and
-        ``mode`` as :meth:`top_many`.
+        (for tests and small sets; a search uses :meth:`top_many`); ``packed``, ``mode``
+        and ``kernel`` as :meth:`top_many` (with the scan kernel, the end pass runs on
+        every subject).
 
         Returns
         -------
@@ -384,20 +440,29 @@ class DeviceSubjects:
         shape = (len(queries), n)
         outs = [np.zeros(shape, np.int32) for _ in range(3)]
         stats = KernelStats(0.0, 0)
-        for rows, tables, batch_stats in self._batches(queries, matrix, gap_open, gap_extend,
-                                                       packed, mode):
-            for out, table in zip(outs, tables):
+        for staged, batch_stats in self._batches(queries, matrix, gap_open, gap_extend, packed,
+                                                 mode, scan_kernel(kernel, mode)):
+            rows = staged.rows
+            host = [table.copy_to_host(stream=self.stream) for table in staged.tables]
+            if staged.scan:  # every subject is a candidate
+                inter = np.arange(self.n_intra, n, dtype=np.int64)
+                found = [(inter, row_scores[self.n_intra:]) for row_scores in host[0]]
+                q_end, s_end, batch_stats = self._end_cells(staged, found, batch_stats)
+                for q in range(len(rows)):
+                    host[1][q, self.n_intra:] = q_end[q]
+                    host[2][q, self.n_intra:] = s_end[q]
+            for out, table in zip(outs, host):
                 if self._columns is None:
-                    out[rows] = table.copy_to_host(stream=self.stream)
+                    out[rows] = table
                 else:
-                    out[np.ix_(rows, self._columns)] = table.copy_to_host(stream=self.stream)
+                    out[np.ix_(rows, self._columns)] = table
             stats += batch_stats
         return (*outs, stats)
 
     def top_many(self, queries: Sequence[np.ndarray], matrix: np.ndarray, gap_open: int,
                  gap_extend: int, max_hits: int, min_score: int | None = None, *,
-                 packed: bool | None = None,
-                 mode: str = "local") -> tuple[list[Candidates], KernelStats]:
+                 packed: bool | None = None, mode: str = "local",
+                 kernel: str | None = None) -> tuple[list[Candidates], KernelStats]:
         """The subjects that can be among each query's ``max_hits`` best, chosen on the GPU.
 
         A histogram of each query's scores (:data:`HIST_BINS` bins, the last one
@@ -422,6 +487,11 @@ class DeviceSubjects:
             The alignment mode of the scores and end cells, as the CPU kernels'
             (:func:`swdask.kernels.cpu.score.score_all`).  Global and semiglobal scores
             are cut by a histogram of each query's range of scores (:func:`range_cut`).
+        kernel : {"ends", "scan"}, optional
+            The 16-bit kernel of a local search (:data:`PACKED_FAMILIES`; default
+            :data:`SEARCH_KERNEL`).  With ``"scan"`` the candidates' end cells come from
+            the 32-bit kernel run on them (:attr:`KernelStats.cells_ends`), which must
+            give the same scores.
 
         Returns
         -------
@@ -429,7 +499,15 @@ class DeviceSubjects:
             Per query: result columns (int64, no particular order: subject indices, or
             positions in ``subjects`` when it was given) and their int32 scores and ends.
         stats : KernelStats
+
+        Raises
+        ------
+        ValueError
+            If ``kernel`` is not one of :data:`PACKED_FAMILIES`.
+        RuntimeError
+            If the end pass scores a candidate differently from the scan kernel.
         """
+        scan = scan_kernel(kernel, mode)
         if mode == "local":
             floor = 1 if min_score is None else max(int(min_score), 0)
         else:
@@ -447,7 +525,7 @@ class DeviceSubjects:
         # deferred to the end of the call, it cannot stall the pipeline.
         with device_api().defer_cleanup():
             for staged in self._stages(queries, matrix, gap_open, gap_extend, packed,
-                                       hist=True, mode=mode, floor=floor):
+                                       hist=True, mode=mode, floor=floor, scan=scan):
                 if pending is not None:  # while the GPU scores the batch just staged
                     stats += self._select_batch(pending, max_hits, floor, candidates)
                 pending = staged
@@ -482,6 +560,15 @@ class DeviceSubjects:
             device_api().to_device(starts, stream=post), found, *picked)
         host = [p.copy_to_host(stream=post) for p in picked]
         post.synchronize()
+        if staged.scan:
+            # The candidates of the inter-task kernel (the intra-task kernel gave its ends).
+            parts = [np.arange(starts[j], starts[j + 1]) for j in range(k)]
+            parts = [part[host[0][part] >= self.n_intra] for part in parts]
+            q_end, s_end, stats = self._end_cells(
+                staged, [(host[0][part], host[1][part]) for part in parts], stats)
+            for j, part in enumerate(parts):
+                host[2][part] = q_end[j]
+                host[3][part] = s_end[j]
         if self._columns is not None:
             host[0] = self._columns[host[0]]
         for j, row in enumerate(rows):
@@ -489,20 +576,68 @@ class DeviceSubjects:
             candidates[row] = tuple(h[part] for h in host)
         return stats
 
-    def _batches(self, queries, matrix, gap_open, gap_extend, packed, mode="local"):
+    def _batches(self, queries, matrix, gap_open, gap_extend, packed, mode="local",
+                 scan=False):
         """Score the queries in batches bounded by :data:`SCORE_TABLE_BYTES`; yield each
-        batch's query indices and its device score tables ``(scores, query_end,
-        subject_end)`` (rows in the order of the indices) with its stats."""
+        batch as its :class:`_Staged` (query indices ``rows``, device score tables
+        ``(scores, query_end, subject_end)`` in their order) with its stats."""
         for staged in self._stages(queries, matrix, gap_open, gap_extend, packed, hist=False,
-                                   mode=mode):
+                                   mode=mode, scan=scan):
             stats = self._settle(staged)
-            yield staged.rows, staged.tables, stats
+            yield staged, stats
+
+    def _end_cells(self, staged, found, stats):
+        """The end pass of a batch scored by the scan kernel: per query of the batch,
+        ``found[q] = (positions, scores)`` (launch positions of inter-task subjects, their
+        scan scores) are scored again by the 32-bit kernel on the selection stream, which
+        gives their end cells.  Returns per query ``query_end`` and ``subject_end`` and
+        ``stats`` with the pass's cells and time added.
+
+        Raises
+        ------
+        RuntimeError
+            If a 32-bit score differs from the scan's.
+        """
+        post = self._post
+        launched, subsets, cells = [], [], 0
+        timer = _Timer(post)
+        for q, (positions, _) in enumerate(found):  # launched back to back, one wait
+            outs = [device_api().device_array(len(positions), np.int32, stream=post)
+                    for _ in range(3)]
+            if len(positions):
+                subsets.append(_Ordered(positions, self.lengths[positions],
+                                        self.subjects[positions], post))
+                self._launch32(staged.queries[q], staged.matrix, staged.gap_open,
+                               staged.gap_extend, subsets[-1], outs, stream=post)
+                cells += len(staged.queries[q]) * int(self.lengths[positions].sum())
+            launched.append(outs)
+        seconds = timer.stop()
+        results = [[out.copy_to_host(stream=post) for out in outs] for outs in launched]
+        post.synchronize()
+        del subsets  # (their uploads stay allocated until the launches are done)
+        q_ends, s_ends = [], []
+        for q, ((positions, scores), (exact, q_end, s_end)) in enumerate(zip(found, results)):
+            wrong = np.flatnonzero(exact != scores)
+            if wrong.size:
+                at = int(wrong[0])
+                raise RuntimeError(
+                    f"scan kernel and end pass disagree on {wrong.size} of {len(positions)} "
+                    f"candidates (query of {len(staged.queries[q])} residues, subject "
+                    f"{int(self.subjects[positions[at]])}: {int(scores[at])} vs "
+                    f"{int(exact[at])})")
+            q_ends.append(q_end)
+            s_ends.append(s_end)
+        stats = dataclasses.replace(stats, seconds=stats.seconds + seconds,
+                                    cells_ends=stats.cells_ends + cells,
+                                    seconds_ends=stats.seconds_ends + seconds)
+        return q_ends, s_ends, stats
 
     def _stages(self, queries, matrix, gap_open, gap_extend, packed, *, hist, mode="local",
-                floor=0):
+                floor=0, scan=False):
         """Enqueue each batch's scoring (and with ``hist`` its score histograms, copied
         back asynchronously; global and semiglobal: of scores of at least ``floor``) and
-        yield it as a :class:`_Staged` before waiting on it."""
+        yield it as a :class:`_Staged` before waiting on it.  ``scan``: 16-bit launches
+        use the scan kernel (then ``_Staged.scan``: the tables hold no end cells)."""
         matrix = np.asarray(matrix)
         queries = [np.ascontiguousarray(q, np.uint8) for q in queries]
         if packed is None:
@@ -510,7 +645,8 @@ class DeviceSubjects:
                       and inter_task_dpx.fits_16bit(matrix, gap_open, gap_extend))
         # Longest first, so paired queries have similar lengths.
         order = np.argsort([-len(q) for q in queries], kind="stable")
-        self.prepare([queries[r] for r in order], matrix, packed, mode, gap_extend)
+        scan = bool(scan and packed and mode == "local")
+        self.prepare([queries[r] for r in order], matrix, packed, mode, gap_extend, scan=scan)
         n = len(self.subjects)
         per_batch = max(2, min(BATCH_QUERIES, SCORE_TABLE_BYTES // (24 * max(n, 1))))
         per_batch -= per_batch % 2
@@ -527,15 +663,17 @@ class DeviceSubjects:
             rows = order[b0:b0 + per_batch]
             yield self._stage(rows, [queries[r] for r in rows], matrix, gap_open, gap_extend,
                               packed, sets[b % len(sets)], hists[b % len(sets)], b % len(sets),
-                              mode=mode, ranges=ranges[b % len(sets)], floor=floor)
+                              mode=mode, ranges=ranges[b % len(sets)], floor=floor, scan=scan)
 
     def prepare(self, queries: Sequence[np.ndarray], matrix: np.ndarray, packed: bool,
-                mode: str = "local", gap_extend: int = 0) -> list[tuple[str, dict[str, Any], float]]:
+                mode: str = "local", gap_extend: int = 0, *,
+                scan: bool = False) -> list[tuple[str, dict[str, Any], float]]:
         """Build, in parallel processes, the kernels that scoring ``queries`` (longest
-        first) in ``mode`` will launch and that no earlier process on this machine has
-        built (:func:`swdask.kernels.cuda.compile.build`); returns what was built."""
+        first) in ``mode`` will launch (``scan``: the scan kernel) and that no earlier
+        process on this machine has built (:func:`swdask.kernels.cuda.compile.build`);
+        returns what was built."""
         specs = search_specs([len(q) for q in queries], matrix, packed,
-                             short=len(self._short.lengths) > 0, mode=mode)
+                             short=len(self._short.lengths) > 0, mode=mode, scan=scan)
         if self.n_intra:
             lanes = intra_task.lanes_per_warp()
             dtype = _intra_dtype(matrix, mode, gap_extend)
@@ -548,7 +686,7 @@ class DeviceSubjects:
         return build(specs)
 
     def _stage(self, rows, queries, matrix, gap_open, gap_extend, packed, tables, hist, slot,
-               *, mode="local", ranges=None, floor=0):
+               *, mode="local", ranges=None, floor=0, scan=False):
         k = len(queries)
         n = len(self.subjects)
         ki = self.n_intra
@@ -561,7 +699,7 @@ class DeviceSubjects:
         # their uploads on the copy stream, from pinned memory.
         uploads = []
         if packed and len(self._short.lengths):
-            shapes, flat16 = self._pair_profiles(queries, matrix, slot, mode, gap_extend)
+            shapes, flat16 = self._pair_profiles(queries, matrix, slot, mode, gap_extend, scan)
             uploads.append(flat16)
         if ki:
             flat_i, where_i = self._intra_profiles(queries, matrix, slot, mode, gap_extend)
@@ -582,7 +720,7 @@ class DeviceSubjects:
         if packed:
             if len(self._short.lengths):
                 self._launch16(shapes, device[0], matrix, gap_open, gap_extend,
-                               [t[:, ki:] if ki else t for t in tables], overflows, mode)
+                               [t[:, ki:] if ki else t for t in tables], overflows, mode, scan)
         else:
             for q, query in enumerate(queries):
                 self._launch32(query, matrix, gap_open, gap_extend, self._short,
@@ -615,7 +753,7 @@ class DeviceSubjects:
                             pairs_inter=k * (n - ki), pairs_intra=k * ki, cells_intra=intra_cells)
         return _Staged(rows, queries, matrix, gap_open, gap_extend, [t[:k] for t in tables],
                        hist, hist_host, flags, ready, timer, stats, [device, uploads], mode,
-                       floor, ranges, ranges_host)
+                       floor, ranges, ranges_host, scan)
 
     def _histograms(self, scores, hist, ranges, floor):
         """Fill the score histograms ``hist`` of a (queries, subjects) score table on the
@@ -671,14 +809,16 @@ class DeviceSubjects:
         return KernelStats(seconds, stats.cells, cells_32bit, rescored, stats.pairs_inter,
                            stats.pairs_intra, stats.cells_intra)
 
-    def _pair_profiles(self, queries, matrix, slot, mode="local", gap_extend=0):
-        """Shapes and one pinned buffer of the packed profiles of consecutive query pairs."""
+    def _pair_profiles(self, queries, matrix, slot, mode="local", gap_extend=0, scan=False):
+        """Shapes and one pinned buffer of the packed profiles of consecutive query pairs
+        (``scan``: shapes of the scan kernel)."""
         alphabet = matrix.shape[0]
+        chooser = _packed_module(scan).choose_shape
         shapes, profiles, lengths = [], [], []
         for p in range(0, len(queries), 2):
             qa = queries[p]
             qb = queries[p + 1] if p + 1 < len(queries) else np.zeros(0, np.uint8)
-            rows, group = inter_task_dpx.choose_shape(max(len(qa), len(qb), 1), alphabet)
+            rows, group = chooser(max(len(qa), len(qb), 1), alphabet)
             passes = max(1, math.ceil(max(len(qa), len(qb)) / (rows * group)))
             profiles.append(inter_task_dpx.pair_profile(qa, qb, matrix, passes * rows * group,
                                                         mode, gap_extend))
@@ -690,9 +830,10 @@ class DeviceSubjects:
         return shapes, pinned
 
     def _launch16(self, shapes, flat, matrix, gap_open, gap_extend, tables, overflows,
-                  mode="local"):
-        """Launch the 16-bit kernel on consecutive query pairs against the inter-task
-        subjects (``tables`` are their columns), profiles already on the device."""
+                  mode="local", scan=False):
+        """Launch the 16-bit kernel (``scan``: the scan kernel, same arguments) on
+        consecutive query pairs against the inter-task subjects (``tables`` are their
+        columns), profiles already on the device."""
         alphabet = matrix.shape[0]
         threads = threads_per_block()
         limit = np.int32(inter_task_dpx.overflow_limit(matrix))
@@ -712,8 +853,9 @@ class DeviceSubjects:
             warp_len, warp_base, slots, _ = subset.plan(group)
             lane = p % len(lanes)
             boundary = self._boundary_for(2 * slots if passes > 1 else 2, lane)
-            kernel = get_kernel("inter_task_dpx", rows=rows, group=group, alphabet=alphabet,
-                                threads=threads, **inter_task.mode_shape(mode))
+            kernel = get_kernel(PACKED_FAMILIES["scan" if scan else "ends"], rows=rows,
+                                group=group, alphabet=alphabet, threads=threads,
+                                **inter_task.mode_shape(mode))
             pair = slice(2 * p, 2 * p + 2)
             ends = () if mode == "local" else (
                 np.int64(m_a), np.int64(m_b), np.int32(gap_open), np.int32(gap_extend),
@@ -739,11 +881,13 @@ END_KERNELS = [("kernel", {"name": f"{__package__}.selection:{name}"})
 
 
 def search_specs(lengths: Sequence[int], matrix: np.ndarray, packed: bool, *,
-                 short: bool = True, mode: str = "local") -> list[tuple[str, dict[str, Any]]]:
+                 short: bool = True, mode: str = "local",
+                 scan: bool = False) -> list[tuple[str, dict[str, Any]]]:
     """Build specs (:func:`swdask.kernels.cuda.compile.build`) of a search of queries of
     ``lengths`` (longest first) in ``mode``: :data:`SEARCH_KERNELS` and the inter-task
-    kernels, the 16-bit kernel per query pair when ``packed``, else the 32-bit kernel per
-    query (``short``: there are subjects below the intra-task threshold)."""
+    kernels, the 16-bit kernel per query pair when ``packed`` (``scan``: the scan kernel,
+    and the 32-bit kernel per query for its end pass), else the 32-bit kernel per query
+    (``short``: there are subjects below the intra-task threshold)."""
     alphabet = matrix.shape[0]
     specs = list(SEARCH_KERNELS) + (END_KERNELS if mode != "local" else [])
     modal = inter_task.mode_shape(mode)
@@ -751,11 +895,12 @@ def search_specs(lengths: Sequence[int], matrix: np.ndarray, packed: bool, *,
         return specs
     if packed:
         threads = threads_per_block()
+        family = PACKED_FAMILIES["scan" if scan else "ends"]
         for p in range(0, len(lengths), 2):  # the pairs DeviceSubjects._pair_profiles forms
-            rows, group = inter_task_dpx.choose_shape(max(lengths[p], 1), alphabet)
-            specs.append(("inter_task_dpx", dict(rows=rows, group=group, alphabet=alphabet,
-                                                 threads=threads, **modal)))
-    else:
+            rows, group = _packed_module(scan).choose_shape(max(lengths[p], 1), alphabet)
+            specs.append((family, dict(rows=rows, group=group, alphabet=alphabet,
+                                       threads=threads, **modal)))
+    if not packed or scan:
         shared = int(np.abs(matrix).max(initial=0)) <= np.iinfo(np.int16).max
         for m in lengths:
             rows, group = inter_task.choose_shape(m)
@@ -778,7 +923,8 @@ def _search_specs_of(lengths, matrix, gap_open, gap_extend, mode="local"):
     this GPU and the scoring allow it, as the launcher decides."""
     matrix = np.asarray(matrix)
     packed = has_dpx() and inter_task_dpx.fits_16bit(matrix, gap_open, gap_extend)
-    return search_specs(sorted(lengths, reverse=True), matrix, packed, mode=mode)
+    return search_specs(sorted(lengths, reverse=True), matrix, packed, mode=mode,
+                        scan=packed and scan_kernel(None, mode))
 
 
 def load_search_kernels(lengths: Iterable[int], matrix: npt.ArrayLike, gap_open: int,
@@ -802,7 +948,7 @@ def _intra_dtype(matrix, mode, gap_extend):
 def _counts(stats):
     """A :class:`KernelStats`' fields after ``seconds``."""
     return (stats.cells, stats.cells_32bit, stats.rescored, stats.pairs_inter,
-            stats.pairs_intra, stats.cells_intra)
+            stats.pairs_intra, stats.cells_intra, stats.cells_ends, stats.seconds_ends)
 
 
 @dataclass
@@ -826,6 +972,7 @@ class _Staged:
     floor: int = 0  # global and semiglobal: the lowest score the histograms count
     ranges: object = None  # global and semiglobal: each query's (lowest, highest) score
     ranges_host: object = None
+    scan: bool = False  # scored by the scan kernel: no end cells in the tables
 
 
 def _pinned_empty(shape, dtype):

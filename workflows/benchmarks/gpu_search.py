@@ -32,7 +32,12 @@ on a difference.  ``--queries-per-row`` above 2 makes several pipelined batches 
 
 Variants (``--variants``, comma-separated): ``16`` the 16-bit DPX kernel with the shape
 chosen per query, ``16r8``/``16r12``/``16r16`` with that many rows per lane, ``32`` the
-32-bit kernel (the path of GPUs without DPX).
+32-bit kernel (the path of GPUs without DPX); ``16scan`` (``16scanr16``, ``16scanr20``:
+rows per lane, a multiple of 4) the score-only scan kernel
+(``kernels/cuda/inter_task_dpx_scan.py``, local mode), whose candidates' end cells come
+from the 32-bit end pass: its time is in the kernel seconds and, apart, in the row's
+``seconds_ends``.  A scan variant's CPU check keeps every sample subject as a candidate
+(``top_many`` with ``min_score=0``), so the end pass gives every end cell it compares.
 
 Side by side with CUDASW++4.0 (issue 16, item 5): ``--cudasw4 DIR`` (the folder of its
 ``makedb`` and ``align``, built by ``build-cudasw4.sh``) scores with BLOSUM62 10/1, the
@@ -361,7 +366,7 @@ def main(argv=None):
     from numba import cuda
 
     from swdask.kernels.cpu.score import score_all
-    from swdask.kernels.cuda import inter_task_dpx
+    from swdask.kernels.cuda import inter_task_dpx, inter_task_dpx_scan
     from swdask.kernels.cuda.launcher import DeviceSubjects
     from swdask.scoring import Scoring
     from swdask.sequences.store import load_sequences
@@ -412,13 +417,16 @@ def main(argv=None):
     print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|")
     results = []
     saved_rates = dict(inter_task_dpx.ROW_RATES)
+    saved_scan_rates = dict(inter_task_dpx_scan.ROW_RATES)
     for mode, label in ((m, v) for m in modes for v in args.variants.split(",")):
         packed = label.startswith("16")
+        search_kernel = "scan" if "scan" in label else "ends"
         if "r" in label:
-            inter_task_dpx.ROW_RATES = {int(label.split("r")[1]): 1.0}
+            chooser = inter_task_dpx_scan if search_kernel == "scan" else inter_task_dpx
+            chooser.ROW_RATES = {int(label.split("r")[1]): 1.0}
         for ranked in rows:
             queries = [codes for _, codes in ranked]
-            run = dict(packed=packed, mode=mode)
+            run = dict(packed=packed, mode=mode, kernel=search_kernel)
             gaps = (gap_open, gap_extend)
             subjects.top_many(queries, scoring.matrix, *gaps, args.max_hits, **run)  # warm-up
             kernel, total, stats = [], [], None
@@ -428,7 +436,15 @@ def main(argv=None):
                                                  **run)
                 total.append(time.perf_counter() - tick)
                 kernel.append(stats.seconds)
-            *got, _ = sample.score_many(queries, scoring.matrix, *gaps, **run)
+            if search_kernel == "scan" and mode == "local":  # every sample subject a candidate
+                kept, _ = sample.top_many(queries, scoring.matrix, *gaps, len(check_idx), 0,
+                                          **run)
+                got = [np.zeros((len(queries), len(check_idx)), np.int32) for _ in range(3)]
+                for q, (columns, *values) in enumerate(kept):
+                    for table, value in zip(got, values):
+                        table[q, columns] = value
+            else:
+                *got, _ = sample.score_many(queries, scoring.matrix, *gaps, **run)
             q_off = np.concatenate([[0], np.cumsum([len(q) for q in queries])]).astype(np.int64)
             want = score_all(np.concatenate(queries), q_off, db.residues, db.offsets,
                              scoring.matrix, *gaps, mode, subjects=check_idx)
@@ -440,6 +456,8 @@ def main(argv=None):
                        kernel_gcups=cells / statistics.median(kernel) / 1e9,
                        end_to_end_gcups=cells / statistics.median(total) / 1e9,
                        cells_32bit_share=stats.cells_32bit / cells, rescored=stats.rescored,
+                       kernel=search_kernel, seconds_ends=stats.seconds_ends,
+                       cells_ends=stats.cells_ends,
                        subjects_inter=stats.pairs_inter // len(queries),
                        subjects_intra=stats.pairs_intra // len(queries), cpu_check=ok,
                        top=[sorted(map(int, f[1]), reverse=True)[:TOP] for f in found])
@@ -455,6 +473,7 @@ def main(argv=None):
                 print("scores differ from the CPU kernel", file=sys.stderr)
                 return 1
         inter_task_dpx.ROW_RATES = dict(saved_rates)
+        inter_task_dpx_scan.ROW_RATES = dict(saved_scan_rates)
     report = dict(gpu=name, sms=sms, residues=int(s_res.size), copies=copies,
                   shuffle=args.shuffle, gaps=[gap_open, gap_extend], results=results)
     if args.cudasw4:

@@ -284,7 +284,8 @@ def test_rendered_kernel_runs_from_a_real_file_and_dumps(monkeypatch, tmp_path):
 
 def test_unknown_family_names_the_choices():
     with pytest.raises(ValueError, match="unknown kernel family 'nope'; expected one of "
-                                         "all_pairs, inter_task, inter_task_dpx, intra_task, tile"):
+                                         "all_pairs, inter_task, inter_task_dpx, inter_task_dpx_scan, "
+                                         "intra_task, tile"):
         room.get_kernel("nope")
 
 
@@ -310,6 +311,8 @@ def test_declared_signatures_are_what_the_launchers_pass(monkeypatch):
     res = np.concatenate(seqs)
     off = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
     top_hits_gpu(res, off, res, off, protein.matrix, 11, 1, 2, 1)  # the search: 16-bit
+    launcher.DeviceSubjects(res, off).top_many(seqs[:2], protein.matrix, 11, 1, 2,
+                                               kernel="scan")  # the scan and its end pass
     score_all_gpu(seqs[0], off[:2], res, off, protein.matrix, 11, 1, packed=False,
                   intra_threshold=30)  # 32-bit, and the long subject to the intra-task kernel
     dna = Scoring("NUC.4.4", gap_open=5, gap_extend=2)
@@ -349,6 +352,34 @@ def test_declared_signatures_are_what_the_launchers_pass(monkeypatch):
         if kernel.launched:
             checked.add(spec["name"])
     assert len(checked) >= len(room.FAMILIES) + 5  # _scatter runs only after an overflow
+
+
+def test_rendered_options_reach_numba_jit(monkeypatch):
+    """A family's ``cuda.jit`` options (the scan kernel's ``lto`` and ``max_registers``
+    on a GPU) are passed on with its text; the scan kernel asks for them outside the
+    simulator."""
+    from numba import cuda
+
+    from swdask.kernels.cuda import inter_task_dpx_scan
+
+    seen = []
+    simulator_jit = cuda.jit
+
+    def recording(*args, **options):
+        seen.append(options)
+        return simulator_jit(*args)  # the simulator's jit takes none of these options
+
+    options = {"lto": True, "max_registers": 96}
+    monkeypatch.setattr(cuda, "jit", recording)
+    monkeypatch.setattr(inter_task_dpx_scan, "render", lambda **shape: room.Rendered(
+        name="options-test", source="def kernel(x):\n    x[0] = 1\n", options=options))
+    room._render("inter_task_dpx_scan", {"rows": 4})
+    assert seen == [options]
+    monkeypatch.undo()
+    monkeypatch.setattr(inter_task_dpx_scan, "simulated", lambda: False)
+    rendered = inter_task_dpx_scan.render(20, 16, 24, 128)
+    assert rendered.options == {"lto": True, "max_registers": inter_task_dpx_scan.MAX_REGISTERS}
+    assert "sw16_max3_relu" in rendered.link[0]
 
 
 def test_build_process_protocol():

@@ -1,0 +1,301 @@
+"""Smith-Waterman scores only, two queries at once in 16-bit halves (Hopper DPX): the
+search's scan kernel.
+
+What it changes
+---------------
+The layout, the packed profile, the launch arguments and the launch plan are those of
+:mod:`~swdask.kernels.cuda.inter_task_dpx` (a group of ``G`` lanes per subject, ``R``
+query rows per lane in registers, query A in the low and query B in the high 16 bits of
+every register).  The column step is cut to what a score needs:
+
+- **Score only.** One running packed maximum, ``best2 = max3(best2, h_k, h_k+1)`` every
+  two rows; no column maximum, no end cell, no row scan.  The end cells of a search's
+  candidates come from the exact 32-bit kernel run on those subjects only (the
+  launcher's end pass, the mechanism of the overflow re-score), which also checks the
+  score.  ``out_qend``/``out_send`` get :data:`NO_END`.
+- **No per-column branch.** Columns before a lane's first (fill) and past a subject's
+  end (drain) read a pad code whose staged profile row is :data:`PAD16` in both halves
+  (one more shared row than the profile has).  Lane 0 alone reads the subject's code and
+  hands it down the group with H and F (a third shuffle).
+- **Four columns a loop trip** (:data:`UNROLL`), written out in the text: Numba has no
+  unroll pragma, and with the copies ptxas renames the rotating registers instead of
+  moving them.  Counters are int32, indices unsigned (Numba adds a wrap-around test to
+  every signed index and types int32 + int32 as int64).
+- **Five operations a cell**, in the operand order that ptxas turns into ``VIADD`` +
+  ``VIMNMX3.RELU`` + ``VIADD`` + 2 ``VIADDMNMX``::
+
+      h = max3_relu(e, f, diag + s)       # __vimax3_s16x2_relu (inner max of E and F)
+      t = h - (open + extend)
+      e = max(e - extend, t)              # __viaddmax_s16x2
+      f = max(f - extend, t)              # __viaddmax_s16x2
+
+  The order matters: ``max3_relu(diag + s, e, f)`` compiles to the fused add-max plus a
+  max (two ALU-pipe instructions instead of one).
+- ``R`` is a multiple of 4 and the profile offset is computed in the kernel, so ptxas can
+  prove 16-byte alignment and read four rows with one ``LDS.128``; registers are capped
+  at :data:`MAX_REGISTERS` (four blocks of 128 threads a multiprocessor) and the DPX
+  helpers are linked with LTO explicitly (without it they stay calls through local
+  memory).
+
+Why fill and drain columns are harmless
+---------------------------------------
+In a fill column of lane ``L > 0`` the lane's state is its start state (``h = 0``,
+``e = -oe``, diagonal 0) and so is its input (H 0, F ``-oe``, the pad code): then
+``h = max(-oe, -oe, 0 + PAD16, 0) = 0``, ``t = -oe``, ``e = f = -oe``: the state and what
+the lane hands on are unchanged.  In a drain column (past the subject's end, rounded up
+to a whole trip), ``h = max(e, f, diag + PAD16, 0)`` with ``diag + PAD16 < diag``; every
+E and F is at most an H computed before it minus ``oe > 0``, so by induction no drain H
+exceeds the largest H computed before it: the maximum is never raised, and no real cell
+reads a drain cell (real columns come first).  ``diag >= 0``, so ``diag + PAD16`` cannot
+wrap.
+
+Overflow
+--------
+The rule of :mod:`~swdask.kernels.cuda.inter_task_dpx`: every H goes into ``best2``, and
+``diag + s`` can wrap only after an H above the launch's ``limit``
+(:func:`~swdask.kernels.cuda.inter_task_dpx.overflow_limit`), so a half whose best is above
+it comes back as ``-1``, counted in ``n_overflow``, and is re-scored exactly in 32 bits by
+the launcher.  E and F stay within
+16 bits by :func:`~swdask.kernels.cuda.inter_task_dpx.fits_16bit`.
+
+Twin
+----
+In the CUDA simulator the same text calls the pure-Python twins of the DPX helpers
+(:data:`~swdask.kernels.cuda.inter_task_dpx.TWINS` and :func:`twin_max3_relu`), and lanes
+exchange through shared memory and block barriers.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from . import codegen, inter_task_dpx
+from .compile import Rendered, simulated
+from .inter_task import PAD_SCORE, threads_per_block
+from .inter_task_dpx import SHARED_BYTES, packed_constant
+
+#: The family's name in :data:`swdask.kernels.cuda.compile.FAMILIES`.
+FAMILY = "inter_task_dpx_scan"
+#: Score of the pad code's profile row (both halves): negative, and ``0 + PAD16`` cannot
+#: wrap.
+PAD16 = PAD_SCORE
+#: Columns a loop trip, written out in the text.
+UNROLL = 4
+#: Register cap of a thread (``cuda.jit(max_registers=...)``): four blocks of 128 threads
+#: a multiprocessor.  The rendered shapes fit without spilling (static SASS for sm_90).
+MAX_REGISTERS = 128
+#: What ``out_qend``/``out_send`` hold: the kernel computes no end cells.
+NO_END = -1
+
+#: The DPX helper the scan adds to :data:`~swdask.kernels.cuda.inter_task_dpx.DPX16_SOURCE`:
+#: ``max(a, b, c, 0)`` per half (one ``VIMNMX3.RELU``).
+MAX3_RELU_SOURCE = """extern "C" __device__ int sw16_max3_relu(int* out, int a, int b, int c)
+{ *out = (int)__vimax3_s16x2_relu(U(a), U(b), U(c)); return 0; }
+"""
+#: The linked helper source.
+SCAN16_SOURCE = inter_task_dpx.DPX16_SOURCE + MAX3_RELU_SOURCE
+#: The helpers the text calls: name -> (symbol, Numba signature).
+HELPERS = {name: inter_task_dpx._SIGNATURES[name]
+           for name in ("add", "addmax", "max3", "max2", "lo16", "hi16")}
+HELPERS["max3_relu"] = ("sw16_max3_relu", "int32(int32, int32, int32)")
+
+
+def twin_max3_relu(a: int, b: int, c: int) -> np.int32:
+    """The simulator's ``max3_relu``: ``max(a, b, c, 0)`` per 16-bit half.
+
+    Examples
+    --------
+    >>> got = twin_max3_relu(inter_task_dpx.pack(-4, 9), inter_task_dpx.pack(-2, 3),
+    ...                      inter_task_dpx.pack(-1, -7))
+    >>> int(inter_task_dpx.TWINS["lo16"](got)), int(inter_task_dpx.TWINS["hi16"](got))
+    (0, 9)
+    """
+    twins = inter_task_dpx.TWINS
+    return twins["max_relu"](twins["max2"](a, b), c)
+
+
+#: Pure-Python twins of :data:`HELPERS` (wrapping 16-bit halves, like the hardware).
+TWINS = {name: inter_task_dpx.TWINS[name] for name in HELPERS if name != "max3_relu"}
+TWINS["max3_relu"] = twin_max3_relu
+
+
+def shared_fits(rows: int, group: int, alphabet: int) -> bool:
+    """Whether a pass's packed profile and the pad row fit the block's static shared
+    memory."""
+    return (alphabet + 1) * rows * group * 4 <= SHARED_BYTES
+
+
+def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet: int) -> str:
+    """Source of the scan kernel for ``rows`` register rows per lane and groups of
+    ``group`` lanes (``shuffles``: warp shuffles on a GPU; shared memory and barriers in
+    the simulator).  Launch configuration and arguments: as
+    :func:`swdask.kernels.cuda.inter_task_dpx.kernel_source` (local), ``pad_code``
+    unused (the pad code is ``alphabet``, whose row the kernel stages itself)."""
+    span = rows * group
+    last = group - 1
+    in_pass, in_trip = " " * 8, " " * 12
+    lines = ["def kernel(profile, passes, s_res, s_off, order, warp_len, warp_base, pad_code, "
+             "neg_oe,",
+             "           neg_e, limit, boundary, out_score, out_qend, out_send, n_overflow):",
+             f"    sprof = cuda.shared.array({(alphabet + 1) * span}, int32)"]
+    lines += codegen.thread_pair(group, threads, shuffles=shuffles, exchange_rows=3)
+    lines += [
+        "    zero = int32(0)",
+        "    neg_oe = int32(neg_oe)",
+        "    neg_e = int32(neg_e)",
+        f"    lbase = uint32(lane * {rows})",
+        "    n32 = int32(n)",
+        "    ns32 = int32(n_steps)",
+        # Fill columns of the last lane, rounded up to whole trips (the rest are drain).
+        f"    total = int32((ns32 + {last + UNROLL - 1}) // {UNROLL} * {UNROLL})",
+        "    bslot = uint64(2 * slot)",
+        "    best2 = zero",
+        "    for p in range(passes):",
+        "        cuda.syncthreads()",
+        f"        for idx in range(tx, n_codes * {span}, {threads}):",
+        f"            sprof[idx] = profile[idx // {span}, p * {span} + idx % {span}]",
+        f"        for idx in range(tx, {span}, {threads}):",
+        f"            sprof[{alphabet * span} + idx] = PADPACK",
+        "        cuda.syncthreads()",
+        "        later = p > 0",
+        "        more = p + 1 < passes",
+    ]
+    lines += [f"{in_pass}h{k} = zero" for k in range(rows)]
+    lines += [f"{in_pass}e{k} = neg_oe" for k in range(rows)]
+    lines += [f"{in_pass}out_h = zero", f"{in_pass}out_f = neg_oe", f"{in_pass}out_c = PADCODE",
+              f"{in_pass}diag_in = zero", f"{in_pass}step = int32(0)",
+              f"{in_pass}while step < total:"]
+    for u in range(UNROLL):
+        lines += [f"{in_trip}st = int32(step + {u})"]
+        lines += codegen.lane_exchange(in_trip, shuffles=shuffles, lane="lane",
+                                       single=group == 1, names=("h", "f", "c"))
+        lines += [f"{in_trip}if lane == 0:",
+                  f"{in_trip}    in_c = int32(s_res[uint64(start) + uint64(st)]) if st < n32 "
+                  "else PADCODE",
+                  f"{in_trip}    in_h = zero",
+                  f"{in_trip}    in_f = neg_oe",
+                  f"{in_trip}    if later and st < ns32:",
+                  f"{in_trip}        at = bslot + uint64(2 * st)",
+                  f"{in_trip}        in_h = boundary[at]",
+                  f"{in_trip}        in_f = boundary[at + uint64(1)]",
+                  f"{in_trip}diag = diag_in",
+                  f"{in_trip}diag_in = in_h",
+                  f"{in_trip}f = in_f",
+                  f"{in_trip}base = uint32(in_c) * USPAN + lbase"]
+        for k in range(rows):
+            lines += [f"{in_trip}h = max3_relu(e{k}, f, add(diag, sprof[base + U{k}]))",
+                      f"{in_trip}t = add(h, neg_oe)",
+                      f"{in_trip}diag = h{k}",
+                      f"{in_trip}h{k} = h",
+                      f"{in_trip}e{k} = addmax(e{k}, neg_e, t)",
+                      f"{in_trip}f = addmax(f, neg_e, t)"]
+            if k % 2 == 1:
+                lines += [f"{in_trip}best2 = max3(best2, h{k - 1}, h{k})"]
+        if rows % 2:
+            lines += [f"{in_trip}best2 = max2(best2, h{rows - 1})"]
+        lines += [f"{in_trip}out_h = h{rows - 1}", f"{in_trip}out_f = f",
+                  f"{in_trip}out_c = in_c",
+                  # The last lane keeps its last row for the next pass (column st - last).
+                  f"{in_trip}jl = int32(st - {last})",
+                  f"{in_trip}if lane == {last} and more and jl >= 0 and jl < ns32:",
+                  f"{in_trip}    at = bslot + uint64(2 * jl)",
+                  f"{in_trip}    boundary[at] = out_h",
+                  f"{in_trip}    boundary[at + uint64(1)] = f"]
+    lines += [f"{in_trip}step = int32(step + {UNROLL})"]
+    lines += ["    cuda.syncwarp()" if shuffles else "    cuda.syncthreads()"]
+    shift = 1
+    while shift < group:  # the group's maximum, both halves at once
+        lines += codegen.shuffle_down("best2", shift, shuffles=shuffles, scratch="xch[0, {}]",
+                                      guard=f"tx + {shift} < {threads}")
+        lines += [f"    if lane + {shift} < {group}:", "        best2 = max2(best2, o_best2)"]
+        shift *= 2
+    lines += ["    if valid and lane == 0:"]
+    for row, get in ((0, "lo16"), (1, "hi16")):
+        lines += [f"        best = {get}(best2)",
+                  "        if best > limit:  # may have wrapped: re-scored in 32 bits",
+                  f"            out_score[{row}, pair] = -1",
+                  f"            cuda.atomic.add(n_overflow, {row}, 1)",
+                  "        else:",
+                  f"            out_score[{row}, pair] = best",
+                  f"        out_qend[{row}, pair] = {NO_END}",
+                  f"        out_send[{row}, pair] = {NO_END}"]
+    return "\n".join(lines) + "\n"
+
+
+def render(rows: int, group: int, alphabet: int, threads: int) -> Rendered:
+    """The scan kernel's text for a shape, for :func:`swdask.kernels.cuda.compile.get_kernel`
+    (``family="inter_task_dpx_scan"``): DPX helpers linked with LTO and registers capped on
+    a GPU, their twins in the simulator.
+
+    Raises
+    ------
+    ValueError
+        If ``rows`` is not a positive multiple of 4 (the profile's vector loads), or a
+        pass's packed profile would not fit the block's shared memory.
+    """
+    from numba import cuda  # rendering is for compiling: Numba is needed then
+
+    if rows <= 0 or rows % 4:
+        raise ValueError(f"the scan kernel needs rows a multiple of 4, not {rows}")
+    if not shared_fits(rows, group, alphabet):
+        raise ValueError(f"{rows} rows x {group} lanes x {alphabet + 1} codes exceed "
+                         f"{SHARED_BYTES} bytes of shared memory")
+    in_simulator = simulated()
+    namespace = {"cuda": cuda, "int32": np.int32, "uint32": np.uint32, "uint64": np.uint64,
+                 "USPAN": np.uint32(rows * group), "PADPACK": packed_constant(PAD16),
+                 "PADCODE": np.int32(alphabet)}
+    namespace.update({f"U{k}": np.uint32(k) for k in range(rows)})
+    if in_simulator:
+        namespace.update(TWINS)
+        link, options = (), {}
+    else:
+        for name, (symbol, declared) in HELPERS.items():
+            namespace[name] = cuda.declare_device(symbol, declared)
+        link, options = (SCAN16_SOURCE,), {"lto": True, "max_registers": MAX_REGISTERS}
+    return Rendered(name=f"{FAMILY}-R{rows}-G{group}-A{alphabet}-T{threads}",
+                    source=kernel_source(rows, group, threads, shuffles=not in_simulator,
+                                         alphabet=alphabet),
+                    namespace=namespace, link=link, options=options)
+
+
+def signature(**shape: Any) -> str:
+    """The argument types of a launch: those of the local 16-bit kernel
+    (:data:`swdask.kernels.cuda.inter_task_dpx.SIGNATURE`)."""
+    return inter_task_dpx.SIGNATURE
+
+
+#: Relative speed of each tile height for the shape chooser: cells per warp instruction
+#: (64 / warp instructions per packed cell) of the loop of this text in static SASS for
+#: sm_90 (G16: 7.84 at 16 rows, 7.47 at 20; docs/search.md), not a measurement on a GPU.
+#: Replace with measured GCUPS (``workflows/benchmarks/gpu_search.py --variants
+#: 16scanr16,16scanr20``).
+ROW_RATES = {16: 64 / 7.84, 20: 64 / 7.47}
+
+
+def choose_shape(m: int, alphabet: int) -> tuple[int, int]:
+    """``(rows, group)`` for a query pair whose longer query has ``m`` residues, as
+    :func:`swdask.kernels.cuda.inter_task_dpx.choose_shape` with this kernel's heights
+    (:data:`ROW_RATES`) and its shared memory (the pad row)."""
+    best = None
+    for rows, rate in ROW_RATES.items():
+        group = 1
+        while group < 32 and group * rows < m and shared_fits(rows, 2 * group, alphabet):
+            group *= 2
+        if not shared_fits(rows, group, alphabet):
+            continue
+        span = rows * group
+        cost = max(1, -(-m // span)) * span / rate
+        if best is None or cost < best[0]:
+            best = (cost, rows, group)
+    return best[1], best[2]
+
+
+def shapes(alphabets: Iterable[int], longest: int = 8192) -> list[dict[str, Any]]:
+    """Every shape :func:`choose_shape` picks for queries of 1 to ``longest`` residues,
+    as ``render`` arguments."""
+    threads = threads_per_block()
+    found = {(choose_shape(m, a), a) for a in alphabets for m in range(1, longest + 1)}
+    return [{"rows": r, "group": g, "alphabet": a, "threads": threads}
+            for (r, g), a in sorted(found)]

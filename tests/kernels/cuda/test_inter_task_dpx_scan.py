@@ -1,0 +1,192 @@
+"""The score-only scan kernel (kernels/cuda/inter_task_dpx_scan.py) and the launcher's end
+pass, against the CPU kernel, in Numba's CUDA simulator.
+
+The simulator runs each CUDA thread as a Python thread, so the inputs are small and sit
+where the kernel's logic changes: one pass and several, a query of one residue and an
+empty one, subjects of length 0 and 1 and around a group's span (fill and drain columns),
+a partial trip of four columns, 16-bit overflows, other matrices and linear gaps.  Every
+check compares scores and both end cells (the ends come from the 32-bit end pass).
+"""
+import numpy as np
+import pytest
+from numba import config
+
+from swdask.kernels.cpu.score import score_all
+from swdask.kernels.cuda import inter_task_dpx, inter_task_dpx_scan, launcher
+from swdask.scoring import Scoring
+from swdask.sequences.store import load_sequences
+from tests.helpers import SPROT_DB, assert_top_hits, pack
+
+pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
+
+
+def check_scan(queries, subjects, scoring, label, **options):
+    """``score_many`` with the scan kernel equals the CPU kernel (scores and ends);
+    returns the stats."""
+    s_res, s_off = pack(subjects)
+    q_res, q_off = pack(queries)
+    *got, stats = launcher.DeviceSubjects(s_res, s_off, **options).score_many(
+        queries, scoring.matrix, scoring.gap_open, scoring.gap_extend, kernel="scan")
+    want = score_all(q_res, q_off, s_res, s_off, scoring.matrix, scoring.gap_open,
+                     scoring.gap_extend)
+    for name, g, w in zip(("score", "query_end", "subject_end"), got, want):
+        np.testing.assert_array_equal(g, w, err_msg=f"{label}: {name}")
+    return stats
+
+
+def windows(rng, db, lengths):
+    """Real protein windows of ``lengths`` (sequences repeated where too short)."""
+    found = []
+    for m in lengths:
+        codes = db.codes(int(rng.integers(len(db))))
+        while len(codes) < m:
+            codes = np.concatenate([codes, codes])
+        found.append(codes[:m].copy())
+    return found
+
+
+@pytest.mark.parametrize("rows,group,lengths", [
+    (4, 1, (1, 0)),            # one lane, a query of one residue paired with an empty one
+    (4, 1, (9, 5)),            # one lane, three passes
+    (4, 2, (17, 8)),           # three passes of a group; the shorter query in one
+    (4, 8, (31, 33)),          # a warp-sized span: one pass and two
+    (8, 4, (32, 1)),           # an exact span; length 1 in the other half
+])
+def test_scan_matches_cpu_at_pass_and_span_boundaries(rows, group, lengths, monkeypatch):
+    monkeypatch.setattr(inter_task_dpx_scan, "choose_shape", lambda m, alphabet: (rows, group))
+    rng = np.random.default_rng(rows * 100 + group * 10 + sum(lengths))
+    db = load_sequences(SPROT_DB)
+    queries = windows(rng, db, lengths)
+    # Empty and one-residue subjects, lengths around the span and a trip of four columns
+    # (drain columns), related subjects (positive scores and gaps).
+    subjects = [np.zeros(0, np.uint8), db.codes(1)[:1].copy()]
+    subjects += windows(rng, db, (3, 4, 5, rows * group - 1, rows * group + 1))
+    subjects += [q[::-1].copy() for q in queries if len(q)] + [queries[0].copy()]
+    stats = check_scan(queries, subjects, Scoring(), f"R={rows} G={group} lengths={lengths}")
+    assert stats.cells_ends == stats.cells and stats.seconds_ends > 0
+
+
+def test_scan_shape_chooser_at_warp_boundaries():
+    """The chooser's own shapes (rows a multiple of 4, a pad row within shared memory),
+    queries around a warp of rows."""
+    rng = np.random.default_rng(7)
+    db = load_sequences(SPROT_DB)
+    queries = windows(rng, db, (33, 31, 32))
+    subjects = windows(rng, db, (1, 2, 31, 32, 33)) + [queries[0][5:].copy()]
+    for m in (1, 31, 32, 33, 5000):
+        rows, group = inter_task_dpx_scan.choose_shape(m, 24)
+        assert rows % 4 == 0 and inter_task_dpx_scan.shared_fits(rows, group, 24)
+    check_scan(queries, subjects, Scoring(), "chosen shapes")
+
+
+def test_scan_overflow_is_rescored_exactly_in_32_bits():
+    """Scores past 16 bits come back as -1 from the scan and are re-scored exactly (match
+    8,000: four identities pass the limit of 24,767); the end pass agrees with them."""
+    scoring = Scoring(alphabet="dna", match=8000, mismatch=-8000, gap_open=5, gap_extend=2)
+    a = np.array([0, 1, 2, 3, 0, 1, 2], np.uint8)
+    queries = [a[:3], a[:4], a.copy(), np.array([3, 3], np.uint8)]
+    subjects = [a[:3].copy(), a[:4].copy(), a.copy(), np.array([2, 0, 1, 2, 3, 0], np.uint8),
+                np.array([3], np.uint8)]
+    stats = check_scan(queries, subjects, scoring, "overflow")
+    assert stats.rescored > 0 and 0 < stats.cells_32bit < stats.cells
+
+
+@pytest.mark.parametrize("scoring", [
+    Scoring("PAM30", gap_open=9, gap_extend=1), Scoring(alphabet="dna", gap_open=0, gap_extend=1)],
+    ids=["PAM30", "dna-linear"])
+def test_scan_other_scorings(scoring, monkeypatch):
+    monkeypatch.setattr(inter_task_dpx_scan, "choose_shape", lambda m, alphabet: (4, 2))
+    rng = np.random.default_rng(5)
+    if scoring.alphabet.name == "dna":
+        queries = [rng.integers(0, 2, n).astype(np.uint8) for n in (13, 6)]
+        subjects = [rng.integers(0, 2, n).astype(np.uint8) for n in (5, 12, 14)]
+    else:
+        db = load_sequences(SPROT_DB)
+        queries = [db.codes(k)[:n].copy() for k, n in ((11, 15), (12, 9))]
+        subjects = [db.codes(k)[:int(rng.integers(1, 20))].copy() for k in range(30, 34)]
+        subjects.append(queries[0].copy())
+    check_scan(queries, subjects, scoring, scoring.name)
+
+
+@pytest.mark.parametrize("intra_threshold", [None, 20], ids=["inter", "with-intra"])
+def test_top_hits_with_the_scan_kernel_match_cpu(intra_threshold):
+    """The search path: candidates, scores and end cells equal the CPU's; the end pass
+    runs on the inter-task candidates only (the intra-task kernel gives its own ends)."""
+    rng = np.random.default_rng(11)
+    db = load_sequences(SPROT_DB)
+    queries = [db.codes(3)[:16].copy(), db.codes(8)[:11].copy(), db.codes(9)[:5].copy()]
+    subjects = [db.codes(k)[:int(rng.integers(4, 20))].copy() for k in range(20, 29)]
+    subjects += [queries[0].copy(), queries[0].copy(), np.concatenate([queries[1]] * 3)]
+    s_res, s_off = pack(subjects)
+    device = launcher.DeviceSubjects(s_res, s_off, intra_threshold=intra_threshold)
+    scoring = Scoring()
+    found, stats = device.top_many(queries, scoring.matrix, 11, 1, 3, kernel="scan")
+    q_res, q_off = pack(queries)
+    want = score_all(q_res, q_off, s_res, s_off, scoring.matrix, 11, 1)
+    assert_top_hits(found, want, 1, 3)
+    inter = [device.n_intra <= np.flatnonzero(np.isin(device.subjects, cols))
+             for cols, *_ in found]
+    kept = sum(len(q) * int(device.lengths[np.isin(device.subjects, cols)][ok].sum())
+               for q, (cols, *_), ok in zip(queries, found, inter))
+    assert stats.cells_ends == kept > 0
+    assert (device.n_intra > 0) == (intra_threshold is not None)
+
+
+def test_end_pass_disagreeing_with_the_scan_raises(monkeypatch):
+    """The end pass checks the scan's scores: a 32-bit score that differs is an error,
+    never a silent difference."""
+    original = launcher.DeviceSubjects._launch32
+
+    def off_by_one(self, *args, stream=None, **kwargs):
+        original(self, *args, stream=stream, **kwargs)
+        if stream is not None:  # the end pass (the compute stream re-scores overflows)
+            scores = args[5][0]
+            scores.copy_to_device(scores.copy_to_host() + 1)
+
+    monkeypatch.setattr(launcher.DeviceSubjects, "_launch32", off_by_one)
+    db = load_sequences(SPROT_DB)
+    query = db.codes(3)[:6].copy()
+    s_res, s_off = pack([query.copy(), db.codes(4)[:5].copy()])
+    with pytest.raises(RuntimeError, match=r"scan kernel and end pass disagree on 2 of 2 "
+                                           r"candidates \(query of 6 residues"):
+        launcher.DeviceSubjects(s_res, s_off).top_many([query], Scoring().matrix, 11, 1, 5,
+                                                       min_score=0, kernel="scan")
+
+
+def test_search_kernel_choice():
+    """The default stays today's kernel until the scan is measured on a GPU; a name
+    outside the table is an error that lists the choices; global and semiglobal searches
+    keep their kernels."""
+    assert launcher.SEARCH_KERNEL == "ends"
+    assert launcher.scan_kernel(None) is False
+    assert launcher.scan_kernel("scan") and not launcher.scan_kernel("scan", "semiglobal")
+    with pytest.raises(ValueError, match="^unknown search kernel 'fast'; expected one of "
+                                         "ends, scan$"):
+        launcher.scan_kernel("fast")
+    specs = launcher.search_specs([40, 30, 7], Scoring().matrix, True, scan=True)
+    families = [family for family, _ in specs[len(launcher.SEARCH_KERNELS):]]
+    assert families == ["inter_task_dpx_scan"] * 2 + ["inter_task"] * 3  # + the end pass
+
+
+def test_scan_render_checks_its_shape():
+    with pytest.raises(ValueError, match="rows a multiple of 4, not 6"):
+        inter_task_dpx_scan.render(6, 2, 24, 32)
+    with pytest.raises(ValueError, match="exceed 49152 bytes"):
+        inter_task_dpx_scan.render(20, 32, 24, 128)
+    rendered = inter_task_dpx_scan.render(4, 2, 5, 32)
+    assert rendered.link == () and rendered.options == {}  # the simulator: twins, no options
+    assert "max3_relu(e0, f, add(diag, sprof[base + U0]))" in rendered.source
+    assert rendered.source.count("while step < total:") == 1
+    assert rendered.source.count("st = int32(step + ") == inter_task_dpx_scan.UNROLL
+
+
+def test_max3_relu_twin_wraps_like_the_hardware():
+    twin = inter_task_dpx_scan.TWINS["max3_relu"]
+    lo, hi = inter_task_dpx.TWINS["lo16"], inter_task_dpx.TWINS["hi16"]
+    got = twin(inter_task_dpx.pack(32767, -5), inter_task_dpx.pack(-32768, -7),
+               inter_task_dpx.pack(1, -1))
+    assert (lo(got), hi(got)) == (32767, 0)
+    add = inter_task_dpx.TWINS["add"]
+    wrapped = add(inter_task_dpx.pack(32767, 3), inter_task_dpx.pack(1, 4))  # (-32768, 7)
+    got = twin(wrapped, inter_task_dpx.pack(-3, 2), inter_task_dpx.pack(-9, 5))
+    assert (lo(got), hi(got)) == (0, 7)
