@@ -47,7 +47,7 @@ run them, so there the same kernel text calls pure-Python twins with the same wr
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -644,17 +644,22 @@ def shapes(alphabets: Iterable[int], longest: int = 8192) -> list[dict[str, Any]
 ROW_RATES = {12: 2080.0, 18: 2300.0, 20: 2400.0, 21: 2400.0, 24: 2150.0}
 
 
-def choose_shape(m: int, alphabet: int) -> tuple[int, int]:
+def choose_shape(m: int, alphabet: int, rates: dict[int, float] | None = None,
+                 fits: Callable[[int, int, int], bool] | None = None) -> tuple[int, int]:
     """``(rows, group)`` for a query pair whose longer query has ``m`` residues: per tile
     height the smallest group holding the query (at most a warp, and within the shared
-    memory a pass's profile may take), then the height with the least time per
-    :data:`ROW_RATES` over the rows it computes, padding included."""
+    memory a pass's profile may take, ``fits``: default :func:`shared_fits`), then the
+    height with the least time per ``rates`` (default :data:`ROW_RATES`) over the rows it
+    computes, padding included.  The scan kernel's chooser is this one with its own
+    heights and shared memory (:mod:`~swdask.kernels.cuda.inter_task_dpx_scan`)."""
+    rates = ROW_RATES if rates is None else rates
+    fits = shared_fits if fits is None else fits
     best = None
-    for rows, rate in ROW_RATES.items():
+    for rows, rate in rates.items():
         group = 1
-        while group < 32 and group * rows < m and shared_fits(rows, 2 * group, alphabet):
+        while group < 32 and group * rows < m and fits(rows, 2 * group, alphabet):
             group *= 2
-        if not shared_fits(rows, group, alphabet):
+        if not fits(rows, group, alphabet):
             continue
         span = rows * group
         cost = max(1, -(-m // span)) * span / rate

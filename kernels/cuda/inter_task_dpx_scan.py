@@ -275,21 +275,10 @@ ROW_RATES = {16: 64 / 7.84, 20: 64 / 7.47}
 
 
 def choose_shape(m: int, alphabet: int) -> tuple[int, int]:
-    """``(rows, group)`` for a query pair whose longer query has ``m`` residues, as
+    """``(rows, group)`` for a query pair whose longer query has ``m`` residues:
     :func:`swdask.kernels.cuda.inter_task_dpx.choose_shape` with this kernel's heights
-    (:data:`ROW_RATES`) and its shared memory (the pad row)."""
-    best = None
-    for rows, rate in ROW_RATES.items():
-        group = 1
-        while group < 32 and group * rows < m and shared_fits(rows, 2 * group, alphabet):
-            group *= 2
-        if not shared_fits(rows, group, alphabet):
-            continue
-        span = rows * group
-        cost = max(1, -(-m // span)) * span / rate
-        if best is None or cost < best[0]:
-            best = (cost, rows, group)
-    return best[1], best[2]
+    (:data:`ROW_RATES`) and its shared memory (the pad row, :func:`shared_fits`)."""
+    return inter_task_dpx.choose_shape(m, alphabet, ROW_RATES, shared_fits)
 
 
 def shapes(alphabets: Iterable[int], longest: int = 8192) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ import pytest
 from swdask.kernels.cpu.score import score_all
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
-from tests.helpers import QUERIES, SPROT196, SPROT12071
+from tests.helpers import QUERIES, SPROT196, SPROT12071, identical_40kb_dna
 
 pytestmark = pytest.mark.gpu
 
@@ -57,9 +57,7 @@ def test_identical_40kb_dna_pair_exceeds_16_bits(device, packed, routing):
     instead."""
     from swdask.backend import score_all_gpu
 
-    rng = np.random.default_rng(40)
-    gene = rng.integers(0, 4, 40_000).astype(np.uint8)
-    other = rng.integers(0, 4, 39_000).astype(np.uint8)
+    gene, other = identical_40kb_dna()
     s_res = np.concatenate([other, gene])
     s_off = np.array([0, 39_000, 79_000], np.int64)
     scoring = Scoring(alphabet="dna")
