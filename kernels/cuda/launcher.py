@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -92,8 +93,10 @@ BLOCKS_PER_SM = 3
 #: candidates come from the 32-bit end pass.  Global and semiglobal searches, and the
 #: 32-bit path, use their own kernels whichever is named.
 PACKED_FAMILIES = {"ends": "inter_task_dpx", "scan": inter_task_dpx_scan.FAMILY}
-#: The default of ``kernel``: ``"ends"`` until the scan kernel is measured on a GPU.
-SEARCH_KERNEL = "ends"
+#: The default of ``kernel``: ``"ends"`` until the scan kernel is measured on a GPU; the
+#: environment variable ``SWDASK_SEARCH_KERNEL`` names another for a whole process (the
+#: command line, ``cli_wall.py`` and ``ncu_search.sh`` compare the two through it).
+SEARCH_KERNEL = os.environ.get("SWDASK_SEARCH_KERNEL", "ends")
 #: Streams at most that the query pairs of a batch spread over when one launch cannot fill
 #: the GPU (few or few long subjects: a store's last partition of the longest ones, a
 #: small database), so that their kernels run side by side instead of one after another.
@@ -139,9 +142,10 @@ def scan_kernel(kernel: str | None, mode: str = "local") -> bool:
     >>> scan_kernel("scan"), scan_kernel("scan", "global"), scan_kernel("ends")
     (True, False, False)
     """
+    named = "" if kernel is not None else " (SWDASK_SEARCH_KERNEL)"
     kernel = SEARCH_KERNEL if kernel is None else kernel
     if kernel not in PACKED_FAMILIES:
-        raise ValueError(f"unknown search kernel {kernel!r}; expected one of "
+        raise ValueError(f"unknown search kernel {kernel!r}{named}; expected one of "
                          f"{', '.join(PACKED_FAMILIES)}")
     return kernel == "scan" and mode == "local"
 

@@ -3,6 +3,8 @@
 # cycles go"): one query, Swiss-Prot 12k, the same scoring. Run from the repository root on
 # the GPU machine, swdask importable, CUDASW++ built in .anchors/cudasw4 (see
 # ../shared/anchors/build-cudasw4.sh); writes $OUT/ncu.tar.gz (set OUT first).
+# SWDASK_SEARCH_KERNEL=scan profiles the score-only scan kernel instead of today's (the
+# detail regex inter_task_dpx matches both families' kernels).
 set -u
 python3 - <<'PY'
 seqs = open('.anchors/cudasw4/allqueries.fasta').read().split('>')[1:]

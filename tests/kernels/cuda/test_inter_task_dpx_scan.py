@@ -7,6 +7,8 @@ empty one, subjects of length 0 and 1 and around a group's span (fill and drain 
 a partial trip of four columns, 16-bit overflows, other matrices and linear gaps.  Every
 check compares scores and both end cells (the ends come from the 32-bit end pass).
 """
+import os
+
 import numpy as np
 import pytest
 from numba import config
@@ -153,12 +155,18 @@ def test_end_pass_disagreeing_with_the_scan_raises(monkeypatch):
                                                        min_score=0, kernel="scan")
 
 
-def test_search_kernel_choice():
-    """The default stays today's kernel until the scan is measured on a GPU; a name
-    outside the table is an error that lists the choices; global and semiglobal searches
-    keep their kernels."""
-    assert launcher.SEARCH_KERNEL == "ends"
+def test_search_kernel_choice(monkeypatch):
+    """The default stays today's kernel until the scan is measured on a GPU (unless
+    SWDASK_SEARCH_KERNEL names one for the process); a name outside the table is an error
+    that lists the choices; global and semiglobal searches keep their kernels."""
+    assert launcher.SEARCH_KERNEL == os.environ.get("SWDASK_SEARCH_KERNEL", "ends")
+    monkeypatch.setattr(launcher, "SEARCH_KERNEL", "ends")
     assert launcher.scan_kernel(None) is False
+    monkeypatch.setattr(launcher, "SEARCH_KERNEL", "scan")
+    assert launcher.scan_kernel(None) is True
+    monkeypatch.setattr(launcher, "SEARCH_KERNEL", "fastest")
+    with pytest.raises(ValueError, match=r"'fastest' \(SWDASK_SEARCH_KERNEL\)"):
+        launcher.scan_kernel(None)
     assert launcher.scan_kernel("scan") and not launcher.scan_kernel("scan", "semiglobal")
     with pytest.raises(ValueError, match="^unknown search kernel 'fast'; expected one of "
                                          "ends, scan$"):
