@@ -251,20 +251,22 @@ def align_long(a: str | os.PathLike | np.ndarray, b: str | os.PathLike | np.ndar
         gpus = backend.cluster_gpus(device)
         device = backend.tile_device(device, gpus,
                                      missing="a GPU; none is visible (use device='cpu')")
-        if not traceback:
-            # The plan the in-process cluster would get; one tile runs here without it.
-            n_gpus, cpu_threads = _kinds(device, *worker_counts(local_workers(device, gpus)))
-            plan = plan_tiles(m, n, tile=tile, gpus=n_gpus, cpu_threads=cpu_threads,
-                              model=model)
-            if plan.shape == (1, 1):
-                return _one_tile(a_name, b_name, a_codes, b_codes, scoring, plan, device,
-                                 n_gpus, cpu_threads, reverse_complement, progress)
+        # Planned for the workers the in-process cluster will have, before starting it:
+        # one tile without traceback runs here without a cluster.
+        n_gpus, cpu_threads = _kinds(device, *worker_counts(local_workers(device, gpus)))
+        plan = plan_tiles(m, n, tile=tile, gpus=n_gpus, cpu_threads=cpu_threads, model=model)
+        if plan.shape == (1, 1) and not traceback:
+            return _one_tile(a_name, b_name, a_codes, b_codes, scoring, plan, device,
+                             n_gpus, cpu_threads, reverse_complement, progress)
         client = local_cluster(device, gpus)
     try:
-        n_gpus, cpu_threads = client_workers(client)
-        device = backend.tile_device(device, n_gpus, missing="a Dask worker with the resource GPU=1")
-        n_gpus, cpu_threads = _kinds(device, n_gpus, cpu_threads)
-        plan = plan_tiles(m, n, tile=tile, gpus=n_gpus, cpu_threads=cpu_threads, model=model)
+        if not own:  # the caller's cluster: planned for its workers
+            n_gpus, cpu_threads = client_workers(client)
+            device = backend.tile_device(device, n_gpus,
+                                         missing="a Dask worker with the resource GPU=1")
+            n_gpus, cpu_threads = _kinds(device, n_gpus, cpu_threads)
+            plan = plan_tiles(m, n, tile=tile, gpus=n_gpus, cpu_threads=cpu_threads,
+                              model=model)
         logger.info("align-long: %s x %s residues in %d x %d tiles on %s (%d GPU workers, %d CPU "
                     "threads), predicted %.2f s a strand", f"{m:,}", f"{n:,}", *plan.shape,
                     device, n_gpus, cpu_threads, plan.predicted)
