@@ -604,11 +604,13 @@ def top_hits_gpu(
     q_res: npt.NDArray[np.uint8], q_off: npt.NDArray[np.int64], s_res: npt.NDArray[np.uint8],
     s_off: npt.NDArray[np.int64], matrix: npt.ArrayLike, gap_open: int, gap_extend: int,
     max_hits: int, min_score: int | None, mode: str = "local",
+    ties: npt.NDArray[np.int64] | None = None,
 ) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], float]:
     """Each query's candidate hits against a partition, selected on the GPU.
 
     Only the subjects that can be among a query's ``max_hits`` best (scores of at least
-    ``min_score``, ties at the cut included) in ``mode`` come back from the device; see
+    ``min_score``, ties at the cut included; with ``ties``, a key per subject, only the
+    ``max_hits`` best by score and then key) in ``mode`` come back from the device; see
     :meth:`swdask.kernels.cuda.launcher.DeviceSubjects.top_many`.  Returns one
     ``(columns, scores, query_ends, subject_ends)`` per query and the kernel seconds.
     """
@@ -616,7 +618,8 @@ def top_hits_gpu(
 
     queries = [q_res[q_off[qi]:q_off[qi + 1]] for qi in range(len(q_off) - 1)]
     candidates, stats = DeviceSubjects(s_res, s_off).top_many(
-        queries, np.asarray(matrix), gap_open, gap_extend, max_hits, min_score, mode=mode)
+        queries, np.asarray(matrix), gap_open, gap_extend, max_hits, min_score, mode=mode,
+        ties=ties)
     return candidates, stats.seconds
 
 

@@ -33,7 +33,7 @@ every register).  The column step is cut to what a score needs:
   max (two ALU-pipe instructions instead of one).
 - ``R`` is a multiple of 4 and the profile offset is computed in the kernel, so ptxas can
   prove 16-byte alignment and read four rows with one ``LDS.128``; registers are capped
-  at :data:`MAX_REGISTERS` (four blocks of 128 threads a multiprocessor) and the DPX
+  at :func:`register_cap` (four blocks of 128 threads a multiprocessor) and the DPX
   helpers are linked with LTO explicitly (without it they stay calls through local
   memory).
 
@@ -84,8 +84,12 @@ PAD16 = PAD_SCORE
 #: Columns a loop trip, written out in the text.
 UNROLL = 4
 #: Register cap of a thread (``cuda.jit(max_registers=...)``): four blocks of 128 threads
-#: a multiprocessor.  The rendered shapes fit without spilling (static SASS for sm_90).
+#: a multiprocessor, for shapes of up to :data:`TALL_ROWS` rows; taller ones get
+#: :data:`TALL_REGISTERS` (three blocks).  Static SASS for sm_90: 113 registers at 16 rows,
+#: 115 at 20, no spills; 24 rows need 155 and 28 rows 147 (at 128, 24 rows spill).
 MAX_REGISTERS = 128
+TALL_ROWS = 20
+TALL_REGISTERS = 168
 #: What ``out_qend``/``out_send`` hold: the kernel computes no end cells.
 NO_END = -1
 
@@ -253,11 +257,22 @@ def render(rows: int, group: int, alphabet: int, threads: int) -> Rendered:
     else:
         for name, (symbol, declared) in HELPERS.items():
             namespace[name] = cuda.declare_device(symbol, declared)
-        link, options = (SCAN16_SOURCE,), {"lto": True, "max_registers": MAX_REGISTERS}
+        link, options = (SCAN16_SOURCE,), {"lto": True, "max_registers": register_cap(rows)}
     return Rendered(name=f"{FAMILY}-R{rows}-G{group}-A{alphabet}-T{threads}",
                     source=kernel_source(rows, group, threads, shuffles=not in_simulator,
                                          alphabet=alphabet),
                     namespace=namespace, link=link, options=options)
+
+
+def register_cap(rows: int) -> int:
+    """Registers a thread of a shape of ``rows`` rows may use.
+
+    Examples
+    --------
+    >>> register_cap(20), register_cap(24)
+    (128, 168)
+    """
+    return MAX_REGISTERS if rows <= TALL_ROWS else TALL_REGISTERS
 
 
 def signature(**shape: Any) -> str:
@@ -266,12 +281,14 @@ def signature(**shape: Any) -> str:
     return inter_task_dpx.SIGNATURE
 
 
-#: Relative speed of each tile height for the shape chooser: cells per warp instruction
-#: (64 / warp instructions per packed cell) of the loop of this text in static SASS for
-#: sm_90 (G16: 7.84 at 16 rows, 7.47 at 20; docs/search.md), not a measurement on a GPU.
-#: Replace with measured GCUPS (``workflows/benchmarks/gpu_search.py --variants
-#: 16scanr16,16scanr20``).
-ROW_RATES = {16: 64 / 7.84, 20: 64 / 7.47}
+#: Relative speed of each tile height for the shape chooser: rows per second at group 16,
+#: measured (``workflows/benchmarks/gpu_search.py --variants 16scanr16,16scanr20``, 2 x
+#: H200 host, 2026-11-28): on the 20 CUDASW++ queries x 102.6 M residues, 20 rows did a
+#: padded row 1.53 x as fast as 16 (2,005-residue queries: 2,240 padded rows in 0.087 s of
+#: scan against 2,048 in 0.122 s), where static SASS predicted 1.05 x (7.47 against 7.84
+#: warp instructions per packed cell).  Since 20 rows pad at most 1.25 x the rows of 16,
+#: the chooser always takes 20.
+ROW_RATES = {16: 1.0, 20: 1.53}
 
 
 def choose_shape(m: int, alphabet: int) -> tuple[int, int]:

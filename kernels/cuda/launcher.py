@@ -93,10 +93,11 @@ BLOCKS_PER_SM = 3
 #: candidates come from the 32-bit end pass.  Global and semiglobal searches, and the
 #: 32-bit path, use their own kernels whichever is named.
 PACKED_FAMILIES = {"ends": "inter_task_dpx", "scan": inter_task_dpx_scan.FAMILY}
-#: The default of ``kernel``: ``"ends"`` until the scan kernel is measured on a GPU; the
-#: environment variable ``SWDASK_SEARCH_KERNEL`` names another for a whole process (the
-#: command line, ``cli_wall.py`` and ``ncu_search.sh`` compare the two through it).
-SEARCH_KERNEL = os.environ.get("SWDASK_SEARCH_KERNEL", "ends")
+#: The default of ``kernel``: ``"scan"``, 1.4-1.7 x as fast as ``"ends"`` with its end pass
+#: on a 2 x H200 host (docs/search.md); the environment variable ``SWDASK_SEARCH_KERNEL``
+#: names another for a whole process (the command line, ``cli_wall.py`` and
+#: ``ncu_search.sh`` compare the two through it).
+SEARCH_KERNEL = os.environ.get("SWDASK_SEARCH_KERNEL", "scan")
 #: Streams at most that the query pairs of a batch spread over when one launch cannot fill
 #: the GPU (few or few long subjects: a store's last partition of the longest ones, a
 #: small database), so that their kernels run side by side instead of one after another.
@@ -466,7 +467,9 @@ class DeviceSubjects:
     def top_many(self, queries: Sequence[np.ndarray], matrix: np.ndarray, gap_open: int,
                  gap_extend: int, max_hits: int, min_score: int | None = None, *,
                  packed: bool | None = None, mode: str = "local",
-                 kernel: str | None = None) -> tuple[list[Candidates], KernelStats]:
+                 kernel: str | None = None,
+                 ties: npt.NDArray[np.int64] | None = None) -> tuple[list[Candidates],
+                                                                     KernelStats]:
         """The subjects that can be among each query's ``max_hits`` best, chosen on the GPU.
 
         A histogram of each query's scores (:data:`HIST_BINS` bins, the last one
@@ -496,6 +499,12 @@ class DeviceSubjects:
             :data:`SEARCH_KERNEL`).  With ``"scan"`` the candidates' end cells come from
             the 32-bit kernel run on them (:attr:`KernelStats.cells_ends`), which must
             give the same scores.
+        ties : numpy.ndarray of int64, optional
+            A key per result column (a search's subject ``seq_id``): then each query's
+            ``max_hits`` best by score, ties by the smallest key, come back and no others,
+            and the scan kernel's end pass runs on those alone.  Without it every tie at
+            the cut comes back (a database of copies ties many times over: 20 copies of
+            each of 10 hits).
 
         Returns
         -------
@@ -531,15 +540,16 @@ class DeviceSubjects:
             for staged in self._stages(queries, matrix, gap_open, gap_extend, packed,
                                        hist=True, mode=mode, floor=floor, scan=scan):
                 if pending is not None:  # while the GPU scores the batch just staged
-                    stats += self._select_batch(pending, max_hits, floor, candidates)
+                    stats += self._select_batch(pending, max_hits, floor, candidates, ties)
                 pending = staged
             if pending is not None:
-                stats += self._select_batch(pending, max_hits, floor, candidates)
+                stats += self._select_batch(pending, max_hits, floor, candidates, ties)
         return candidates, stats
 
-    def _select_batch(self, staged, max_hits, floor, candidates):
+    def _select_batch(self, staged, max_hits, floor, candidates, ties=None):
         """Finish a staged batch: wait for its scores and histograms, cut, compact the
-        survivors on the selection stream and copy them back into ``candidates``."""
+        survivors on the selection stream and copy them back into ``candidates`` (with
+        ``ties``, each query's ``max_hits`` best of them, :meth:`top_many`)."""
         stats = self._settle(staged)
         rows, (scores, q_end, s_end) = staged.rows, staged.tables
         k, n = len(rows), len(self.subjects)
@@ -564,20 +574,23 @@ class DeviceSubjects:
             device_api().to_device(starts, stream=post), found, *picked)
         host = [p.copy_to_host(stream=post) for p in picked]
         post.synchronize()
+        positions = host[0]  # launch positions; the caller gets result columns
+        columns = positions if self._columns is None else self._columns[positions]
+        parts = [np.arange(starts[j], starts[j + 1]) for j in range(k)]
+        if ties is not None:
+            parts = [part[np.lexsort((ties[columns[part]], -host[1][part].astype(np.int64)))
+                          [:max_hits]] for part in parts]
         if staged.scan:
             # The candidates of the inter-task kernel (the intra-task kernel gave its ends).
-            parts = [np.arange(starts[j], starts[j + 1]) for j in range(k)]
-            parts = [part[host[0][part] >= self.n_intra] for part in parts]
+            inter = [part[positions[part] >= self.n_intra] for part in parts]
             q_end, s_end, stats = self._end_cells(
-                staged, [(host[0][part], host[1][part]) for part in parts], stats)
-            for j, part in enumerate(parts):
+                staged, [(positions[part], host[1][part]) for part in inter], stats)
+            for j, part in enumerate(inter):
                 host[2][part] = q_end[j]
                 host[3][part] = s_end[j]
-        if self._columns is not None:
-            host[0] = self._columns[host[0]]
+        host[0] = columns
         for j, row in enumerate(rows):
-            part = slice(starts[j], starts[j + 1])
-            candidates[row] = tuple(h[part] for h in host)
+            candidates[row] = tuple(h[parts[j]] for h in host)
         return stats
 
     def _batches(self, queries, matrix, gap_open, gap_extend, packed, mode="local",

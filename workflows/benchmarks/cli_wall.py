@@ -107,6 +107,7 @@ from common import (  # noqa: E402  (this folder)
     cudasw4_top_scores,
     cudasw4_total,
     gpu_names,
+    one_gpu,
     scores_agree,
 )
 from gpu_dask_search import replicate  # noqa: E402  (the GPU benchmark's database)
@@ -460,7 +461,7 @@ def cudasw4(args, runner: Runner, fasta: Path, queries: Path, scratch: Path,
                       program=cudasw4_makedb_command(args.cudasw4, fasta, db_prefix))
     tsv = scratch / "cudasw4_top10.tsv"
     command = cudasw4_align_command(args.cudasw4, queries, db_prefix, tsv, top=10)
-    runs = [runner.run([], {}, label=f"(d) CUDASW++ align, run {k + 1}", program=command)
+    runs = [runner.run([], one_gpu(), label=f"(d) CUDASW++ align, run {k + 1}", program=command)
             for k in range(args.repeats)]
     wall = statistics.median(r["wall_s"] for r in runs)
     reported, gcups = zip(*(cudasw4_total(r["stdout"]) for r in runs))

@@ -65,6 +65,15 @@ _SCAN = re.compile(r"Processing query (\d+) \.\.\. (?:(?!Processing query).)*?"
 _TOTAL = re.compile(rf"Total time: {_NUMBER} s, {_NUMBER} GCUPS")
 
 
+def one_gpu() -> dict[str, str]:
+    """The environment that shows CUDASW++4.0 one GPU, the one swdask runs on (the first
+    visible): its ``align`` spreads a database over every GPU it sees (``src/main.cu``),
+    and on a host of two it reported the GCUPS of both (7,775 against about 3,900 for one
+    H200, 2026-11-28)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return {"CUDA_VISIBLE_DEVICES": visible or "0"}
+
+
 def cudasw4_programs(folder) -> tuple[Path, Path]:
     """CUDASW++4.0's ``makedb`` and ``align`` in ``folder`` (as its Makefile builds them).
 

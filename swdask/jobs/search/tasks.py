@@ -171,7 +171,8 @@ def score_partition(job: SearchJob, piece: int) -> Candidates:
         q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
         with backend.KERNEL_LOCK:
             candidates, seconds = score_pass(device, q_res, q_off, residues, offsets,
-                                             job.scoring, job.mode, job.max_hits, job.min_score)
+                                             job.scoring, job.mode, job.max_hits, job.min_score,
+                                             seq_id)
         kernel_seconds += seconds
         for row, found in enumerate(candidates):
             keep, scores, q_end, s_end = best_of(found, seq_id, job.max_hits)
@@ -199,17 +200,20 @@ def score_partition(job: SearchJob, piece: int) -> Candidates:
 def score_pass(device: str, q_res: npt.NDArray[np.uint8], q_off: npt.NDArray[np.int64],
                s_res: npt.NDArray[np.uint8], s_off: npt.NDArray[np.int64], scoring: Scoring,
                mode: str, max_hits: int, min_score: int | None,
+               seq_id: npt.NDArray[np.int64] | None = None,
                ) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], float]:
     """Candidate hits of some queries against some subjects, and the kernel seconds.
 
     One ``(columns, scores, query_ends, subject_ends)`` per query: at least every
     subject that can be among the query's ``max_hits`` best scoring ``min_score`` or more
-    (ties included).  The GPU selects them on the device and ships back only those.
+    (ties included; :func:`best_of` ranks them by score, then ``seq_id``).  The GPU
+    selects them on the device and ships back only those, and given ``seq_id`` the
+    ``max_hits`` best alone, so that only those need their end cells.
     """
     if device == "gpu":
         return backend.top_hits_gpu(q_res, q_off, s_res, s_off, scoring.matrix,
                                     scoring.gap_open, scoring.gap_extend, max_hits, min_score,
-                                    mode)
+                                    mode, ties=seq_id)
     from ...kernels.cpu.score import load_kernel, score_all  # Numba: the CPU path only
 
     # Numba's one-time set-up (or compilation) of the kernel is not scoring time.

@@ -310,7 +310,9 @@ def test_declared_signatures_are_what_the_launchers_pass(monkeypatch):
     seqs = [rng.integers(0, 20, n).astype(np.uint8) for n in (5, 20, 34)]
     res = np.concatenate(seqs)
     off = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
-    top_hits_gpu(res, off, res, off, protein.matrix, 11, 1, 2, 1)  # the search: 16-bit
+    top_hits_gpu(res, off, res, off, protein.matrix, 11, 1, 2, 1)  # the search: the scan
+    launcher.DeviceSubjects(res, off).top_many(seqs[:2], protein.matrix, 11, 1, 2,
+                                               kernel="ends")  # 16-bit with end cells
     launcher.DeviceSubjects(res, off).top_many(seqs[:2], protein.matrix, 11, 1, 2,
                                                kernel="scan")  # the scan and its end pass
     score_all_gpu(seqs[0], off[:2], res, off, protein.matrix, 11, 1, packed=False,

@@ -19,6 +19,13 @@ from tests.helpers import QUERIES, SPROT_DB, assert_top_hits, pack
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
 
 
+@pytest.fixture(autouse=True)
+def kernel_with_ends(monkeypatch):
+    """These tests are of the 16-bit kernel that finds end cells itself
+    (``inter_task_dpx``), not the default scan kernel (test_inter_task_dpx_scan.py)."""
+    monkeypatch.setattr(launcher, "SEARCH_KERNEL", "ends")
+
+
 def check(query, subjects, scoring, rows, group, label):
     s_res, s_off = pack(subjects)
     order = np.argsort([len(s) for s in subjects], kind="stable").astype(np.int64)

@@ -134,6 +134,41 @@ def test_top_hits_with_the_scan_kernel_match_cpu(intra_threshold):
     assert (device.n_intra > 0) == (intra_threshold is not None)
 
 
+@pytest.mark.parametrize("kernel", ["scan", "ends"])
+@pytest.mark.parametrize("intra_threshold", [None, 20], ids=["inter", "with-intra"])
+def test_ties_keep_each_querys_best_and_end_pass_only_those(kernel, intra_threshold):
+    """A database of copies ties many times at the cut: with a key per subject, each
+    query gets exactly its ``max_hits`` best by score and then smallest key (the
+    search's rule by seq_id), with the CPU's ends, and the end pass runs on those alone."""
+    rng = np.random.default_rng(12)
+    db = load_sequences(SPROT_DB)
+    queries = [db.codes(3)[:16].copy(), db.codes(8)[:24].copy()]
+    distinct = [db.codes(k)[:int(rng.integers(4, 30))].copy() for k in range(20, 26)]
+    distinct += [queries[0].copy(), np.concatenate([queries[1]] * 2)]
+    subjects = [s.copy() for s in distinct for _ in range(5)]  # 5 copies of each
+    s_res, s_off = pack(subjects)
+    keys = rng.permutation(len(subjects)).astype(np.int64)
+    device = launcher.DeviceSubjects(s_res, s_off, intra_threshold=intra_threshold)
+    scoring = Scoring()
+    max_hits = 3
+    found, stats = device.top_many(queries, scoring.matrix, 11, 1, max_hits, kernel=kernel,
+                                   ties=keys)
+    q_res, q_off = pack(queries)
+    scores, q_end, s_end = score_all(q_res, q_off, s_res, s_off, scoring.matrix, 11, 1)
+    for q, (columns, got, got_q_end, got_s_end) in enumerate(found):
+        best = np.lexsort((keys, -scores[q].astype(np.int64)))[:max_hits]
+        assert sorted(columns) == sorted(best)
+        order = np.argsort(columns)
+        np.testing.assert_array_equal(got[order], scores[q][np.sort(columns)])
+        np.testing.assert_array_equal(got_q_end[order], q_end[q][np.sort(columns)])
+        np.testing.assert_array_equal(got_s_end[order], s_end[q][np.sort(columns)])
+    if kernel == "scan":
+        inter = [columns[np.flatnonzero(device.n_intra <= np.argsort(device.subjects)[columns])]
+                 for columns, *_ in found]
+        assert stats.cells_ends == sum(len(q) * int((s_off[c + 1] - s_off[c]).sum())
+                                       for q, c in zip(queries, inter))
+
+
 def test_end_pass_disagreeing_with_the_scan_raises(monkeypatch):
     """The end pass checks the scan's scores: a 32-bit score that differs is an error,
     never a silent difference."""
@@ -159,7 +194,7 @@ def test_search_kernel_choice(monkeypatch):
     """The default stays today's kernel until the scan is measured on a GPU (unless
     SWDASK_SEARCH_KERNEL names one for the process); a name outside the table is an error
     that lists the choices; global and semiglobal searches keep their kernels."""
-    assert launcher.SEARCH_KERNEL == os.environ.get("SWDASK_SEARCH_KERNEL", "ends")
+    assert launcher.SEARCH_KERNEL == os.environ.get("SWDASK_SEARCH_KERNEL", "scan")
     monkeypatch.setattr(launcher, "SEARCH_KERNEL", "ends")
     assert launcher.scan_kernel(None) is False
     monkeypatch.setattr(launcher, "SEARCH_KERNEL", "scan")

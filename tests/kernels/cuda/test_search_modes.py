@@ -25,6 +25,13 @@ from tests.helpers import SPROT_DB, assert_top_hits, pack
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
 
+
+@pytest.fixture(autouse=True)
+def kernel_with_ends(monkeypatch):
+    """These tests are of the 16-bit kernel that finds end cells itself
+    (``inter_task_dpx``), not the default scan kernel (test_inter_task_dpx_scan.py)."""
+    monkeypatch.setattr(launcher, "SEARCH_KERNEL", "ends")
+
 MODES = ["global", "semiglobal"]
 #: BLOSUM62 11/1 (the protein default), BLOSUM50 with linear gaps, the DNA default 2/-3
 #: 5/2: the matrices and gap pairs of the grid.
