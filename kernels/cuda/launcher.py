@@ -93,8 +93,9 @@ BLOCKS_PER_SM = 3
 #: candidates come from the 32-bit end pass.  Global and semiglobal searches, and the
 #: 32-bit path, use their own kernels whichever is named.
 PACKED_FAMILIES = {"ends": "inter_task_dpx", "scan": inter_task_dpx_scan.FAMILY}
-#: The default of ``kernel``: ``"scan"``, 1.4-1.7 x as fast as ``"ends"`` with its end pass
-#: on a 2 x H200 host (docs/search.md); the environment variable ``SWDASK_SEARCH_KERNEL``
+#: The default of ``kernel``: ``"scan"``, with its end pass 1.8 x as fast as ``"ends"`` on
+#: the 20 CUDASW++ queries (1.1-1.9 x per query pair; one H200, docs/search.md); the
+#: environment variable ``SWDASK_SEARCH_KERNEL``
 #: names another for a whole process (the command line, ``cli_wall.py`` and
 #: ``ncu_search.sh`` compare the two through it).
 SEARCH_KERNEL = os.environ.get("SWDASK_SEARCH_KERNEL", "scan")
