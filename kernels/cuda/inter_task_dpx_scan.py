@@ -281,14 +281,15 @@ def signature(**shape: Any) -> str:
     return inter_task_dpx.SIGNATURE
 
 
-#: Relative speed of each tile height for the shape chooser: rows per second at group 16,
-#: measured (``workflows/benchmarks/gpu_search.py --variants 16scanr16,16scanr20``, 2 x
-#: H200 host, 2026-11-28): on the 20 CUDASW++ queries x 102.6 M residues, 20 rows did a
-#: padded row 1.53 x as fast as 16 (2,005-residue queries: 2,240 padded rows in 0.087 s of
-#: scan against 2,048 in 0.122 s), where static SASS predicted 1.05 x (7.47 against 7.84
-#: warp instructions per packed cell).  Since 20 rows pad at most 1.25 x the rows of 16,
-#: the chooser always takes 20.
-ROW_RATES = {16: 1.0, 20: 1.53}
+#: Speed of each tile height for the shape chooser: padded rows a second (thousands) of a
+#: query pair against 102.6 M residues, end pass taken out, measured on an H200 of a
+#: 2 x H200 host, 2026-11-28 (``workflows/benchmarks/gpu_search.py --variants
+#: 16scanr16,16scanr20,16scanr24,16scanr28``, the 20 CUDASW++ queries): 16.8 at 16 rows
+#: (static SASS had predicted 16 within 5% of 20), 25.7-26.2 at 20, 23.8-25.1 at 24,
+#: 24.2-27.1 at 28.  20 rows are the fastest a row; 24 pad short queries less (a 375-residue
+#: query: one pass of 384 rows against two of 320), 1.44-1.54 x as fast on the pairs of
+#: 144-375 residues.  16 and 28 never win by enough to be worth their compiled shapes.
+ROW_RATES = {20: 25.9, 24: 24.1}
 
 
 def choose_shape(m: int, alphabet: int) -> tuple[int, int]:

@@ -113,6 +113,8 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
     threads = 32 * warps
 
     def cell(k, pad):
+        # Unsigned offsets: Numba's signed indexing adds a negative-index wrap (five
+        # instructions a cell in this kernel's SASS).
         return codegen.gotoh_cell(k, pad, f"smat[q{k} + code]", dpx=dpx, h="hv")
 
     extra = (",\n           row_slot, col_slot, ck_row_h, ck_row_f, ck_col_h, ck_col_e"
@@ -139,12 +141,15 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
         f"    rb = r0 + lane * {rows}",
         f"    nv = min(max(h_rows - rb, 0), {rows})",
         f"    full = r0 + {span} <= h_rows",
+        # int32 step counters: int64 ones cost two-word compares and adds at every step.
+        "    wq32 = int32(wq)",
+        "    lane32 = int32(lane)",
         # The sub-tile's subject codes and the H and F above it, staged in shared memory
         # before the sweep: read from global memory at each step, they put a load's
         # latency on every step's critical path (one warp swept 256 x 512 cells in 241 us,
         # 0.54 GCUPS, on a 2 x H200 host).  All reads precede lane 31's writes of
         # row_h/row_f, which is what the sweep reads when it is not staged.
-        "    slot = tx // 32",
+        "    slot = uint32(tx // 32)",
         f"    s_code = cuda.shared.array(({warps}, {width}), int32)",
         f"    s_up_h = cuda.shared.array(({warps}, {width}), int32)",
         f"    s_up_f = cuda.shared.array(({warps}, {width}), int32)",
@@ -159,7 +164,7 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
         lines += ["    rslot = row_slot[p]", "    cslot = col_slot[qc]"]
     for k in r:  # registers: query code offsets, H and E of the column on the left
         lines += [
-            f"    q{k} = int32(a[rb + {k}]) * n_codes if {k} < nv else 0",
+            f"    q{k} = uint32(a[rb + {k}]) * uint32(n_codes) if {k} < nv else uint32(0)",
             f"    h{k} = col_h[rb + {k + 1}] if {k} < nv else zero",
             f"    e{k} = col_e[rb + {k + 1}] if {k} < nv else int32({NEG})",
         ]
@@ -170,15 +175,16 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
         f"    out_f = int32({NEG})",
     ]
     in_col = " " * 12  # the body of a column's step
-    lines += codegen.wavefront("    ", "wq + 31", "lane", shuffles=shuffles, lane="lane")
+    lines += codegen.wavefront("    ", "int32(wq32 + 31)", "lane32", shuffles=shuffles,
+                               lane="lane")
     lines += [
-        "        if j >= 0 and j < wq:",
+        "        if j >= 0 and j < wq32:",
         f"{in_col}if lane == 0:",
-        f"{in_col}    in_h = s_up_h[slot, j]",
-        f"{in_col}    in_f = s_up_f[slot, j]",
-        f"{in_col}    if j == wq - 1:",
+        f"{in_col}    in_h = s_up_h[slot, uint32(j)]",
+        f"{in_col}    in_f = s_up_f[slot, uint32(j)]",
+        f"{in_col}    if j == wq32 - 1:",
         f"{in_col}        new_corner = in_h",
-        f"{in_col}code = s_code[slot, j]",
+        f"{in_col}code = uint32(s_code[slot, uint32(j)])",
     ]
     lines += codegen.column_start(in_col) + [f"{in_col}if full:"]
     for k in r:
@@ -266,7 +272,7 @@ def render(rows: int, width: int, warps: int, *, dpx: bool = False,
 
     in_simulator = simulated()
     use_dpx = dpx and not in_simulator
-    namespace = {"cuda": cuda, "int32": np.int32, "int64": np.int64}
+    namespace = {"cuda": cuda, "int32": np.int32, "int64": np.int64, "uint32": np.uint32}
     link = codegen.link_dpx32(namespace, "swt", DPX_NAMES) if use_dpx else ()
     source = _kernel_source(rows, width, shuffles=not in_simulator, dpx=use_dpx, warps=warps,
                             checkpoints=checkpoints)
