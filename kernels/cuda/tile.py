@@ -141,14 +141,15 @@ def _kernel_source(rows: int, width: int, shuffles: bool, dpx: bool, warps: int,
         f"    rb = r0 + lane * {rows}",
         f"    nv = min(max(h_rows - rb, 0), {rows})",
         f"    full = r0 + {span} <= h_rows",
-        # int32 step counters: int64 ones cost two-word compares and adds at every step.
+        # int32 step counters and (below) unsigned score-table offsets: with these the
+        # score pass above took 3.44 s instead of 4.41.
         "    wq32 = int32(wq)",
         "    lane32 = int32(lane)",
         # The sub-tile's subject codes and the H and F above it, staged in shared memory
-        # before the sweep: read from global memory at each step, they put a load's
-        # latency on every step's critical path (one warp swept 256 x 512 cells in 241 us,
-        # 0.54 GCUPS, on a 2 x H200 host).  All reads precede lane 31's writes of
-        # row_h/row_f, which is what the sweep reads when it is not staged.
+        # before the sweep rather than read from global memory at each step (the 2.46 Mb x
+        # 1 Mb score pass: 4.60 -> 4.41 s on an H200; Nsight Compute then showed the warp
+        # bound by its instruction count, not loads: docs/benchmarks.md).  All reads
+        # precede lane 31's writes of row_h/row_f, as in the unstaged sweep.
         "    slot = uint32(tx // 32)",
         f"    s_code = cuda.shared.array(({warps}, {width}), int32)",
         f"    s_up_h = cuda.shared.array(({warps}, {width}), int32)",
