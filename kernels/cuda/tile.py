@@ -71,7 +71,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cpu.tile import NEG, GridBoundaries, grid_lines, score_grid
+from ..tile_contract import NEG, GridBoundaries, grid_lines
 from . import codegen, driver
 from .compile import Rendered, device_api, get_kernel, simulated
 
@@ -370,6 +370,8 @@ def score_grid_gpu(
     row_lines = grid_lines(row_cuts, h, span)
     col_lines = grid_lines(col_cuts, w, width)
     if h == 0 or w == 0:  # no cuts fit: the CPU kernel's empty tile
+        from ..cpu.tile import score_grid  # (Numba: only here)
+
         return score_grid(a, b, matrix, gap_open, gap_extend, top_h, top_f, left_h, left_e)
     matrix = np.ascontiguousarray(matrix, dtype=np.int32)
     if matrix.shape[0] > 32:

@@ -1,7 +1,7 @@
 """Long pair alignment: megabase Smith-Waterman as a Dask DAG of tiles, exact traceback.
 
 The local-alignment matrix of two long sequences (``A``, the query, ``m`` rows; ``B``,
-the subject, ``n`` columns) is cut into tiles (:mod:`swdask.kernels.cpu.tile` says what
+the subject, ``n`` columns) is cut into tiles (:mod:`swdask.kernels.tile_contract` says what
 crosses a tile's border).  Each tile is one Dask task that takes the bottom boundary of
 the tile above and the right boundary of the tile on its left and returns its own, plus
 its best cell; the dependencies form the wavefront DAG, and Dask runs the tiles on GPU
@@ -35,9 +35,8 @@ Modules
 - :mod:`.traceback`: the traceback through the checkpoints;
 - :mod:`.api`: :func:`align_long` and :class:`LongAlignment`.
 """
-from ...testing import planted_copy  # its home is swdask.testing; kept here for callers
 from .api import LongAlignment, align_long, check_score_range, reverse_complement
 from .plan import CostModel, TilePlan, calibrate, plan_tiles, simulate
 
 __all__ = ["CostModel", "LongAlignment", "TilePlan", "align_long", "calibrate",
-           "check_score_range", "plan_tiles", "planted_copy", "reverse_complement", "simulate"]
+           "check_score_range", "plan_tiles", "reverse_complement", "simulate"]

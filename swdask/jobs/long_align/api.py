@@ -23,7 +23,6 @@ from .score import (
     score_pass,
     worker_counts,
 )
-from .traceback import trace_on_workers
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -292,6 +291,8 @@ def align_long(a: str | os.PathLike | np.ndarray, b: str | os.PathLike | np.ndar
         fields = {}
         tb_seconds = None
         if traceback:
+            from .traceback import trace_on_workers  # Numba: the CPU's walk
+
             started = time.perf_counter()
             path = trace_on_workers(client, futures, plan, a_future, b_future, a_codes, subject,
                                     scoring, best, gpu_grids=n_gpus > 0)

@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 
 from ... import backend
-from ...kernels.cpu.tile import matrix_boundaries, score_tile
+from ...kernels.tile_contract import matrix_boundaries
 from ...scoring import Scoring
 
 __all__ = ["MAX_TILES", "CostModel", "TilePlan", "calibrate", "makespan_bound", "plan_tiles",
@@ -314,6 +314,8 @@ def calibrate(kinds: Collection[str] = ("cpu", "gpu"), *, size: int = 2048,
         return float(np.median(times))
 
     if "cpu" in kinds:
+        from ...kernels.cpu.tile import score_tile  # Numba: the CPU's rate only
+
         small, large = size // 4, size
         t_small, t_large = timed(score_tile, small, small), timed(score_tile, large, large)
         rate = (large ** 2 - small ** 2) / max(t_large - t_small, 1e-9) / 1e9

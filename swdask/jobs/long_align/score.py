@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...kernels.cpu.threads import kernel_threads
-from ...kernels.cpu.tile import better, matrix_boundaries, score_tile
+from ...kernels.tile_contract import better, matrix_boundaries
 from ..base import import_beside, progress_bar
 
 if TYPE_CHECKING:
@@ -80,6 +80,8 @@ def _tile_task(a, b, r0, r1, c0, c1, top, left, matrix, gap_open, gap_extend, fo
                              top_h, top_f, left_h, left_e)
         kind = "gpu"
     else:
+        from ...kernels.cpu.tile import score_tile  # Numba: CPU tiles only
+
         out = score_tile(a[r0:r1], b[c0:c1], matrix, gap_open, gap_extend,
                          top_h, top_f, left_h, left_e)
         kind = "cpu"
