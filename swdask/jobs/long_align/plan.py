@@ -41,9 +41,10 @@ class CostModel:
     on those 2 busy cores: at most 4 ms a tile).  GPU: :func:`calibrate` on an H100
     (2026-11-23): 612 GCUPS for the whole GPU, 0.50 GCUPS for one warp (so launches of
     fewer than about 1,230 sub-tiles do not fill it), overheads below the defaults; with
-    these the 2.46 Mb x 1 Mb benchmark is predicted at 4.58 s and runs in 4.67 s.  The
-    warp's rate was the host's launch time then (see :func:`calibrate`); the GPU defaults
-    are to be measured again with the packed launches.
+    these the 2.46 Mb x 1 Mb benchmark is predicted at 4.58 s and runs in 4.67 s.  Measured
+    again with packed launches on an H200 (2026-11-28): 577-599 GCUPS and 0.53-0.54 GCUPS a
+    warp, so that warp rate is the kernel's latency, not the host's; the kernel has since
+    scored that benchmark in 3.44 s instead of 4.41 (unsigned indexing), not yet calibrated.
     """
 
     cpu_gcups: float = 0.35
