@@ -27,16 +27,17 @@ Best cell: the tile's largest ``H`` with the reference's tie rule (smallest subj
 cell is positive.  Since the rule is a total order on cells, the best of the whole
 matrix is the best of the tiles' bests under the same order (:func:`better`).
 
-Grids: :func:`swdask.kernels.cpu.tile.score_grid` computes a rectangle cut at interior
-row cuts ``r_1 < r_2 < ...`` and column cuts ``c_1 < c_2 < ...`` into a grid of tiles, and
-keeps every tile's boundaries (a :class:`GridBoundaries`): for each row cut ``r`` (rectangle coordinates)
-``row_h[k] = H(r, 0 .. w)`` (index 0 is the rectangle's left boundary ``left_h[r - 1]``,
-the corner of the tiles below, as in ``bottom_h``) and ``row_f[k] = F(r, 1 .. w)``; for
-each column cut ``c``, ``col_h[k] = H(1 .. h, c)`` and ``col_e[k] = E(1 .. h, c)``.  The
-tile between row cuts ``p - 1, p`` and column cuts ``q - 1, q`` then reads its four
-boundaries from slices of those (:func:`grid_tile_inputs`), so a traceback can walk
-through the grid without recomputing it.  Memory: ``O(h * column cuts + w * row cuts)``.
-:func:`swdask.kernels.cuda.tile.score_grid_gpu` returns the same from one GPU sweep.
+Grids: :func:`swdask.kernels.cpu.tile.score_grid` computes a rectangle cut at interior row
+cuts ``r_1 < r_2 < ...`` and column cuts ``c_1 < c_2 < ...`` into a grid of tiles, and
+keeps every tile's boundaries (a :class:`GridBoundaries`): for each row cut ``r``
+(rectangle coordinates) ``row_h[k] = H(r, 0 .. w)`` (index 0 is the rectangle's left
+boundary ``left_h[r - 1]``, the corner of the tiles below, as in ``bottom_h``) and
+``row_f[k] = F(r, 1 .. w)``; for each column cut ``c``, ``col_h[k] = H(1 .. h, c)`` and
+``col_e[k] = E(1 .. h, c)``. The tile between row cuts ``p - 1, p`` and column cuts ``q -
+1, q`` then reads its four boundaries from slices of those (:func:`grid_tile_inputs`), so a
+traceback can walk through the grid without recomputing it. Memory: ``O(h * column cuts + w
+* row cuts)``. :func:`swdask.kernels.cuda.tile.score_grid_gpu` returns the same from one
+GPU sweep.
 
 Scores are exact int32: callers check that ``|H|`` stays below ``2^30 - 2^20`` (local
 scores are at most ``max(s) * min(m, n)``; ``E`` and ``F`` at least ``-(o + e)`` below

@@ -94,10 +94,9 @@ BLOCKS_PER_SM = 3
 #: 32-bit path, use their own kernels whichever is named.
 PACKED_FAMILIES = {"ends": "inter_task_dpx", "scan": inter_task_dpx_scan.FAMILY}
 #: The default of ``kernel``: ``"scan"``, with its end pass 1.8 x as fast as ``"ends"`` on
-#: the 20 CUDASW++ queries (1.1-1.9 x per query pair; one H200, docs/search.md); the
-#: environment variable ``SWDASK_SEARCH_KERNEL``
-#: names another for a whole process (the command line, ``cli_wall.py`` and
-#: ``ncu_search.sh`` compare the two through it).
+#: the 20 CUDASW++ queries (1.1-1.9 x per query pair; one H200, docs/search.md).  The
+#: environment variable ``SWDASK_SEARCH_KERNEL`` names another for a whole process (the
+#: command line, ``cli_wall.py`` and ``ncu_search.sh`` compare the two through it).
 SEARCH_KERNEL = os.environ.get("SWDASK_SEARCH_KERNEL", "scan")
 #: Streams at most that the query pairs of a batch spread over when one launch cannot fill
 #: the GPU (few or few long subjects: a store's last partition of the longest ones, a
