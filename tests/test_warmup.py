@@ -1,6 +1,8 @@
 """``swdask warmup`` on the CPU: each job runs once, each step is timed in the report
 (the GPU lane's ``swdask warmup --device gpu`` builds the CUDA kernels)."""
-from swdask.warmup import warmup
+import pytest
+
+from swdask.warmup import kernel_specs, warmup
 
 
 def test_cpu_warmup_runs_every_job():
@@ -11,3 +13,19 @@ def test_cpu_warmup_runs_every_job():
     assert all(seconds > 0 for seconds in report.seconds.values())
     assert [line.split(" kernels ready")[0] for line in said] == list(report.seconds)
     assert report.summary().startswith("warmup on cpu: search ")
+
+
+@pytest.mark.parametrize("default", ["scan", "ends"])
+def test_gpu_warmup_builds_the_default_search_kernel_only(default, monkeypatch):
+    """The 16-bit local search kernel that searches launch (``SEARCH_KERNEL``) is built
+    ahead, not the other one (46 shapes of the kernel with end cells went unused once the
+    scan kernel became the default); the rest of the list is the same either way."""
+    from swdask.kernels.cuda import codegen, inter_task, launcher
+
+    monkeypatch.setattr(inter_task, "has_dpx", lambda: True)  # no GPU in CI: say Hopper
+    monkeypatch.setattr(codegen, "has_dpx", lambda: True)
+    monkeypatch.setattr(launcher, "SEARCH_KERNEL", default)
+    families = [family for family, _ in kernel_specs()]
+    other = {"scan": "inter_task_dpx", "ends": "inter_task_dpx_scan"}[default]
+    assert launcher.PACKED_FAMILIES[default] in families and other not in families
+    assert {"inter_task", "intra_task", "all_pairs", "tile"} <= set(families)
