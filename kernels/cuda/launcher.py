@@ -516,11 +516,15 @@ class DeviceSubjects:
         Raises
         ------
         ValueError
-            If ``kernel`` is not one of :data:`PACKED_FAMILIES`.
+            If ``kernel`` is not one of :data:`PACKED_FAMILIES`, or ``ties`` does not
+            hold one key per result column.
         RuntimeError
             If the end pass scores a candidate differently from the scan kernel.
         """
         scan = scan_kernel(kernel, mode)
+        if ties is not None and len(ties) != len(self.subjects):
+            raise ValueError(f"ties holds {len(ties)} keys for {len(self.subjects)} subjects; "
+                             "it needs one per result column")
         if mode == "local":
             floor = 1 if min_score is None else max(int(min_score), 0)
         else:

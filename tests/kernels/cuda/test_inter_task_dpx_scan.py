@@ -162,6 +162,8 @@ def test_ties_keep_each_querys_best_and_end_pass_only_those(kernel, intra_thresh
         np.testing.assert_array_equal(got[order], scores[q][np.sort(columns)])
         np.testing.assert_array_equal(got_q_end[order], q_end[q][np.sort(columns)])
         np.testing.assert_array_equal(got_s_end[order], s_end[q][np.sort(columns)])
+    with pytest.raises(ValueError, match=r"ties holds 3 keys for 40 subjects"):
+        device.top_many(queries, scoring.matrix, 11, 1, max_hits, ties=keys[:3])
     if kernel == "scan":
         inter = [columns[np.flatnonzero(device.n_intra <= np.argsort(device.subjects)[columns])]
                  for columns, *_ in found]
