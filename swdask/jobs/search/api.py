@@ -447,8 +447,9 @@ def _run(job: SearchJob, progress, device="cpu", partitions=None):
                 q1 = min(n_rows, q0 + rows_per_chunk)
                 q_off = batch.offsets[q0:q1 + 1] - batch.offsets[q0]
                 q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
-                candidates, seconds = tasks.score_pass(device, q_res, q_off, part.residues, part.offsets,
-                                                  job.scoring, job.mode, max_hits, job.min_score)
+                candidates, seconds = tasks.score_pass(
+                    device, q_res, q_off, part.residues, part.offsets, job.scoring, job.mode,
+                    max_hits, job.min_score, part.seq_id)
                 if import_after:
                     import_after = False
                     import_beside(*AFTER_FIRST_PASS)

@@ -241,6 +241,28 @@ def test_cli_device_gpu_in_the_simulator_matches_cpu(tiny, tmp_path, capsys, mod
     assert pa.Table.from_pandas(table, schema=HITS, preserve_index=False).equals(tables["cpu"])
 
 
+def test_both_search_engines_rank_ties_on_the_gpu_by_seq_id(tiny, monkeypatch):
+    """The GPU's selection gets each partition's seq_id (``top_many(ties=)``), in the Dask
+    flow and in one process, so that the scan kernel's end pass runs on each query's best
+    ``max_hits`` alone; the hits stay the CPU's."""
+    from swdask.kernels.cuda import launcher
+
+    queries, store = tiny
+    seen = []
+    original = launcher.DeviceSubjects.top_many
+
+    def spy(self, *args, ties=None, **kwargs):
+        seen.append(None if ties is None else (len(ties), len(self.subjects)))
+        return original(self, *args, ties=ties, **kwargs)
+
+    monkeypatch.setattr(launcher.DeviceSubjects, "top_many", spy)
+    cpu = swdask.search_in_process(queries, store, device="cpu", max_hits=2)
+    one = swdask.search_in_process(queries, store, device="gpu", max_hits=2)
+    flow = swdask.search(queries, store, device="gpu", max_hits=2).compute()
+    assert len(seen) == 10 and all(s is not None and s[0] == s[1] for s in seen)
+    assert cpu.equals(one) and cpu.equals(flow.reset_index(drop=True))
+
+
 def test_gpu_score_tasks_declare_their_device(tiny):
     """What the scheduler routes by (swdask.gpu_resources): the score tasks of a "gpu"
     search, read off the tasks of the graph that is computed, and nothing else."""
