@@ -15,8 +15,9 @@ per query, every subject that can be among its ``max_hits`` best:
    exactly by the 32-bit kernel (their cells are counted in
    :attr:`KernelStats.cells_32bit`).  With the score-only scan kernel
    (:mod:`~swdask.kernels.cuda.inter_task_dpx_scan`, ``kernel="scan"``, local searches),
-   the end cells of the selected candidates come from the same 32-bit kernel run on
-   them only (the *end pass*), which must give the scan's score again.
+   the end cells of the selected candidates come from the block-per-pair kernel run on
+   them only (the *end pass*, :meth:`DeviceSubjects._end_cells`), which must give the
+   scan's score again.
 3. A score histogram per query gives the cut that keeps ``max_hits`` subjects (ties
    included); one kernel compacts the survivors, which are the only rows copied back.
    Global and semiglobal scores (``mode``; negative and unbounded below) are binned over
@@ -246,8 +247,6 @@ class DeviceSubjects:
         #: row of each: launches on one stream run in order, so one buffer serves them all.
         self._lane_streams = [self.stream]
         self._boundaries = [device_api().device_array(2, np.int32, stream=self.stream)]
-        #: The boundary row of the end pass (on the selection stream).
-        self._end_boundary = device_api().device_array(2, np.int32, stream=self._post)
         #: Page-locked host buffers by (table set, use), reused: allocating or freeing
         #: page-locked memory can stall the device, which the pipeline must not.
         self._pool = {}
@@ -304,10 +303,9 @@ class DeviceSubjects:
         return (*results, seconds)
 
     def _launch32(self, query, matrix, gap_open, gap_extend, subset, outs, *, mode="local",
-                  rows=None, group=None, shared=True, dpx=None, stream=None):
-        """Launch the 32-bit kernel on the ``subset``'s subjects, on ``stream`` (default the
-        compute stream; another one is the end pass's, with its own boundary row)."""
-        stream = self.stream if stream is None else stream
+                  rows=None, group=None, shared=True, dpx=None):
+        """Launch the 32-bit kernel on the ``subset``'s subjects, on the compute stream."""
+        stream = self.stream
         m = len(query)
         if dpx is None:
             dpx = has_dpx()
@@ -323,12 +321,7 @@ class DeviceSubjects:
             stream=stream)
         warp_len, warp_base, slots, n_warps = subset.plan(group)
         size = 2 * slots if passes > 1 else 2
-        if stream is self.stream:
-            boundary = self._boundary_for(size)
-        else:
-            if self._end_boundary.shape[0] < size:
-                self._end_boundary = device_api().device_array(size, np.int32, stream=stream)
-            boundary = self._end_boundary
+        boundary = self._boundary_for(size)
         threads = threads_per_block()
         kernel = get_kernel("inter_task", rows=rows, group=group, shared=shared, dpx=dpx,
                             alphabet=matrix.shape[0] + 1, **inter_task.mode_shape(mode))
@@ -340,14 +333,19 @@ class DeviceSubjects:
                 np.int32(gap_extend), *length, boundary, *outs)
 
     def _launch_intra(self, query, matrix, gap_open, gap_extend, outs, stream, profile=None,
-                      *, mode="local"):
+                      *, mode="local", pairs=None):
         """Score ``query`` against the intra-task subjects (launch positions
         ``[0, n_intra)``) into ``outs`` on ``stream``; ``profile`` is the query's device
-        profile when already uploaded."""
+        profile when already uploaded.  ``pairs``: other subjects instead, as
+        ``(subjects, boundary offsets, boundary)`` on the device (the end pass, one block
+        a candidate)."""
         alphabet = matrix.shape[0]
         lanes = intra_task.lanes_per_warp()
         dtype = _intra_dtype(matrix, mode, gap_extend)
         rows, warps = intra_task.choose_shape(len(query), alphabet, lanes, dtype.itemsize)
+        order, b_off, boundary = ((self._long_order, self._long_boff, self._long_boundary)
+                                  if pairs is None else pairs)
+        n_pairs = self.n_intra if pairs is None else order.shape[0]
         span = rows * warps * lanes
         passes = max(1, math.ceil(len(query) / span))
         if profile is None:
@@ -357,10 +355,9 @@ class DeviceSubjects:
         kernel = get_kernel("intra_task", rows=rows, warps=warps, alphabet=alphabet, lanes=lanes,
                             dtype=np.dtype(dtype).name, **inter_task.mode_shape(mode))
         length = () if mode == "local" else (np.int64(len(query)),)
-        kernel[self.n_intra, warps * lanes, stream](
-            profile, passes, self._res, self._off, self._long_order, self._long_boff,
-            np.int32(gap_open + gap_extend), np.int32(gap_extend), *length,
-            self._long_boundary, *outs)
+        kernel[n_pairs, warps * lanes, stream](
+            profile, passes, self._res, self._off, order, b_off,
+            np.int32(gap_open + gap_extend), np.int32(gap_extend), *length, boundary, *outs)
 
     def _host(self, slot, name, shape, dtype):
         """A page-locked host array of ``shape`` from the pool (grown when too small)."""
@@ -610,9 +607,14 @@ class DeviceSubjects:
     def _end_cells(self, staged, found, stats):
         """The end pass of a batch scored by the scan kernel: per query of the batch,
         ``found[q] = (positions, scores)`` (launch positions of inter-task subjects, their
-        scan scores) are scored again by the 32-bit kernel on the selection stream, which
-        gives their end cells.  Returns per query ``query_end`` and ``subject_end`` and
-        ``stats`` with the pass's cells and time added.
+        scan scores) are scored again on the selection stream by the block-per-pair kernel
+        (:mod:`~swdask.kernels.cuda.intra_task`, 32-bit, one block a candidate, all of a
+        query's rows in a few passes), which gives their end cells.  A search's candidates
+        are each query's best few (``top_many(ties=)``), so the pass is one sweep of a
+        subject's columns, not cells: the thread-group kernel took 24 ms for 20 hits of a
+        pair of 5.4 k-residue queries, 15 passes of its 384 rows one after another (H200).
+        Returns per query ``query_end`` and ``subject_end`` and ``stats`` with the pass's
+        cells and time added.
 
         Raises
         ------
@@ -620,22 +622,25 @@ class DeviceSubjects:
             If a 32-bit score differs from the scan's.
         """
         post = self._post
-        launched, subsets, cells = [], [], 0
+        launched, kept, cells = [], [], 0
         timer = _Timer(post)
         for q, (positions, _) in enumerate(found):  # launched back to back, one wait
             outs = [device_api().device_array(len(positions), np.int32, stream=post)
                     for _ in range(3)]
             if len(positions):
-                subsets.append(_Ordered(positions, self.lengths[positions],
-                                        self.subjects[positions], post))
-                self._launch32(staged.queries[q], staged.matrix, staged.gap_open,
-                               staged.gap_extend, subsets[-1], outs, stream=post)
+                b_off, size = intra_task.boundary_offsets(self.lengths[positions])
+                pairs = (device_api().to_device(self.subjects[positions], stream=post),
+                         device_api().to_device(b_off, stream=post),
+                         device_api().device_array(size, np.int32, stream=post))
+                kept.append(pairs)
+                self._launch_intra(staged.queries[q], staged.matrix, staged.gap_open,
+                                   staged.gap_extend, outs, post, pairs=pairs)
                 cells += len(staged.queries[q]) * int(self.lengths[positions].sum())
             launched.append(outs)
         seconds = timer.stop()
         results = [[out.copy_to_host(stream=post) for out in outs] for outs in launched]
         post.synchronize()
-        del subsets  # (their uploads stay allocated until the launches are done)
+        del kept  # (their uploads stay allocated until the launches are done)
         q_ends, s_ends = [], []
         for q, ((positions, scores), (exact, q_end, s_end)) in enumerate(zip(found, results)):
             wrong = np.flatnonzero(exact != scores)
@@ -907,7 +912,7 @@ def search_specs(lengths: Sequence[int], matrix: np.ndarray, packed: bool, *,
     """Build specs (:func:`swdask.kernels.cuda.compile.build`) of a search of queries of
     ``lengths`` (longest first) in ``mode``: :data:`SEARCH_KERNELS` and the inter-task
     kernels, the 16-bit kernel per query pair when ``packed`` (``scan``: the scan kernel,
-    and the 32-bit kernel per query for its end pass), else the 32-bit kernel per query
+    and the block-per-pair kernel of its end pass), else the 32-bit kernel per query
     (``short``: there are subjects below the intra-task threshold)."""
     alphabet = matrix.shape[0]
     specs = list(SEARCH_KERNELS) + (END_KERNELS if mode != "local" else [])
@@ -921,7 +926,14 @@ def search_specs(lengths: Sequence[int], matrix: np.ndarray, packed: bool, *,
             rows, group = _packed_module(scan).choose_shape(max(lengths[p], 1), alphabet)
             specs.append((family, dict(rows=rows, group=group, alphabet=alphabet,
                                        threads=threads, **modal)))
-    if not packed or scan:
+    if scan:  # the end pass: the block-per-pair kernel per query
+        dtype = intra_task.profile_dtype(matrix, 0)
+        lanes = intra_task.lanes_per_warp()
+        for m in lengths:
+            rows, warps = intra_task.choose_shape(m, alphabet, lanes, dtype.itemsize)
+            specs.append(("intra_task", dict(rows=rows, warps=warps, alphabet=alphabet,
+                                             lanes=lanes, dtype=dtype.name, **modal)))
+    if not packed:
         shared = int(np.abs(matrix).max(initial=0)) <= np.iinfo(np.int16).max
         for m in lengths:
             rows, group = inter_task.choose_shape(m)

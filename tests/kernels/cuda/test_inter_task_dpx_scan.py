@@ -174,15 +174,15 @@ def test_ties_keep_each_querys_best_and_end_pass_only_those(kernel, intra_thresh
 def test_end_pass_disagreeing_with_the_scan_raises(monkeypatch):
     """The end pass checks the scan's scores: a 32-bit score that differs is an error,
     never a silent difference."""
-    original = launcher.DeviceSubjects._launch32
+    original = launcher.DeviceSubjects._launch_intra
 
-    def off_by_one(self, *args, stream=None, **kwargs):
-        original(self, *args, stream=stream, **kwargs)
-        if stream is not None:  # the end pass (the compute stream re-scores overflows)
-            scores = args[5][0]
+    def off_by_one(self, *args, pairs=None, **kwargs):
+        original(self, *args, pairs=pairs, **kwargs)
+        if pairs is not None:  # the end pass (the long subjects' launches give none)
+            scores = args[4][0]
             scores.copy_to_device(scores.copy_to_host() + 1)
 
-    monkeypatch.setattr(launcher.DeviceSubjects, "_launch32", off_by_one)
+    monkeypatch.setattr(launcher.DeviceSubjects, "_launch_intra", off_by_one)
     db = load_sequences(SPROT_DB)
     query = db.codes(3)[:6].copy()
     s_res, s_off = pack([query.copy(), db.codes(4)[:5].copy()])
@@ -193,9 +193,10 @@ def test_end_pass_disagreeing_with_the_scan_raises(monkeypatch):
 
 
 def test_search_kernel_choice(monkeypatch):
-    """The default stays today's kernel until the scan is measured on a GPU (unless
-    SWDASK_SEARCH_KERNEL names one for the process); a name outside the table is an error
-    that lists the choices; global and semiglobal searches keep their kernels."""
+    """The scan kernel is the default (unless SWDASK_SEARCH_KERNEL names another for the
+    process); a name outside the table is an error that lists the choices; global and
+    semiglobal searches keep their kernels; the end pass builds the block-per-pair kernel
+    per query."""
     assert launcher.SEARCH_KERNEL == os.environ.get("SWDASK_SEARCH_KERNEL", "scan")
     monkeypatch.setattr(launcher, "SEARCH_KERNEL", "ends")
     assert launcher.scan_kernel(None) is False
@@ -210,7 +211,7 @@ def test_search_kernel_choice(monkeypatch):
         launcher.scan_kernel("fast")
     specs = launcher.search_specs([40, 30, 7], Scoring().matrix, True, scan=True)
     families = [family for family, _ in specs[len(launcher.SEARCH_KERNELS):]]
-    assert families == ["inter_task_dpx_scan"] * 2 + ["inter_task"] * 3  # + the end pass
+    assert families == ["inter_task_dpx_scan"] * 2 + ["intra_task"] * 3  # + the end pass
 
 
 def test_scan_render_checks_its_shape():
