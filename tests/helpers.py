@@ -127,6 +127,36 @@ def pack(seqs) -> tuple[np.ndarray, np.ndarray]:
     return residues.astype(np.uint8), offsets
 
 
+def check_score_many(queries, subjects, scoring, label, **options):
+    """Every score and end of the GPU launcher's ``score_many`` (``options``: its
+    keywords, e.g. ``packed``, ``kernel``) equals the CPU kernel's; returns the stats."""
+    from swdask.kernels.cpu.score import score_all
+    from swdask.kernels.cuda import launcher
+
+    s_res, s_off = pack(subjects)
+    q_res, q_off = pack(queries)
+    *got, stats = launcher.DeviceSubjects(s_res, s_off).score_many(
+        queries, scoring.matrix, scoring.gap_open, scoring.gap_extend, **options)
+    want = score_all(q_res, q_off, s_res, s_off, scoring.matrix, scoring.gap_open,
+                     scoring.gap_extend)
+    for name, g, w in zip(("score", "query_end", "subject_end"), got, want):
+        np.testing.assert_array_equal(g, w, err_msg=f"{label}: {name}")
+    return stats
+
+
+def protein_windows(db, rng, lengths) -> list[np.ndarray]:
+    """Real windows of ``lengths`` from the records of ``db`` (a ``load_sequences`` set),
+    at random records and starts (a record repeated where too short)."""
+    out = []
+    for n in lengths:
+        codes = db.codes(int(rng.integers(len(db))))
+        while len(codes) < n:
+            codes = np.concatenate([codes, codes])
+        s0 = int(rng.integers(0, len(codes) - n + 1))
+        out.append(codes[s0:s0 + n].copy())
+    return out
+
+
 def window_codes() -> np.ndarray:
     """The codes of :data:`WINDOW`."""
     with gzip.open(WINDOW, "rt") as handle:

@@ -305,7 +305,6 @@ class DeviceSubjects:
     def _launch32(self, query, matrix, gap_open, gap_extend, subset, outs, *, mode="local",
                   rows=None, group=None, shared=True, dpx=None):
         """Launch the 32-bit kernel on the ``subset``'s subjects, on the compute stream."""
-        stream = self.stream
         m = len(query)
         if dpx is None:
             dpx = has_dpx()
@@ -318,16 +317,15 @@ class DeviceSubjects:
         passes = max(1, math.ceil(m / (group * rows)))
         profile = device_api().to_device(
             inter_task.query_profile(query, matrix, passes * group * rows, mode, gap_extend),
-            stream=stream)
+            stream=self.stream)
         warp_len, warp_base, slots, n_warps = subset.plan(group)
-        size = 2 * slots if passes > 1 else 2
-        boundary = self._boundary_for(size)
+        boundary = self._boundary_for(2 * slots if passes > 1 else 2)
         threads = threads_per_block()
         kernel = get_kernel("inter_task", rows=rows, group=group, shared=shared, dpx=dpx,
                             alphabet=matrix.shape[0] + 1, **inter_task.mode_shape(mode))
         length = () if mode == "local" else (np.int64(m),)
         if len(subset.lengths):
-            kernel[max(1, math.ceil(n_warps * 32 / threads)), threads, stream](
+            kernel[max(1, math.ceil(n_warps * 32 / threads)), threads, self.stream](
                 profile, passes, self._res, self._off, subset.order, warp_len, warp_base,
                 np.int64(matrix.shape[0]), np.int32(gap_open + gap_extend),
                 np.int32(gap_extend), *length, boundary, *outs)
@@ -701,14 +699,7 @@ class DeviceSubjects:
         specs = search_specs([len(q) for q in queries], matrix, packed,
                              short=len(self._short.lengths) > 0, mode=mode, scan=scan)
         if self.n_intra:
-            lanes = intra_task.lanes_per_warp()
-            dtype = _intra_dtype(matrix, mode, gap_extend)
-            for query in queries:
-                rows, warps = intra_task.choose_shape(len(query), matrix.shape[0], lanes,
-                                                      dtype.itemsize)
-                specs.append(("intra_task", dict(rows=rows, warps=warps, alphabet=matrix.shape[0],
-                                                 lanes=lanes, dtype=dtype.name,
-                                                 **inter_task.mode_shape(mode))))
+            specs += _intra_specs([len(q) for q in queries], matrix, mode, gap_extend)
         return build(specs)
 
     def _stage(self, rows, queries, matrix, gap_open, gap_extend, packed, tables, hist, slot,
@@ -927,12 +918,7 @@ def search_specs(lengths: Sequence[int], matrix: np.ndarray, packed: bool, *,
             specs.append((family, dict(rows=rows, group=group, alphabet=alphabet,
                                        threads=threads, **modal)))
     if scan:  # the end pass: the block-per-pair kernel per query
-        dtype = intra_task.profile_dtype(matrix, 0)
-        lanes = intra_task.lanes_per_warp()
-        for m in lengths:
-            rows, warps = intra_task.choose_shape(m, alphabet, lanes, dtype.itemsize)
-            specs.append(("intra_task", dict(rows=rows, warps=warps, alphabet=alphabet,
-                                             lanes=lanes, dtype=dtype.name, **modal)))
+        specs += _intra_specs(lengths, matrix, mode)
     if not packed:
         shared = int(np.abs(matrix).max(initial=0)) <= np.iinfo(np.int16).max
         for m in lengths:
@@ -970,6 +956,18 @@ def load_search_kernels(lengths: Iterable[int], matrix: npt.ArrayLike, gap_open:
     unique = dict.fromkeys((family, tuple(sorted(shape.items()))) for family, shape in
                            specs[fixed:] + specs[:fixed])
     return load_ahead([(family, dict(shape)) for family, shape in unique])
+
+
+def _intra_specs(lengths, matrix, mode="local", gap_extend=0):
+    """Specs of the block-per-pair kernel for queries of ``lengths`` in ``mode`` (the
+    shapes :meth:`DeviceSubjects._launch_intra` launches)."""
+    lanes = intra_task.lanes_per_warp()
+    dtype = _intra_dtype(matrix, mode, gap_extend)
+    alphabet = matrix.shape[0]
+    return [("intra_task", dict(rows=rows, warps=warps, alphabet=alphabet, lanes=lanes,
+                                dtype=dtype.name, **inter_task.mode_shape(mode)))
+            for rows, warps in (intra_task.choose_shape(m, alphabet, lanes, dtype.itemsize)
+                                for m in lengths)]
 
 
 def _intra_dtype(matrix, mode, gap_extend):

@@ -14,7 +14,14 @@ from swdask.kernels.cpu.score import score_all
 from swdask.kernels.cuda import inter_task_dpx, launcher
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
-from tests.helpers import QUERIES, SPROT_DB, assert_top_hits, pack
+from tests.helpers import (
+    QUERIES,
+    SPROT_DB,
+    assert_top_hits,
+    check_score_many,
+    pack,
+    protein_windows,
+)
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
 
@@ -111,15 +118,7 @@ def test_device_top_hits_keep_every_candidate(max_hits, min_score, packed):
 
 def check_many(queries, subjects, scoring, label, packed=True):
     """Every score and end of ``score_many`` equals the CPU kernel's; returns the stats."""
-    s_res, s_off = pack(subjects)
-    q_res, q_off = pack(queries)
-    *got, stats = launcher.DeviceSubjects(s_res, s_off).score_many(
-        queries, scoring.matrix, scoring.gap_open, scoring.gap_extend, packed=packed)
-    want = score_all(q_res, q_off, s_res, s_off, scoring.matrix, scoring.gap_open,
-                     scoring.gap_extend)
-    for name, g, w in zip(("score", "query_end", "subject_end"), got, want):
-        np.testing.assert_array_equal(g, w, err_msg=f"{label}: {name}")
-    return stats
+    return check_score_many(queries, subjects, scoring, label, packed=packed)
 
 
 @pytest.mark.parametrize("rows,lengths", [
@@ -134,12 +133,7 @@ def test_16bit_kernel_matches_cpu_at_boundaries(rows, lengths, monkeypatch):
     monkeypatch.setattr(inter_task_dpx, "ROW_RATES", {rows: 1.0})
     rng = np.random.default_rng(sum(lengths) + rows)
     db = load_sequences(SPROT_DB)
-    queries = []
-    for m in lengths:
-        codes = db.codes(int(rng.integers(len(db))))
-        while len(codes) < m:
-            codes = np.concatenate([codes, codes])
-        queries.append(codes[:m].copy())
+    queries = protein_windows(db, rng, lengths)
     subjects = [np.zeros(0, np.uint8), db.codes(1)[:1].copy()]
     subjects += [db.codes(int(rng.integers(len(db))))[:n].copy() for n in (5, 31, 32, 33)]
     subjects += [q[::-1].copy() for q in queries if len(q)] + [queries[-1].copy()]

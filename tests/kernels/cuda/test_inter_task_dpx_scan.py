@@ -17,34 +17,21 @@ from swdask.kernels.cpu.score import score_all
 from swdask.kernels.cuda import inter_task_dpx, inter_task_dpx_scan, launcher
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
-from tests.helpers import SPROT_DB, assert_top_hits, pack
+from tests.helpers import (
+    SPROT_DB,
+    assert_top_hits,
+    check_score_many,
+    pack,
+    protein_windows,
+)
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
 
 
-def check_scan(queries, subjects, scoring, label, **options):
+def check_scan(queries, subjects, scoring, label):
     """``score_many`` with the scan kernel equals the CPU kernel (scores and ends);
     returns the stats."""
-    s_res, s_off = pack(subjects)
-    q_res, q_off = pack(queries)
-    *got, stats = launcher.DeviceSubjects(s_res, s_off, **options).score_many(
-        queries, scoring.matrix, scoring.gap_open, scoring.gap_extend, kernel="scan")
-    want = score_all(q_res, q_off, s_res, s_off, scoring.matrix, scoring.gap_open,
-                     scoring.gap_extend)
-    for name, g, w in zip(("score", "query_end", "subject_end"), got, want):
-        np.testing.assert_array_equal(g, w, err_msg=f"{label}: {name}")
-    return stats
-
-
-def windows(rng, db, lengths):
-    """Real protein windows of ``lengths`` (sequences repeated where too short)."""
-    found = []
-    for m in lengths:
-        codes = db.codes(int(rng.integers(len(db))))
-        while len(codes) < m:
-            codes = np.concatenate([codes, codes])
-        found.append(codes[:m].copy())
-    return found
+    return check_score_many(queries, subjects, scoring, label, kernel="scan")
 
 
 @pytest.mark.parametrize("rows,group,lengths", [
@@ -58,11 +45,11 @@ def test_scan_matches_cpu_at_pass_and_span_boundaries(rows, group, lengths, monk
     monkeypatch.setattr(inter_task_dpx_scan, "choose_shape", lambda m, alphabet: (rows, group))
     rng = np.random.default_rng(rows * 100 + group * 10 + sum(lengths))
     db = load_sequences(SPROT_DB)
-    queries = windows(rng, db, lengths)
+    queries = protein_windows(db, rng, lengths)
     # Empty and one-residue subjects, lengths around the span and a trip of four columns
     # (drain columns), related subjects (positive scores and gaps).
     subjects = [np.zeros(0, np.uint8), db.codes(1)[:1].copy()]
-    subjects += windows(rng, db, (3, 4, 5, rows * group - 1, rows * group + 1))
+    subjects += protein_windows(db, rng, (3, 4, 5, rows * group - 1, rows * group + 1))
     subjects += [q[::-1].copy() for q in queries if len(q)] + [queries[0].copy()]
     stats = check_scan(queries, subjects, Scoring(), f"R={rows} G={group} lengths={lengths}")
     assert stats.cells_ends == stats.cells and stats.seconds_ends > 0
@@ -73,8 +60,8 @@ def test_scan_shape_chooser_at_warp_boundaries():
     queries around a warp of rows."""
     rng = np.random.default_rng(7)
     db = load_sequences(SPROT_DB)
-    queries = windows(rng, db, (33, 31, 32))
-    subjects = windows(rng, db, (1, 2, 31, 32, 33)) + [queries[0][5:].copy()]
+    queries = protein_windows(db, rng, (33, 31, 32))
+    subjects = protein_windows(db, rng, (1, 2, 31, 32, 33)) + [queries[0][5:].copy()]
     for m in (1, 31, 32, 33, 5000):
         rows, group = inter_task_dpx_scan.choose_shape(m, 24)
         assert rows % 4 == 0 and inter_task_dpx_scan.shared_fits(rows, group, 24)

@@ -17,7 +17,7 @@ from swdask.kernels.cuda import intra_task, launcher
 from swdask.kernels.cuda.compile import get_kernel
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
-from tests.helpers import SPROT_DB, pack
+from tests.helpers import SPROT_DB, pack, protein_windows
 
 pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lane only")
 
@@ -25,18 +25,6 @@ pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lan
 @pytest.fixture(scope="module")
 def db():
     return load_sequences(SPROT_DB)
-
-
-def windows(db, rng, lengths):
-    """Real Swiss-Prot windows of the given lengths (a record repeated if too short)."""
-    out = []
-    for n in lengths:
-        codes = db.codes(int(rng.integers(len(db))))
-        while len(codes) < n:
-            codes = np.concatenate([codes, codes])
-        s0 = int(rng.integers(0, len(codes) - n + 1))
-        out.append(codes[s0:s0 + n].copy())
-    return out
 
 
 def run_kernel(query, subjects, scoring, rows, warps, lanes, delay):
@@ -71,9 +59,9 @@ def run_kernel(query, subjects, scoring, rows, warps, lanes, delay):
 ])
 def test_kernel_matches_cpu_at_lane_warp_and_pass_boundaries(db, m, rows, warps, lanes, delay):
     rng = np.random.default_rng(m * 7 + rows + warps + delay)
-    query = windows(db, rng, [m])[0]
+    query = protein_windows(db, rng, [m])[0]
     subjects = [np.zeros(0, np.uint8), db.codes(0)[:1].copy()]
-    subjects += windows(db, rng, [9, 16])
+    subjects += protein_windows(db, rng, [9, 16])
     subjects += [query[::-1].copy(), query.copy()]  # related: positive scores, gaps
     got, want = run_kernel(query, subjects, Scoring(), rows, warps, lanes, delay)
     label = f"m={m} R={rows} W={warps} L={lanes} D={delay}"
@@ -145,8 +133,8 @@ def test_launcher_routes_long_subjects_to_the_intra_kernel(db, packed):
     inter-task kernels, in one table; a given launch order with long subjects in the
     middle keeps its result columns."""
     rng = np.random.default_rng(3)
-    queries = windows(db, rng, [13, 6, 1])
-    subjects = windows(db, rng, [4, 21, 0, 9, 25, 1])
+    queries = protein_windows(db, rng, [13, 6, 1])
+    subjects = protein_windows(db, rng, [4, 21, 0, 9, 25, 1])
     subjects.append(queries[0].copy())  # 13 residues: under the threshold, a top hit
     s_res, s_off = pack(subjects)
     device = launcher.DeviceSubjects(s_res, s_off, intra_threshold=20)
@@ -171,8 +159,8 @@ def test_launcher_multi_warp_blocks_with_passes(db, monkeypatch):
     monkeypatch.setattr(intra_task, "choose_shape",
                         lambda m, alphabet, lanes=32, itemsize=1: (2, 3))
     rng = np.random.default_rng(8)
-    queries = windows(db, rng, [50, 47])
-    subjects = windows(db, rng, [12, 19])
+    queries = protein_windows(db, rng, [50, 47])
+    subjects = protein_windows(db, rng, [12, 19])
     s_res, s_off = pack(subjects)
     device = launcher.DeviceSubjects(s_res, s_off, intra_threshold=1)
     assert device.n_intra == len(subjects)
