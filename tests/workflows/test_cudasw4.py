@@ -254,3 +254,23 @@ def test_shuffled_copies_keep_lengths_and_compositions(gpu_search, tmp_path):
         assert moved == 0 if copy == 0 else moved >= 0.9 * len(db)
     assert not np.array_equal(shuffled_copy(db.residues, db.offsets, 1, 5),
                               shuffled_copy(db.residues, db.offsets, 2, 5))
+
+
+def test_swdask_scores_the_database_cudasw4_reads(gpu_search, tmp_path):
+    """With ``--shuffle`` both tools search one database: every sequence of the FASTA
+    written for CUDASW++ is, as often, a subject of the arrays swdask scores (the shuffle
+    was once drawn after sorting by length for swdask and in file order for CUDASW++, so
+    the shuffled copies differed and the top-10 scores disagreed)."""
+    from gpu_dask_search import replicate
+
+    min_residues = 2.5 * swdask.load_sequences(SPROT_DB).residues.size
+    db, copies, residues, offsets = gpu_search.search_database(SPROT_DB, min_residues, 5)
+    assert copies == 3 and np.array_equal(db.lengths, np.sort(db.lengths))
+    out = tmp_path / "db.fasta.gz"
+    replicate(SPROT_DB, copies, out, shuffle=5)
+    written = swdask.load_sequences(out)
+    theirs = sorted(written.codes(k).tobytes() for k in range(len(written)))
+    ours = sorted(residues[offsets[k]:offsets[k + 1]].tobytes() for k in range(len(offsets) - 1))
+    assert ours == theirs
+    first = [residues[offsets[k * copies]:offsets[k * copies + 1]] for k in range(len(db))]
+    assert all(np.array_equal(f, db.codes(k)) for k, f in enumerate(first))

@@ -73,6 +73,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -320,6 +321,39 @@ def report_cudasw4(results, rows, theirs: dict) -> dict:
     return compared
 
 
+def search_database(path, min_residues: float, shuffle: int | None):
+    """The benchmark's database: ``path`` copied until it holds ``min_residues``, copies
+    after the first shuffled with ``shuffle``, in length order with each sequence's copies
+    side by side.
+
+    Returns
+    -------
+    db : SequenceBatch
+        ``path`` sorted by length (the first copy; the CPU check reads it).
+    copies : int
+    residues, offsets : numpy.ndarray
+        Every copy, concatenated: subject ``k * copies + c`` is copy ``c`` of ``db``'s ``k``.
+    """
+    from swdask.sequences.store import load_sequences
+
+    in_file_order = load_sequences(path)
+    by_length = np.lexsort((in_file_order.seq_id, in_file_order.lengths))  # a store's order
+    db = in_file_order.take(by_length)
+    copies = max(1, int(np.ceil(min_residues / db.residues.size)))
+    lengths = np.repeat(db.lengths.astype(np.int64), copies)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    # The shuffle is drawn in file order, as ``replicate`` draws it for CUDASW++'s FASTA,
+    # so that both search the same residues; each copy is then put in length order.
+    stacked = np.concatenate([
+        replace(in_file_order, residues=shuffled_copy(
+            in_file_order.residues, in_file_order.offsets, c, shuffle)).take(by_length).residues
+        for c in range(copies)])
+    block_start = (np.tile(np.arange(copies) * db.residues.size, len(db))
+                   + np.repeat(db.offsets[:-1], copies))
+    residues = stacked[np.repeat(block_start - offsets[:-1], lengths) + np.arange(offsets[-1])]
+    return db, copies, residues, offsets
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default=ROOT / "tests" / "data" / "sprot12071.fasta.gz")
@@ -378,17 +412,8 @@ def main(argv=None):
     from swdask.sequences.store import load_sequences
 
     scoring = Scoring()
-    db = load_sequences(args.db).sorted_by_length()
-    copies = max(1, int(np.ceil(args.min_residues / db.residues.size)))
-    lengths = np.repeat(db.lengths.astype(np.int64), copies)  # keep length order
-    s_off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    # Sequence k's copies lie side by side; copy c of it is taken from the c-th
-    # (shuffled, with --shuffle) copy of the whole database.
-    stacked = np.concatenate([shuffled_copy(db.residues, db.offsets, c, args.shuffle)
-                              for c in range(copies)])
-    block_start = (np.tile(np.arange(copies) * db.residues.size, len(db))
-                   + np.repeat(db.offsets[:-1], copies))
-    s_res = stacked[np.repeat(block_start - s_off[:-1], lengths) + np.arange(s_off[-1])]
+    db, copies, s_res, s_off = search_database(args.db, args.min_residues, args.shuffle)
+    lengths = np.diff(s_off)
     if hasattr(cuda, "get_current_device"):
         device = cuda.get_current_device()
         name = device.name.decode() if isinstance(device.name, bytes) else device.name
