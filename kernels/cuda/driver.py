@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import math
 import os
 import sys
 import threading
@@ -453,7 +454,7 @@ class DeviceArray:
         self.shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.ndim = len(self.shape)
-        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.size = math.prod(self.shape)  # (np.prod: 13 us, a tenth of a launch)
         self.nbytes = self.size * self.dtype.itemsize
         self.strides = strides or _c_strides(self.shape, self.dtype.itemsize)
         if pointer is None:
