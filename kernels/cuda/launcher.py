@@ -78,11 +78,8 @@ if TYPE_CHECKING:
 SCORE_TABLE_BYTES = 512 * 2**20
 #: Queries per batch at most: small batches let a call of a few dozen queries pipeline
 #: (the selection of one batch overlaps the kernels of the next) at the cost of one
-#: histogram, one selection and one end pass per batch, each with its waits.  A search
-#: task of 196 short queries is host-bound: against 16.8 M and 2.0 M residues it took
-#: 0.28 and 0.33 s with 32 a batch, 0.31 and 0.34 s with 64, and at 8 the host's work per
-#: batch, not the GPU, set its pace (cProfile, H200, 2026-11-28).
-BATCH_QUERIES = 32
+#: histogram and one selection launch per batch.
+BATCH_QUERIES = 8
 #: Score histogram bins for choosing a query's cut on the device; scores at or above the
 #: last bin share it (the cut then keeps all of them).
 HIST_BINS = 4096
@@ -106,11 +103,6 @@ SEARCH_KERNEL = os.environ.get("SWDASK_SEARCH_KERNEL", "scan")
 #: the GPU (few or few long subjects: a store's last partition of the longest ones, a
 #: small database), so that their kernels run side by side instead of one after another.
 LAUNCH_LANES = 4
-#: Streams at most that the end pass's launches (one a query of the batch) spread over: a
-#: launch is a few blocks, each sweeping one candidate's columns, so one after another they
-#: took the time of the longest candidates times the queries (a store's last partition
-#: holds the longest subjects, which the best hits of short queries often are).
-END_PASS_LANES = 8
 
 
 @dataclass(frozen=True)
@@ -221,7 +213,6 @@ class DeviceSubjects:
         self._copy = device_api().stream()
         self._aux = device_api().stream()
         self._post = device_api().stream()
-        self._end_streams = []  # the end pass's streams besides ``_post`` (made as needed)
         s_off = np.ascontiguousarray(s_off, dtype=np.int64)
         self.intra_threshold = int(intra_task.INTRA_THRESHOLD if intra_threshold is None
                                    else intra_threshold)
@@ -252,10 +243,9 @@ class DeviceSubjects:
         short = np.arange(self.n_intra, len(self.subjects))
         self._short = (self._all if self.n_intra == 0 else
                        _Ordered(short, self.lengths[short], self.subjects[short], self.stream))
-        #: Launch streams besides the compute stream (see :meth:`_lanes`) and the boundary
-        #: row of each lane, the compute stream's first: launches on one stream run in
-        #: order, so one buffer serves them all.
-        self._lane_streams = []
+        #: Launch streams (the compute stream first, see :meth:`_lanes`) and the boundary
+        #: row of each: launches on one stream run in order, so one buffer serves them all.
+        self._lane_streams = [self.stream]
         self._boundaries = [device_api().device_array(2, np.int32, stream=self.stream)]
         #: Page-locked host buffers by (table set, use), reused: allocating or freeing
         #: page-locked memory can stall the device, which the pipeline must not.
@@ -400,8 +390,8 @@ class DeviceSubjects:
     def _boundary_for(self, size, lane=0):
         """The boundary row of launch stream ``lane``, at least ``size`` long."""
         if self._boundaries[lane].shape[0] < size:
-            self._boundaries[lane] = device_api().device_array(size, np.int32,
-                                                               stream=self.stream)
+            self._boundaries[lane] = device_api().device_array(
+                size, np.int32, stream=self._lane_streams[lane])
         return self._boundaries[lane]
 
     def _lanes(self, launches, blocks):
@@ -413,32 +403,22 @@ class DeviceSubjects:
         count = min(LAUNCH_LANES, launches, math.ceil(fill / max(blocks, 1)))
         if count < 2:
             return [self.stream]
-        while len(self._boundaries) < count:
+        while len(self._lane_streams) < count:
+            self._lane_streams.append(device_api().stream())
             self._boundaries.append(device_api().device_array(2, np.int32, stream=self.stream))
-        return self._fork(self.stream, self._lane_streams, count)
-
-    @staticmethod
-    def _fork(base, extra, count):
-        """``base`` and ``count - 1`` streams of ``extra`` (grown as needed), those made to
-        wait for ``base``'s work so far."""
-        while len(extra) < count - 1:
-            extra.append(device_api().stream())
-        lanes = [base, *extra[:max(count, 1) - 1]]
-        if len(lanes) > 1:
-            begun = _event(timing=False)
-            begun.record(base)
-            for stream in lanes[1:]:
-                begun.wait(stream)
+        lanes = self._lane_streams[:count]
+        begun = _event(timing=False)
+        begun.record(self.stream)
+        for stream in lanes[1:]:
+            begun.wait(stream)
         return lanes
 
-    def _join(self, lanes, base=None):
-        """Make ``base`` (the compute stream by default) wait for the work launched on the
-        other ``lanes``."""
-        base = self.stream if base is None else base
+    def _join(self, lanes):
+        """Make the compute stream wait for the work launched on the extra ``lanes``."""
         for stream in lanes[1:]:
             done = _event(timing=False)
             done.record(stream)
-            done.wait(base)
+            done.wait(self.stream)
 
     # -- batches of queries -------------------------------------------------------------
 
@@ -663,16 +643,13 @@ class DeviceSubjects:
                                                staged.matrix, "ends", "local",
                                                staged.gap_extend)
             profiles = device_api().to_device(flat, stream=post)
-            lanes = self._fork(post, self._end_streams, min(END_PASS_LANES, len(scored)))
-            for k, (q, (at, shape)) in enumerate(zip(scored, where)):
+            for q, (at, shape) in zip(scored, where):
                 a, b = starts[q], starts[q + 1]
                 self._launch_intra(staged.queries[q], staged.matrix, staged.gap_open,
-                                   staged.gap_extend, [outs[r, a:b] for r in range(3)],
-                                   lanes[k % len(lanes)],
+                                   staged.gap_extend, [outs[r, a:b] for r in range(3)], post,
                                    profiles[at:at + shape[0] * shape[1]].reshape(shape),
                                    pairs=(order[a:b], offsets[a:b], boundary))
                 cells += len(staged.queries[q]) * int(self.lengths[found[q][0]].sum())
-            self._join(lanes, post)
         seconds = timer.stop()
         if total:
             outs.copy_to_host(results, stream=post)
