@@ -38,20 +38,22 @@ class CostModel:
     while other jobs shared it (``calibrate(kinds=("cpu",))``: 0.33-0.37 GCUPS a thread
     for tiles of 512-2048 squared, kernel overhead below the fit's resolution); the
     per-task overhead of 2 ms is Dask's, from the tests (450 tiles of 61 x 61 in about 2 s
-    on those 2 busy cores: at most 4 ms a tile).  GPU: :func:`calibrate` on an H100
-    (2026-11-23): 612 GCUPS for the whole GPU, 0.50 GCUPS for one warp (so launches of
-    fewer than about 1,230 sub-tiles do not fill it), overheads below the defaults; with
-    these the 2.46 Mb x 1 Mb benchmark is predicted at 4.58 s and runs in 4.67 s.  Measured
-    again with packed launches on an H200 (2026-11-28): 577-599 GCUPS and 0.53-0.54 GCUPS a
-    warp, so that warp rate is the kernel's latency, not the host's; the kernel has since
-    scored that benchmark in 3.44 s instead of 4.41 (unsigned indexing), not yet calibrated.
+    on those 2 busy cores: at most 4 ms a tile).  GPU: fitted to whole runs of the tile
+    kernel with unsigned indexing on an H200 (2 x H200 host, 2026-11-28): one GPU scored
+    1 Mb x 1 Mb in 1.85 s, 2.46 Mb x 1 Mb in 3.45 s and 2.46 Mb squared in 7.50 s, and 2
+    GPUs that last pair as 4 x 2 tiles in 8.37 s.  960 GCUPS for the whole GPU, 0.51 GCUPS
+    a warp and 0.25 s a task predict all four within 4 % (1.89, 3.53, 7.35, 8.10 s).
+    :func:`calibrate` there gave 810 and 0.76: one warp alone runs faster than inside a
+    wavefront whose warps share the multiprocessors, and with its rate the model had
+    chosen the 4 x 2 plan, predicted at 6.1 s, which ran 0.9 s slower than one GPU.  (On
+    an H100, 2026-11-23, before that kernel's indexing fix: 612 and 0.50.)
     """
 
     cpu_gcups: float = 0.35
     cpu_overhead: float = 2e-3
-    gpu_gcups: float = 612.0
-    gpu_warp_gcups: float = 0.50
-    gpu_overhead: float = 5e-3
+    gpu_gcups: float = 960.0
+    gpu_warp_gcups: float = 0.51
+    gpu_overhead: float = 0.25
     gpu_launch: float = 2e-5
     gpu_sub_rows: int = 256
     gpu_sub_cols: int = 512
@@ -231,10 +233,11 @@ def plan_tiles(m: int, n: int, *, tile: int | Literal["auto"] = "auto", gpus: in
     # GPU tile rows: one per GPU first (ties go to it), then fewer and more.  A GPU tile
     # restarts the kernel's wavefront of sub-tiles, whose launches are one warp's time at
     # least, so cutting a matrix for several GPUs can cost more than it gains: by the
-    # model 1 Mb x 1 Mb is fastest as one tile on one GPU (2.08 s; 2.44 s as a tile row
-    # per GPU), and only a larger pair gains from 2 (2.46 Mb squared: 10.5 s on one, 8.3 s
-    # on 2 as 4 rows of 2 bands).  So one row (one GPU) and 2 or 4 rows a GPU are
-    # candidates too, and a plan for 2 GPUs is never predicted slower than one for 1.
+    # model up to 2.46 Mb squared a pair is fastest as one tile on one GPU (7.35 s; as 4
+    # rows of 2 bands on 2 GPUs 8.10 s, and 8.37 s measured), and only a larger pair gains
+    # from 2 (5 Mb squared: 27.4 s on one, 20.9 s on 2).  So one row (one GPU) and 2 or 4
+    # rows a GPU are candidates too, and a plan for 2 GPUs is never predicted slower than
+    # one for 1.
     gpu_row_counts = sorted({gpus, 1, 2 * gpus, 4 * gpus}, key=lambda r: (r != gpus, r))
     if gpus:
         for shares in (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75) if cpu_threads else (0.0,):

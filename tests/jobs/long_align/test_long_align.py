@@ -271,16 +271,21 @@ def test_pruned_plans_are_the_full_searchs(monkeypatch, m, n, gpus, cpu_threads,
 
 
 def test_plans_for_two_gpus_are_never_slower_than_for_one():
-    """A tile row per GPU made 1 Mb x 1 Mb slower on 2 GPUs than on one (each tile restarts
-    the kernel's wavefront); one tile in all is a candidate now, and a larger pair is cut."""
+    """A tile row per GPU made 1 Mb x 1 Mb slower on 2 GPUs than on one, and 4 x 2 tiles
+    the whole 2.46 Mb chromosome against its copy (each tile restarts the kernel's
+    wavefront); one tile in all is a candidate, so those stay on one GPU, and only a
+    larger pair is cut."""
     model = la.CostModel()
-    for m, n in ((1_000_000, 1_000_000), (2_460_000, 1_000_000), (2_460_000, 2_460_000)):
+    for m, n in ((1_000_000, 1_000_000), (2_460_000, 1_000_000), (2_460_000, 2_460_000),
+                 (5_000_000, 5_000_000)):
         one = la.plan_tiles(m, n, gpus=1, cpu_threads=0, model=model)
         two = la.plan_tiles(m, n, gpus=2, cpu_threads=0, model=model)
         assert two.predicted <= one.predicted, (m, n)
         row_per_gpu = la.TilePlan(tuple(range(0, m + 1, m // 2)), (0, n), gpu_rows=2)
         assert two.predicted <= la.simulate(row_per_gpu, model, 2, 0), (m, n)
-    assert two.shape[0] > 1 and two.predicted < 0.85 * one.predicted  # 2.46 Mb squared
+        if m < 5_000_000:  # measured slower when cut (2 x H200, 2026-11-28)
+            assert two.shape == (1, 1), (m, n)
+    assert two.shape[0] > 1 and two.predicted < 0.85 * one.predicted  # 5 Mb squared
 
 
 def test_calibrate_cpu():
