@@ -47,6 +47,7 @@ run them, so there the same kernel text calls pure-Python twins with the same wr
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -86,17 +87,26 @@ def overflow_limit(matrix: npt.ArrayLike) -> int:
     return MAX16 - max(int(np.asarray(matrix).max()), 0)
 
 
+#: Where the low half of an int32 lies in a pair of int16 (``pack`` builds the words as
+#: int16 pairs: one pass per half instead of five int64 passes, 2.6 ms a 5 k-residue pair).
+_LOW = 0 if sys.byteorder == "little" else 1
+
+
 def pack(low: npt.ArrayLike, high: npt.ArrayLike) -> npt.NDArray[np.int32]:
-    """int32 words holding ``low`` in the low and ``high`` in the high 16 bits (numpy).
+    """int32 words holding ``low`` in the low and ``high`` in the high 16 bits (numpy),
+    each taken modulo 2**16.
 
     Examples
     --------
     >>> pack(np.array([-1, 5]), np.array([2, -3])).tolist()
     [196607, -196603]
     """
-    low = np.asarray(low, np.int64) & 0xFFFF
-    high = np.asarray(high, np.int64).astype(np.int16).astype(np.int64)
-    return (high * 65536 + low).astype(np.int32)
+    low, high = np.broadcast_arrays(np.asarray(low), np.asarray(high))
+    halves = np.empty((*low.shape, 2), np.int16)
+    halves[..., _LOW] = low.astype(np.int64).astype(np.int16)
+    halves[..., 1 - _LOW] = high.astype(np.int64).astype(np.int16)
+    words = halves.view(np.int32).reshape(low.shape)
+    return words[()] if words.ndim == 0 else words  # a scalar for scalars, as numpy
 
 
 def pair_profile(query_a: np.ndarray, query_b: np.ndarray, matrix: npt.ArrayLike,
@@ -107,16 +117,15 @@ def pair_profile(query_a: np.ndarray, query_b: np.ndarray, matrix: npt.ArrayLike
     Global and semiglobal ``mode``: each query in the last rows
     (:func:`swdask.kernels.cuda.inter_task.end_rows`)."""
     matrix = np.asarray(matrix)
-    alpha = matrix.shape[0]
-    halves = []
-    for query in (query_a, query_b):
+    alpha, rows = matrix.shape[0], max(rows_total, 1)
+    halves = np.empty((alpha, rows, 2), np.int16)
+    for half, query in ((_LOW, query_a), (1 - _LOW, query_b)):
         if mode != "local":
-            halves.append(end_rows(query, matrix, max(rows_total, 1), mode, gap_extend))
+            halves[..., half] = end_rows(query, matrix, rows, mode, gap_extend).astype(np.int16)
             continue
-        profile = np.full((alpha, max(rows_total, 1)), PAD_SCORE, dtype=np.int64)
-        profile[:alpha, :len(query)] = matrix[:, np.asarray(query, np.intp)]
-        halves.append(profile)
-    return pack(*halves)
+        halves[..., half] = PAD_SCORE
+        halves[:, :len(query), half] = matrix[:, np.asarray(query, np.intp)].astype(np.int16)
+    return halves.view(np.int32).reshape(alpha, rows)
 
 
 def packed_constant(value: int) -> np.int32:

@@ -8,6 +8,8 @@ databases on a real card.
 """
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numba import config
 
 from swdask.kernels.cpu.score import score_all
@@ -251,3 +253,41 @@ def test_32bit_kernel_with_matrix_entries_beyond_int16():
     assert got[0].max() > 32_767
     for name, g, w in zip(("score", "query_end", "subject_end"), got, want):
         np.testing.assert_array_equal(g, w[0], err_msg=name)
+
+
+@settings(max_examples=200, deadline=None)
+@given(low=st.integers(-(1 << 40), 1 << 40), high=st.integers(-(1 << 40), 1 << 40))
+def test_pack_is_both_halves_modulo_2_16(low, high):
+    """``pack`` builds its words as int16 pairs: the same bits as the arithmetic
+    definition, low half ``low mod 2**16``, high half ``high`` wrapped to int16."""
+    want = np.int64(np.int16(np.int64(high).astype(np.int16))) * 65536 + (low & 0xFFFF)
+    got = inter_task_dpx.pack(low, high)
+    assert isinstance(got, np.int32) and int(got) == int(np.int64(want).astype(np.int32))
+    row = inter_task_dpx.pack(np.array([low, high]), np.array([high, low]))
+    assert row.dtype == np.int32 and row.tolist() == [
+        int(inter_task_dpx.pack(low, high)), int(inter_task_dpx.pack(high, low))]
+
+
+@pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])
+def test_pair_profile_holds_each_querys_rows_in_its_half(mode):
+    """Query A's profile in the low 16 bits and B's in the high, padded rows (local) or
+    the rows of :func:`end_rows` (global, semiglobal), for queries of different lengths
+    and an empty one."""
+    from swdask.kernels.cuda.inter_task import PAD_SCORE, end_rows
+
+    matrix = Scoring().matrix
+    rng = np.random.default_rng(5)
+    for len_a, len_b in ((7, 3), (0, 5), (16, 16)):
+        qa = rng.integers(0, matrix.shape[0], len_a).astype(np.uint8)
+        qb = rng.integers(0, matrix.shape[0], len_b).astype(np.uint8)
+        words = inter_task_dpx.pair_profile(qa, qb, matrix, 16, mode, gap_extend=2)
+        assert words.shape == (matrix.shape[0], 16) and words.dtype == np.int32
+        low = (words.astype(np.int64) & 0xFFFF).astype(np.uint16).astype(np.int16)
+        high = (words.astype(np.int64) >> 16).astype(np.int16)
+        for got, query in ((low, qa), (high, qb)):
+            if mode == "local":
+                want = np.full((matrix.shape[0], 16), PAD_SCORE, np.int64)
+                want[:, :len(query)] = matrix[:, query]
+            else:
+                want = end_rows(query, matrix, 16, mode, 2)
+            np.testing.assert_array_equal(got, want)
