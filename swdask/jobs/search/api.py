@@ -228,9 +228,9 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
     # swdask.cluster.TaskRouting).  Left to Dask, every score task went to the worker
     # holding the job (issue 18); dealt, each worker fetches the job once.
     level = [dask.delayed(backend.KernelTask(tasks.score_partition, device,
-                                             work=job.piece_cells(piece)), pure=True)(
-                 job_node, piece, dask_key_name=(f"swdask_score-{token}", piece))
-             for piece in range(len(job.pieces))]
+                                             work=job.task_cells(task)), pure=True)(
+                 job_node, task, dask_key_name=(f"swdask_score-{token}", task))
+             for task in range(len(job.tasks))]
     merge = dask.delayed(tasks.merge_candidates, pure=True)
     while True:
         level = [merge(job_node, *level[k:k + plan.MERGE_FAN_IN])

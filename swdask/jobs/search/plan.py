@@ -32,10 +32,10 @@ if TYPE_CHECKING:
 
     from ...sequences.batch import SequencesLike
 
-__all__ = ["MERGE_FAN_IN", "SCORE_TABLE_BYTES", "SPLIT_LEVELS", "SPLIT_TOLERANCE",
-           "TRACEBACK_QUERIES", "ScorePiece", "SearchJob", "SearchStats", "check_limits",
-           "hits_meta", "longest_share", "prepare", "score_pieces", "strand_rows",
-           "traceback_batch_size"]
+__all__ = ["GPU_TASKS_PER_WORKER", "MERGE_FAN_IN", "SCORE_TABLE_BYTES", "SPLIT_LEVELS",
+           "SPLIT_TOLERANCE", "TRACEBACK_QUERIES", "ScorePiece", "SearchJob", "SearchStats",
+           "check_limits", "hits_meta", "longest_share", "prepare", "score_pieces",
+           "score_tasks", "strand_rows", "traceback_batch_size"]
 
 #: Bound on the score tables (scores and both ends, int32) held at once for one partition.
 SCORE_TABLE_BYTES = 256 * 2**20
@@ -50,6 +50,12 @@ TRACEBACK_QUERIES = 64
 SPLIT_TOLERANCE = 0.05
 #: Pieces per worker tried in turn, finer and finer, by :func:`score_pieces`.
 SPLIT_LEVELS = (1, 2, 4, 8, 16)
+#: Score tasks per worker of a GPU search (:func:`score_tasks`): two, so that a worker
+#: reads one while the other's kernels run.  A GPU task's host work is per batch of
+#: queries, whatever its subjects: 196 queries against a store file of 16.8 M residues
+#: and one of 2.0 M took about the same 0.35-0.45 s on an H200, the GPU idle most of the
+#: smaller one; a task of several files gives the GPU more to do per batch.
+GPU_TASKS_PER_WORKER = 2
 
 @functools.cache
 def hits_meta() -> pd.DataFrame:
@@ -165,6 +171,34 @@ def score_pieces(files: Sequence[str], file_residues: Sequence[int],
     return tuple(sorted(pieces, key=lambda p: (-p.residues, -p.number, -p.first_row)))
 
 
+def score_tasks(pieces: Sequence[ScorePiece], tasks: int | None) -> tuple[tuple[int, ...], ...]:
+    """The score tasks of a search: which of ``pieces`` (largest first) each task reads,
+    largest task first.
+
+    ``tasks=None`` (a CPU search): one task a piece.  Otherwise the pieces go, largest
+    first, to the task with the fewest residues so far (greedy LPT) into at most
+    ``tasks`` tasks, each reading its pieces in store order.
+
+    Examples
+    --------
+    >>> pieces = [ScorePiece(k, None, 0, r) for k, r in enumerate([17, 17, 17, 2])]
+    >>> score_tasks(pieces, None)
+    ((0,), (1,), (2,), (3,))
+    >>> score_tasks(pieces, 2)
+    ((0, 2), (1, 3))
+    """
+    if tasks is None or tasks >= len(pieces):
+        return tuple((k,) for k in range(len(pieces)))
+    loads = [(0, t, []) for t in range(max(tasks, 1))]
+    for k in sorted(range(len(pieces)), key=lambda k: -pieces[k].residues):
+        load, t, members = heapq.heappop(loads)
+        members.append(k)
+        heapq.heappush(loads, (load + pieces[k].residues, t, members))
+    ordered = sorted(loads, key=lambda entry: (-entry[0], entry[1]))
+    return tuple(tuple(sorted(members, key=lambda k: (pieces[k].number, pieces[k].first_row)))
+                 for _, _, members in ordered if members)
+
+
 def longest_share(sizes: Sequence[int], workers: int) -> float:
     """The most any of ``workers`` workers gets when each takes the largest of ``sizes``
     left as it is free (greedy longest-first, all at the same speed).
@@ -235,7 +269,8 @@ class SearchJob(Job):
     batch_size: int  # queries per traceback task (traceback_batch_size() when planned)
     file_residues: tuple = ()  # residues of each of ``files``
     keep: object = None  # a temporary store's TemporaryStore (a plain path once pickled)
-    pieces: tuple = ()  # the score tasks' ScorePiece, largest first (score_pieces)
+    pieces: tuple = ()  # the store's runs of row groups, largest first (score_pieces)
+    tasks: tuple = ()  # the score tasks: the pieces each reads, largest first (score_tasks)
     #: The search's GPU kernels compute every mode.
     gpu_kernels: ClassVar[backend.GpuKernels] = backend.SEARCH_GPU
 
@@ -256,9 +291,10 @@ class SearchJob(Job):
         return [max(1, int(lengths[b * self.batch_size:(b + 1) * self.batch_size].sum()))
                 for b in range(self.n_batches)]
 
-    def piece_cells(self, piece: int) -> int:
-        """Cells of score task ``piece`` (of :attr:`pieces`: its weight in progress)."""
-        return int(self.rows.lengths.sum()) * self.pieces[piece].residues
+    def task_cells(self, task: int) -> int:
+        """Cells of score task ``task`` (of :attr:`tasks`: its weight in progress)."""
+        residues = sum(self.pieces[k].residues for k in self.tasks[task])
+        return int(self.rows.lengths.sum()) * residues
 
     @property
     def strands(self) -> int:
@@ -385,6 +421,7 @@ def prepare(queries: SequencesLike, database: str | os.PathLike | SequenceStore,
         files = tuple(str(f) for f in store.files)
         file_residues = tuple(int(p["n_residues"]) for p in store.partitions)
         pieces = score_pieces(files, file_residues, workers)
+        tasks = score_tasks(pieces, GPU_TASKS_PER_WORKER * workers if device == "gpu" else None)
     except BaseException:
         if temporary:
             shutil.rmtree(store.path, ignore_errors=True)
@@ -401,4 +438,5 @@ def prepare(queries: SequencesLike, database: str | os.PathLike | SequenceStore,
                      store_path=str(store.path), files=files,
                      db_residues=store.n_residues, db_sequences=store.n_records,
                      statistics=statistics, batch_size=traceback_batch_size(len(batch), workers),
-                     keep=keep, file_residues=file_residues, pieces=pieces)
+                     keep=keep, file_residues=file_residues, pieces=pieces,
+                     tasks=tasks)

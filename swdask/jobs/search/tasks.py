@@ -141,23 +141,31 @@ def queries_at(hits: pd.DataFrame, max_hits: int) -> int:
 # --------------------------------------------------------------------------------------
 
 
-def score_partition(job: SearchJob, piece: int) -> Candidates:
-    """Each query's best candidates in score piece ``piece`` of the job (schema SCORES):
-    a store file or some of its row groups (:func:`swdask.jobs.search.plan.score_pieces`).
+def score_partition(job: SearchJob, task: int) -> Candidates:
+    """Each query's best candidates in score task ``task`` of the job (schema SCORES):
+    its pieces, each a store file or some of its row groups
+    (:func:`swdask.jobs.search.plan.score_tasks`).
 
-    The task reads its Parquet file itself, straight to arrays, only its row groups
+    The task reads its Parquet files itself, straight to arrays, only its row groups
     (columns checked: a damaged file names the file and the column).  A candidate's
     ``partition`` and ``row`` are its file and its row in the file, where the traceback
     reads it back.
     """
     started = time.time()
-    part = job.pieces[piece]
-    number = part.number
-    path = job.files[number]
-    table = read_part(path, list(_SUBJECT_COLUMNS),
-                      row_groups=None if part.row_groups is None else list(part.row_groups))
-    seq_id = numpy_of(table.column("seq_id"))
-    offsets, residues = list_arrays(table.column("residues"))
+    seq_ids, offset_runs, residue_runs, files, rows = [], [np.zeros(1, np.int64)], [], [], []
+    for part in (job.pieces[k] for k in job.tasks[task]):
+        table = read_part(job.files[part.number], list(_SUBJECT_COLUMNS),
+                          row_groups=None if part.row_groups is None else list(part.row_groups))
+        part_seq_id = numpy_of(table.column("seq_id"))
+        part_offsets, part_residues = list_arrays(table.column("residues"))
+        seq_ids.append(part_seq_id)
+        offset_runs.append(part_offsets[1:] + offset_runs[-1][-1])
+        residue_runs.append(part_residues)
+        files.append(np.full(len(part_seq_id), part.number, np.int32))
+        rows.append(np.arange(len(part_seq_id), dtype=np.int64) + part.first_row)
+    offsets = np.concatenate(offset_runs)
+    seq_id, residues, file_of, row_of = (_joined(runs)
+                                         for runs in (seq_ids, residue_runs, files, rows))
     device = job.task_device()
     batch, minus = job.rows, job.row_minus  # a DNA query's strands are rows of their own
     n_queries, n_subjects = len(batch), len(seq_id)
@@ -182,8 +190,8 @@ def score_partition(job: SearchJob, piece: int) -> Candidates:
             columns["query_end"].append(q_end)
             columns["subject_end"].append(s_end)
             columns["subject_length"].append(lengths[keep])
-            columns["partition"].append(np.full(keep.size, number, np.int32))
-            columns["row"].append(keep.astype(np.int64) + part.first_row)
+            columns["partition"].append(file_of[keep])
+            columns["row"].append(row_of[keep])
             columns["minus"].append(np.full(keep.size, minus[q0 + row], np.int32))
     import pandas as pd  # on the Dask path only: the in-process search imports it late
 
@@ -195,6 +203,11 @@ def score_partition(job: SearchJob, piece: int) -> Candidates:
         kernel_seconds=kernel_seconds, cells=int(batch.lengths.sum()) * int(offsets[-1]),
         started=started, finished=time.time(), devices=device,
         workers=frozenset([backend.worker_name()])))
+
+
+def _joined(runs: list[np.ndarray]) -> np.ndarray:
+    """The arrays of a task's pieces end to end (one piece's as it was read: no copy)."""
+    return runs[0] if len(runs) == 1 else np.concatenate(runs)
 
 
 def score_pass(device: str, q_res: npt.NDArray[np.uint8], q_off: npt.NDArray[np.int64],

@@ -4,6 +4,7 @@ on a multi-node cluster started here, and with the CUDA kernels in the simulator
 routing; schema errors."""
 from __future__ import annotations
 
+import dataclasses
 import gc
 import importlib
 import json
@@ -259,7 +260,10 @@ def test_both_search_engines_rank_ties_on_the_gpu_by_seq_id(tiny, monkeypatch):
     cpu = swdask.search_in_process(queries, store, device="cpu", max_hits=2)
     one = swdask.search_in_process(queries, store, device="gpu", max_hits=2)
     flow = swdask.search(queries, store, device="gpu", max_hits=2).compute()
-    assert len(seen) == 10 and all(s is not None and s[0] == s[1] for s in seen)
+    # One call a partition in one process, one a score task on Dask (the GPU's two per
+    # worker, each reading several partitions).
+    assert len(seen) == len(store.partitions) + search_module.GPU_TASKS_PER_WORKER == 7
+    assert all(s is not None and s[0] == s[1] for s in seen)
     assert cpu.equals(one) and cpu.equals(flow.reset_index(drop=True))
 
 
@@ -269,8 +273,10 @@ def test_gpu_score_tasks_declare_their_device(tiny):
     queries, store = tiny
     graph = dict(swdask.search(queries, store, device="gpu").optimize().__dask_graph__())
     routed = {key for key, task in graph.items() if swdask.gpu_resources(task)}
-    assert len(routed) == 5  # the score tasks, one per partition, and nothing else
-    assert all(key[1] in range(5) for key in routed)
+    # The score tasks and nothing else: two for the one worker, each reading several of
+    # the 5 partitions (GPU_TASKS_PER_WORKER).
+    assert len(routed) == search_module.GPU_TASKS_PER_WORKER == 2
+    assert all(key[1] in range(2) for key in routed)
     cpu_graph = swdask.search(queries, store, device="cpu").__dask_graph__()
     assert not any(swdask.gpu_resources(task) for task in cpu_graph.values())
 
@@ -367,6 +373,29 @@ def test_score_pieces_cover_each_file_once_largest_first(grouped):
         assert [p.residues for p in mine] == [int(group_residues[run].sum()) for run in groups]
 
 
+def test_gpu_tasks_read_several_pieces_with_the_same_candidates(grouped):
+    """A GPU search gives each worker two score tasks (GPU_TASKS_PER_WORKER), each reading
+    several pieces of the store (a GPU task's host work is per batch of queries, whatever
+    its subjects): every piece once, largest task first, and candidates (scores, ends,
+    file and row of each subject) identical to those of one task a piece."""
+    tasks_module = importlib.import_module("swdask.jobs.search.tasks")
+    options = dict(scoring=None, mode="local", max_hits=10, min_score=None, evalue=None,
+                   alphabet="auto", map_unknown=False, owner="caller", workers=2)
+    gpu = search_module.prepare(QUERIES, grouped, device="gpu", **options)
+    cpu = search_module.prepare(QUERIES, grouped, device="cpu", **options)
+    assert gpu.pieces == cpu.pieces and len(cpu.tasks) == len(cpu.pieces) > 4
+    assert len(gpu.tasks) == search_module.GPU_TASKS_PER_WORKER * 2
+    assert sorted(k for task in gpu.tasks for k in task) == list(range(len(gpu.pieces)))
+    cells = [gpu.task_cells(t) for t in range(len(gpu.tasks))]
+    assert cells == sorted(cells, reverse=True) and sum(cells) == gpu.cells
+    grouped_job = dataclasses.replace(cpu, tasks=gpu.tasks)  # scored on the CPU here
+    merged = [tasks_module.merge_candidates(job, *(tasks_module.score_partition(job, t)
+                                                   for t in range(len(job.tasks)))).table
+              for job in (cpu, grouped_job)]
+    assert len(merged[0]) > 0
+    pd.testing.assert_frame_equal(merged[0], merged[1])
+
+
 def test_two_workers_cut_files_into_pieces_with_the_same_hits(client, grouped,
                                                                small_batches):
     reference = swdask.search_in_process(QUERIES, grouped, max_hits=10)
@@ -384,7 +413,7 @@ def test_two_workers_cut_files_into_pieces_with_the_same_hits(client, grouped,
     assert found.n_hits == len(reference) and found.cells == job.cells
     keys = hits.__dask_graph__().keys()
     assert sum(1 for key in keys if isinstance(key, tuple)
-               and str(key[0]).startswith("swdask_score-")) == len(job.pieces)
+               and str(key[0]).startswith("swdask_score-")) == len(job.tasks) == len(job.pieces)
 
 
 def test_two_workers_are_dealt_the_score_and_traceback_tasks_by_size(client, grouped,
@@ -409,9 +438,9 @@ def test_two_workers_are_dealt_the_score_and_traceback_tasks_by_size(client, gro
     cells = dict.fromkeys(workers, 0)
     for key in keys:
         if str(key[0]).startswith("swdask_score-"):
-            cells[first[key]] += job.piece_cells(key[1])
+            cells[first[key]] += job.task_cells(key[1])
     assert set(cells) == set(workers) and sum(cells.values()) == job.cells
-    sizes = [job.piece_cells(p) for p in range(len(job.pieces))]
+    sizes = [job.task_cells(t) for t in range(len(job.tasks))]
     assert max(cells.values()) == search_module.longest_share(sizes, 2), cells
     traced = sorted(first[key] for key in keys if str(key[0]).startswith("traceback_batch-"))
     assert len(traced) == job.n_batches == 3 and set(traced) == set(workers)
@@ -430,20 +459,20 @@ def test_score_tasks_start_largest_first(grouped, monkeypatch):
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         hits = swdask.search(QUERIES, grouped, max_hits=10)
-        pieces = search_module.prepare(
+        tasks = search_module.prepare(
             QUERIES, grouped, scoring=None, mode="local", max_hits=10, min_score=None,
             evalue=None, device="cpu", alphabet="auto", map_unknown=False, owner="caller",
-            workers=2).pieces
+            workers=2).tasks
         with get_task_stream(client) as stream:
             table = hits.compute()
     same_hits(table, reference)
-    started = {}  # worker -> its score tasks' pieces in the order they started
+    started = {}  # worker -> its score tasks in the order they started
     for _, worker, key in sorted((r["startstops"][0]["start"], r["worker"], r["key"])
                                  for r in stream.data if isinstance(r["key"], tuple)
                                  and str(r["key"][0]).startswith("swdask_score-")):
         started.setdefault(worker, []).append(key[1])
-    assert sum(map(len, started.values())) == len(pieces) > 8 and len(started) == 2
-    # Pieces are numbered largest first.  A one-thread worker starts the first task it is
+    assert sum(map(len, started.values())) == len(tasks) > 8 and len(started) == 2
+    # Tasks are numbered largest first.  A one-thread worker starts the first task it is
     # sent at once, before the others arrive (up to two, in the scheduler's own order);
     # from then on it starts each next one by priority: largest first.
     for order in started.values():
