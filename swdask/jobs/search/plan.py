@@ -32,10 +32,10 @@ if TYPE_CHECKING:
 
     from ...sequences.batch import SequencesLike
 
-__all__ = ["GPU_TASKS_PER_WORKER", "MERGE_FAN_IN", "SCORE_TABLE_BYTES", "SPLIT_LEVELS",
-           "SPLIT_TOLERANCE", "TRACEBACK_QUERIES", "ScorePiece", "SearchJob", "SearchStats",
-           "check_limits", "hits_meta", "longest_share", "prepare", "score_pieces",
-           "score_tasks", "strand_rows", "traceback_batch_size"]
+__all__ = ["GPU_TASK_RESIDUES", "GPU_TASKS_PER_WORKER", "MERGE_FAN_IN", "SCORE_TABLE_BYTES",
+           "SPLIT_LEVELS", "SPLIT_TOLERANCE", "TRACEBACK_QUERIES", "ScorePiece", "SearchJob",
+           "SearchStats", "check_limits", "hits_meta", "longest_share", "prepare",
+           "score_pieces", "score_tasks", "strand_rows", "traceback_batch_size"]
 
 #: Bound on the score tables (scores and both ends, int32) held at once for one partition.
 SCORE_TABLE_BYTES = 256 * 2**20
@@ -56,6 +56,10 @@ SPLIT_LEVELS = (1, 2, 4, 8, 16)
 #: and one of 2.0 M took about the same 0.35-0.45 s on an H200, the GPU idle most of the
 #: smaller one; a task of several files gives the GPU more to do per batch.
 GPU_TASKS_PER_WORKER = 2
+#: Residues a GPU score task reads at most (more tasks than GPU_TASKS_PER_WORKER on a
+#: large database): about four store files, which bounds a task's memory and what a
+#: failed task has to score again.
+GPU_TASK_RESIDUES = 64 * 2**20
 
 @functools.cache
 def hits_meta() -> pd.DataFrame:
@@ -421,7 +425,9 @@ def prepare(queries: SequencesLike, database: str | os.PathLike | SequenceStore,
         files = tuple(str(f) for f in store.files)
         file_residues = tuple(int(p["n_residues"]) for p in store.partitions)
         pieces = score_pieces(files, file_residues, workers)
-        tasks = score_tasks(pieces, GPU_TASKS_PER_WORKER * workers if device == "gpu" else None)
+        tasks = score_tasks(pieces, max(GPU_TASKS_PER_WORKER * workers,
+                                        -(-store.n_residues // GPU_TASK_RESIDUES))
+                            if device == "gpu" else None)
     except BaseException:
         if temporary:
             shutil.rmtree(store.path, ignore_errors=True)

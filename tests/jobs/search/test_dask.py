@@ -394,6 +394,12 @@ def test_gpu_tasks_read_several_pieces_with_the_same_candidates(grouped):
               for job in (cpu, grouped_job)]
     assert len(merged[0]) > 0
     pd.testing.assert_frame_equal(merged[0], merged[1])
+    # A large database makes more tasks than two a worker: at most GPU_TASK_RESIDUES each.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_module, "GPU_TASK_RESIDUES", grouped.n_residues // 6)
+        capped = search_module.prepare(QUERIES, grouped, device="gpu", **options)
+    assert len(capped.tasks) in (6, 7) and len(capped.pieces) > 7
+    assert sorted(k for task in capped.tasks for k in task) == list(range(len(capped.pieces)))
 
 
 def test_two_workers_cut_files_into_pieces_with_the_same_hits(client, grouped,
