@@ -14,10 +14,11 @@ table:
 
 The Dask graph of :func:`search`::
 
-    score task per store file, or per      reads its Parquet file (its row groups) straight
-    piece of one on several workers        to arrays; score table: each query's best
-    (plan.score_pieces), largest first     candidates of the piece (score kernel on the CPU
-                                           or the GPU)
+    score task per store file, or per      reads its Parquet files (their row groups)
+    piece of one on several workers        straight to arrays; score table: each query's
+    (plan.score_pieces); on GPUs 2 a       best candidates of its pieces (score kernel on
+    worker of several pieces each          the CPU or the GPU)
+    (plan.score_tasks), largest first
       -> merge tree (MERGE_FAN_IN)         each query's max_hits best over all partitions
       -> split by query batch              at most TRACEBACK_QUERIES queries each, equal
                                            batches, at least one per worker
@@ -214,7 +215,8 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
     device = backend.job_device(device, mode, kernels=SearchJob.gpu_kernels, client=client)
     check_limits(max_hits, min_score, evalue)
     check_strand(strand)
-    # The score tasks are cut for the workers that will run them (plan.score_pieces).
+    # The score tasks are cut for the workers that will run them (plan.score_pieces,
+    # plan.score_tasks).
     workers = 1 if client is None else backend.kernel_workers(client, device)
     job = prepare(queries, database, scoring=scoring, mode=mode, max_hits=int(max_hits),
                   min_score=min_score, evalue=evalue, device=device, alphabet=alphabet,
