@@ -496,8 +496,8 @@ class DeviceSubjects:
         kernel : {"ends", "scan"}, optional
             The 16-bit kernel of a local search (:data:`PACKED_FAMILIES`; default
             :data:`SEARCH_KERNEL`).  With ``"scan"`` the candidates' end cells come from
-            the 32-bit kernel run on them (:attr:`KernelStats.cells_ends`), which must
-            give the same scores.
+            the block-per-pair kernel run on them (the end pass, :meth:`_end_cells`;
+            :attr:`KernelStats.cells_ends`), which must give the same scores.
         ties : numpy.ndarray of int64, optional
             A key per result column (a search's subject ``seq_id``): then each query's
             ``max_hits`` best by score, ties by the smallest key, come back and no others,
@@ -637,7 +637,8 @@ class DeviceSubjects:
         cells = 0
         if total:
             positions = np.concatenate([positions for positions, _ in found])
-            b_off, size = intra_task.boundary_offsets(self.lengths[positions])
+            lengths = self.lengths[positions]
+            b_off, size = intra_task.boundary_offsets(lengths)
             order = device_api().to_device(self.subjects[positions], stream=post)
             offsets = device_api().to_device(b_off, stream=post)
             boundary = device_api().device_array(size, np.int32, stream=post)
@@ -653,7 +654,7 @@ class DeviceSubjects:
                                    staged.gap_extend, [outs[r, a:b] for r in range(3)], post,
                                    profiles[at:at + shape[0] * shape[1]].reshape(shape),
                                    pairs=(order[a:b], offsets[a:b], boundary))
-                cells += len(staged.queries[q]) * int(self.lengths[found[q][0]].sum())
+                cells += len(staged.queries[q]) * int(lengths[a:b].sum())
         seconds = timer.stop()
         if total:
             outs.copy_to_host(results, stream=post)
