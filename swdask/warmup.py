@@ -33,6 +33,9 @@ class WarmupReport:
     compiled, loaded : int
         CUDA kernels this process compiled while running the jobs, and loaded from the
         cache.
+    shipped : int
+        Compiled CUDA kernels taken from the package instead of compiling
+        (:data:`swdask.kernels.cuda.compile.SHIPPED_DIR`).
     seconds : dict
         Wall time of each step.
     """
@@ -41,14 +44,15 @@ class WarmupReport:
     built: list = field(default_factory=list)
     compiled: int = 0
     loaded: int = 0
+    shipped: int = 0
     seconds: dict = field(default_factory=dict)
 
     def summary(self) -> str:
         """One line: what was built and how long it took."""
         steps = ", ".join(f"{k} {v:.1f} s" for k, v in self.seconds.items())
-        kernels = (f"{len(self.built)} CUDA kernel shapes built ahead, {self.compiled} more "
-                   f"compiled and {self.loaded} loaded while running the jobs; "
-                   if self.device == "gpu" else "")
+        kernels = (f"{len(self.built)} CUDA kernel shapes built ahead, {self.shipped} taken "
+                   f"from the package, {self.compiled} more compiled and {self.loaded} loaded "
+                   "while running the jobs; " if self.device == "gpu" else "")
         return f"warmup on {self.device}: {kernels}{steps}"
 
 
@@ -109,6 +113,7 @@ def warmup(device: str = "auto", *, jobs: int | None = None,
             text = " ".join(f"{k}={v}" for k, v in shape.items())
             say(f"  built {family} {text} in {seconds:.1f} s")
 
+        shipped = kernels.STATS["shipped"]
         report.built = kernels.build(specs, jobs=jobs, progress=built)
         report.seconds["generated kernels"] = time.perf_counter() - start
         before = dict(kernels.STATS)
@@ -135,6 +140,7 @@ def warmup(device: str = "auto", *, jobs: int | None = None,
     if device == "gpu":
         report.compiled = kernels.STATS["compiled"] - before["compiled"]
         report.loaded = kernels.STATS["loaded"] - before["loaded"]
+        report.shipped = kernels.STATS["shipped"] - shipped
     return report
 
 

@@ -59,6 +59,7 @@ def test_wheel_holds_the_package_its_data_and_license(wheel):
         metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA")))
     for data in ("demo_queries.fasta", "demo_db.fasta.gz", "blast_gapped_params.tsv"):
         assert f"swdask/data/{data}" in names
+    assert "swdask/kernels/cuda/shipped/sm_90.zip" in names  # compiled CUDA kernels for Hopper
     for module in ("swdask/kernels/cpu/score.py", "swdask/parquet_schemas/__init__.py",
                    "swdask/cli/__main__.py", "swdask/__main__.py"):
         assert module in names

@@ -64,6 +64,7 @@ import threading
 import time
 import types
 import warnings
+import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,12 +81,23 @@ if TYPE_CHECKING:
 
 #: Bump when the entry layout changes: older entries then stop matching their key.
 FORMAT = 2
+#: Modules of ``swdask.kernels`` with host code only (building, loading, launching,
+#: planning): they change no kernel's machine code, so the digest that keys the kernels
+#: shipped in the package (:func:`shipped_digest`) leaves them out, and a change to how
+#: kernels are launched does not orphan them.  A module that defines a kernel or a
+#: device function must not be listed.
+HOST_MODULES = ("cuda/compile.py", "cuda/driver.py", "cuda/launcher.py")
+#: Compiled kernels shipped in the package, one archive per compute capability
+#: (``sm_90.zip``: :func:`pack_shipped`).
+SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"
 #: Environment variables read here.
 ENV_CACHE_DIR = "SWDASK_CACHE_DIR"
 ENV_DUMP = "SWDASK_DUMP_KERNELS"
 ENV_MAX_MB = "SWDASK_KERNEL_CACHE_MB"
 #: ``0`` turns :func:`load_ahead` off (kernels then load at their first launch).
 ENV_LOAD_AHEAD = "SWDASK_LOAD_AHEAD"
+#: ``0``: take no compiled kernel from the package (:data:`SHIPPED_DIR`); compile them.
+ENV_SHIPPED = "SWDASK_SHIPPED_KERNELS"
 DEFAULT_MAX_MB = 1024
 _MAGIC = b"SWDK"
 _SUFFIX = ".nbk"
@@ -174,14 +186,18 @@ def simulated() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
 
-def kernels_digest(package: Path | None = None) -> str:
+def kernels_digest(package: Path | None = None, *, leave_out: Sequence[str] = ()) -> str:
     """SHA-256 of every source file of ``swdask.kernels`` (or of ``package``): renderers,
     device functions, constants and hand-written kernels live there and import nothing
-    else of swdask, so with a build spec this decides a kernel's text."""
+    else of swdask, so with a build spec this decides a kernel's text.  ``leave_out``:
+    paths relative to the package not to read (:data:`HOST_MODULES`)."""
     package = package or Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
-        digest.update(str(path.relative_to(package)).encode())
+        name = path.relative_to(package).as_posix()
+        if name in leave_out:
+            continue
+        digest.update(name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
@@ -236,21 +252,26 @@ def read_entry(path: Path, key: str) -> tuple[dict[str, Any], bytes] | None:
     """``(header, payload)`` of an entry, or None (and the entry deleted) when it is
     corrupted, truncated or written for another key."""
     try:
-        data = path.read_bytes()
-        if data[:4] != _MAGIC:
-            raise ValueError("not an entry")
-        (size,) = struct.unpack("<I", data[4:8])
-        header = json.loads(data[8:8 + size])
-        payload = data[8 + size:]
-        if (header.get("format") != FORMAT or header.get("key") != key
-                or hashlib.sha256(payload).hexdigest() != header.get("sha256")):
-            raise ValueError("foreign or corrupted entry")
-        return header, payload
+        return parse_entry(path.read_bytes(), key)
     except FileNotFoundError:
         return None
     except Exception:
         _discard(path)
         return None
+
+
+def parse_entry(data: bytes, key: str) -> tuple[dict[str, Any], bytes]:
+    """``(header, payload)`` of an entry's bytes; ValueError when they are corrupted,
+    truncated or written for another key."""
+    if data[:4] != _MAGIC:
+        raise ValueError("not an entry")
+    (size,) = struct.unpack("<I", data[4:8])
+    header = json.loads(data[8:8 + size])
+    payload = data[8 + size:]
+    if (header.get("format") != FORMAT or header.get("key") != key
+            or hashlib.sha256(payload).hexdigest() != header.get("sha256")):
+        raise ValueError("foreign or corrupted entry")
+    return header, payload
 
 
 def _discard(path: Path) -> None:
@@ -312,6 +333,145 @@ def prune(folder: Path | None = None, limit: int | None = None) -> int:
         total -= size
         removed += 1
     return removed
+
+
+# ---------------------------------------------------------------------------------------
+# Compiled kernels shipped in the package.
+#
+# A search's kernels took 16-23 s to build on an empty cache (H200 host, 2026-11-28): one
+# scan-kernel shape alone 22.7 s, 11.7 s of it in NVVM.  Loading and launching need no
+# Numba (:class:`Compiled`), so machine code built once for a compute capability serves
+# every machine with that GPU: the package carries it, and a first process copies what it
+# launches into its cache instead of compiling.
+
+def shipped_digest() -> str:
+    """The digest that keys shipped kernels: :func:`kernels_digest` without
+    :data:`HOST_MODULES`."""
+    return kernels_digest(leave_out=HOST_MODULES)
+
+
+def shipped_key(spec: dict[str, Any], digest: str, cc: Sequence[int]) -> str:
+    """A shipped entry's key: :func:`kernel_key` with the shipped digest in place of the
+    shared facts.  No toolchain is in it: the machine code is that of the toolchain that
+    packed it, and the driver that loads it says whether it can run it
+    (:meth:`Kernel._function`)."""
+    shared = json.dumps({"kernels": digest, "format": FORMAT}, sort_keys=True)
+    return kernel_key(spec, shared, tuple(cc))
+
+
+def _spec_text(spec: dict[str, Any]) -> str:
+    return json.dumps(spec, sort_keys=True)
+
+
+def shipped_archive_path(cc: Sequence[int], folder: Path | None = None) -> Path | None:
+    """The archive whose machine code runs on compute capability ``cc``: same major
+    version, the highest minor not above ``cc``'s (a cubin for 8.0 runs on 8.6 and 8.9,
+    none runs across major versions); None if the package has none."""
+    best = None
+    for path in (folder or SHIPPED_DIR).glob("sm_*.zip"):
+        number = path.stem[3:]
+        if not number.isdigit():
+            continue
+        major, minor = divmod(int(number), 10)
+        if major == cc[0] and minor <= cc[1] and (best is None or minor > best[0]):
+            best = (minor, path)
+    return best[1] if best else None
+
+
+class ShippedArchive:
+    """An archive of shipped kernels (:func:`pack_shipped`): ``manifest.json`` (format,
+    shipped digest, compute capability, the toolchain that built them, the members of each
+    build spec) and one entry per compiled specialisation, keyed by :func:`shipped_key`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._zip = zipfile.ZipFile(self.path)
+        self.manifest = json.loads(self._zip.read("manifest.json"))
+        self._lock = threading.Lock()  # one reader of the file at a time
+
+    @property
+    def current(self) -> bool:
+        """Whether these kernels were built from this package's kernel sources."""
+        return (self.manifest.get("format") == FORMAT
+                and self.manifest.get("digest") == shipped_digest())
+
+    def entries(self, spec: dict[str, Any]) -> list[tuple[dict[str, Any], bytes]]:
+        """``(header, payload)`` of each shipped specialisation of ``spec``; a damaged
+        member is left out (it then compiles)."""
+        key = shipped_key(spec, self.manifest["digest"], self.manifest["cc"])
+        found = []
+        for member in self.manifest["entries"].get(_spec_text(spec), ()):
+            try:
+                with self._lock:
+                    data = self._zip.read(member)
+                found.append(parse_entry(data, key))
+            except (KeyError, ValueError, OSError, zipfile.BadZipFile) as exc:
+                logger.warning("%s: member %s unreadable (%s); that kernel compiles instead",
+                               self.path, member, exc)
+        return found
+
+
+_SHIPPED: dict[tuple, ShippedArchive | None] = {}
+_SHIPPED_LOCK = threading.Lock()
+#: Set when the driver refused a shipped kernel: none is taken again in this process.
+_SHIPPED_REFUSED = []
+
+
+def shipped_archive(cc: Sequence[int]) -> ShippedArchive | None:
+    """The package's archive for compute capability ``cc`` if its kernels were built from
+    these sources, else None (also with ``SWDASK_SHIPPED_KERNELS=0``, or after the driver
+    refused one of them); opened once per process."""
+    if os.environ.get(ENV_SHIPPED) == "0" or _SHIPPED_REFUSED:
+        return None
+    cc = tuple(cc)
+    with _SHIPPED_LOCK:
+        if cc not in _SHIPPED:
+            archive, path = None, shipped_archive_path(cc)
+            if path is not None:
+                try:
+                    archive = ShippedArchive(path)
+                except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+                    logger.warning("%s: unreadable (%s); kernels compile instead", path, exc)
+                else:
+                    if not archive.current:
+                        logger.info("%s: built from other kernel sources; kernels compile "
+                                    "instead", path)
+                        archive = None
+            _SHIPPED[cc] = archive
+        return _SHIPPED[cc]
+
+
+def pack_shipped(folder: Path, out: Path, cc: Sequence[int]) -> dict[str, Any]:
+    """Write the entries of cache folder ``folder`` that this process's kernel sources and
+    toolchain made for compute capability ``cc`` as a shipped archive ``out`` (atomically;
+    ``workflows/ship_kernels.py`` builds them first).  Entries of other sources,
+    toolchains or devices are left out.  Returns the manifest."""
+    cc, digest, shared = tuple(cc), shipped_digest(), _shared_key()
+    members: dict[str, list[str]] = {}
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+            for path in sorted(Path(folder).glob(f"*{_SUFFIX}")):
+                spec = (_header(path) or {}).get("spec")
+                found = spec and read_entry(path, kernel_key(spec, shared, cc))
+                if not found:
+                    continue
+                header, payload = found
+                key = shipped_key(spec, digest, cc)
+                member = f"{key[:32]}-{path.stem.rsplit('-', 1)[-1]}{_SUFFIX}"
+                archive.writestr(member, entry_bytes(key, {**header, "shipped": True},
+                                                     payload))
+                members.setdefault(_spec_text(spec), []).append(member)
+            manifest = {"format": FORMAT, "digest": digest, "cc": list(cc),
+                        "toolchain": _toolchain(), "entries": members}
+            archive.writestr("manifest.json", json.dumps(manifest, indent=1, sort_keys=True))
+        os.replace(tmp, out)
+    except BaseException:
+        _discard(tmp)
+        raise
+    return manifest
 
 
 # ---------------------------------------------------------------------------------------
@@ -511,6 +671,7 @@ class Compiled:
     cubin: bytes
     cooperative: bool = False
     declared: tuple = ()
+    shipped: bool = False  # machine code from the package (:func:`shipped_archive`)
     _functions: dict = field(default_factory=dict)  # by context: one load per GPU
     #: The parameter buffer's layout (:func:`buffer_layout`) and each parameter's offset
     #: in it, set by :meth:`function`.
@@ -523,12 +684,13 @@ class Compiled:
         process that has not imported a hand-written kernel's module checks for)."""
         return {"parameters": [list(p) for p in self.parameters], "name": self.name,
                 "cooperative": self.cooperative, "declared": list(self.declared),
-                "signatures": list(signatures), "spec": spec}
+                "signatures": list(signatures), "spec": spec, "shipped": self.shipped}
 
     @classmethod
     def from_entry(cls, header: dict[str, Any], payload: bytes) -> Compiled:
         return cls(tuple(tuple(p) for p in header["parameters"]), header["name"], payload,
-                   bool(header["cooperative"]), tuple(header.get("declared") or ()))
+                   bool(header["cooperative"]), tuple(header.get("declared") or ()),
+                   bool(header.get("shipped")))
 
     @classmethod
     def from_numba(cls, kernel: Any, declared: Sequence[str] = ()) -> Compiled:
@@ -567,7 +729,7 @@ class Compiled:
 # Kernels.
 
 #: Counters of this process (``swdask warmup`` and the tests read them).
-STATS = {"compiled": 0, "loaded": 0, "discarded": 0, "compile_seconds": 0.0}
+STATS = {"compiled": 0, "loaded": 0, "shipped": 0, "discarded": 0, "compile_seconds": 0.0}
 
 
 class Kernel:
@@ -654,7 +816,24 @@ class Kernel:
                 loaded += 1
             STATS["loaded"] += loaded
             logger.debug("kernel %r: %d compiled shapes loaded from the cache", self, loaded)
-            return loaded
+            return loaded + self._take_shipped()
+
+    def _take_shipped(self) -> int:
+        """Copy the package's specialisations of this kernel that the cache lacks into
+        this process and the cache; returns how many."""
+        archive = shipped_archive(driver.compute_capability())
+        taken = 0
+        for header, payload in archive.entries(self.spec) if archive else ():
+            compiled = Compiled.from_entry(header, payload)
+            if compiled.parameters in self._compiled:
+                continue
+            if not self.signatures:
+                self.signatures = tuple(header.get("signatures") or ())
+            self._compiled[compiled.parameters] = compiled
+            self._save(compiled)
+            taken += 1
+        STATS["shipped"] += taken
+        return taken
 
     def _save(self, compiled: Compiled) -> None:
         try:
@@ -727,8 +906,27 @@ class Kernel:
                     self._compiled[parameters] = compiled  # the same choice next time
                 else:
                     compiled = self._compile(parameters)
+            return self._function(compiled)
+
+    def _function(self, compiled: Compiled) -> Compiled:
+        """``compiled``, loaded into the current context.  One from the package that the
+        driver refuses (a driver older than the toolchain that built it) is deleted and
+        compiled here instead, and no shipped kernel is taken again by this process."""
+        try:
             compiled.function()
             return compiled
+        except driver.CudaError as exc:
+            if not compiled.shipped:
+                raise
+            logger.warning("the CUDA driver refused a kernel shipped in the package (%s); "
+                           "compiling the kernels instead", exc)
+            _SHIPPED_REFUSED.append(str(exc))
+        for parameters in [p for p, c in self._compiled.items() if c is compiled]:
+            del self._compiled[parameters]
+        _discard(self._path(compiled.parameters))
+        fresh = self._compile(compiled.parameters, compiled.declared)
+        fresh.function()
+        return fresh
 
     def warm(self) -> None:
         """Load the saved specialisations and their machine code into the current
@@ -739,7 +937,7 @@ class Kernel:
         with self._lock:
             self._ensure_loaded()
             for compiled in list(self._compiled.values()):
-                compiled.function()
+                self._function(compiled)
 
     def __getitem__(self, launch_config):
         if self.simulated:
@@ -1091,8 +1289,9 @@ def build(
 
     Raises
     ------
-    RuntimeError
-        If a build process fails (its last error line is in the message).
+    Exception
+        A kernel's compile error: a kernel whose build process failed is compiled again
+        in this process, which raises what the compiler raised.
     """
     unique = {(family, tuple(sorted(shape.items()))) for family, shape in specs}
     with _BUILDING:  # threads of one process wait for one build, not start their own
@@ -1114,7 +1313,8 @@ def build(
                                           json.dumps(share)],
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          text=True) for share in shares]
-            for child in children:
+            failed = []
+            for child, share in zip(children, shares):  # every child waited for and closed
                 out, err = child.communicate()
                 for line in out.splitlines():
                     if line.startswith("{"):
@@ -1124,7 +1324,21 @@ def build(
                             progress(*built[-1])
                 if child.returncode != 0:
                     last = (err.strip().splitlines() or ["no output"])[-1]
-                    raise RuntimeError(f"building CUDA kernels failed: {last}")
+                    failed.append((share, last))
+            # A build process makes a CUDA context, and many processes at once can run out
+            # of device memory for them (8 test processes x 32 builds on one GPU did:
+            # cuDevicePrimaryCtxRetain, CUDA_ERROR_OUT_OF_MEMORY): what a process left
+            # unbuilt is built here, one kernel at a time; a kernel that cannot compile
+            # raises its own error.
+            for share, last in failed:
+                logger.warning("a CUDA kernel build process failed (%s); building its %d "
+                               "kernels in this process", last, len(share))
+                for family, shape in share:
+                    resolve(family, shape)[0].load()  # what the process saved before failing
+                    if not is_cached(family, **shape):
+                        built.append(_build_one(family, shape))
+                        if progress:
+                            progress(*built[-1])
         for family, shape, _ in built:
             resolve(family, shape)[0].load()
         return built

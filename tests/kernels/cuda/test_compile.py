@@ -430,3 +430,187 @@ def test_rendered_kernel_bytecode_is_kept_and_checked(tmp_path, monkeypatch):
     other.write_text(source)
     other.with_suffix(".code").write_bytes(good)
     assert room._code_of(source, other).co_filename == str(other)
+
+
+# --------------------------------------------------------------------------------------
+# Kernels shipped in the package (the GPU lane loads real ones: test_compile_gpu.py).
+
+SPEC = {"family": "tile", "shape": {"rows": 2, "dpx": True}}
+
+
+@pytest.fixture
+def machine(monkeypatch, tmp_path):
+    """A pretend GPU of compute capability 9.0 (nothing is launched): this process's
+    kernels are not simulated, its toolchain is fixed, its cache and the package's
+    archives are folders of ``tmp_path``."""
+    monkeypatch.setattr(room, "simulated", lambda: False)
+    monkeypatch.setattr(room, "_shared_key", lambda: "toolchain-1")
+    monkeypatch.setattr(room, "_toolchain", lambda: {"numba-cuda": "0.30.4", "driver": 13000})
+    monkeypatch.setattr(room.driver, "compute_capability", lambda: (9, 0))
+    monkeypatch.setenv("SWDASK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("SWDASK_SHIPPED_KERNELS", raising=False)
+    monkeypatch.setattr(room, "SHIPPED_DIR", tmp_path / "shipped")
+    monkeypatch.setattr(room, "_SHIPPED", {})
+    monkeypatch.setattr(room, "_SHIPPED_REFUSED", [])
+    monkeypatch.setitem(room.STATS, "shipped", 0)
+    return tmp_path
+
+
+def built_here(folder, spec=SPEC, cc=(9, 0), shared="toolchain-1", compiled=COMPILED):
+    """An entry as this machine's build would save it in cache folder ``folder``."""
+    key = room.kernel_key(spec, shared, cc)
+    path = folder / f"{key}-{'0' * 16}.nbk"
+    room.write_atomic(path, room.entry_bytes(key, compiled.header(spec, compiled.declared),
+                                             compiled.cubin))
+    return path
+
+
+def test_shipped_kernels_are_taken_instead_of_compiled(machine):
+    """Packed on one machine, a kernel is taken from the archive by a process with an
+    empty cache (and saved in its cache), and the next process loads it from its cache."""
+    built = machine / "built"
+    built_here(built)
+    built_here(built, spec={"family": "tile", "shape": {"rows": 4, "dpx": True}})
+    built_here(built, cc=(8, 0))  # another device's: not packed
+    built_here(built, shared="toolchain-0")  # another toolchain's or older sources: not packed
+    manifest = room.pack_shipped(built, room.SHIPPED_DIR / "sm_90.zip", (9, 0))
+    assert sorted(manifest["entries"]) == sorted(
+        room._spec_text(s) for s in (SPEC, {"family": "tile", "shape": {"rows": 4, "dpx": True}}))
+    assert manifest["digest"] == room.shipped_digest() and manifest["cc"] == [9, 0]
+
+    def compile_fails(*_):
+        raise AssertionError("compiled a shipped kernel")
+
+    kernel = room.Kernel(SPEC, compile_fails)
+    kernel._compile = compile_fails
+    assert kernel.load() == 1 and room.STATS["shipped"] == 1
+    compiled = kernel._compiled[COMPILED.parameters]
+    assert compiled.cubin == COMPILED.cubin and compiled.name == COMPILED.name
+    assert compiled.shipped and kernel.has(COMPILED.declared[0])
+    saved = list(room.kernel_dir().glob("*.nbk"))
+    assert len(saved) == 1
+    later = room.Kernel(SPEC, compile_fails)
+    assert later.load() == 1 and room.STATS["shipped"] == 1  # from the cache this time
+    assert later._compiled[COMPILED.parameters].shipped  # it remembers where it came from
+
+
+def test_shipped_kernels_of_other_sources_or_turned_off_are_not_taken(machine, monkeypatch):
+    built = machine / "built"
+    built_here(built)
+    room.pack_shipped(built, room.SHIPPED_DIR / "sm_90.zip", (9, 0))
+    monkeypatch.setenv("SWDASK_SHIPPED_KERNELS", "0")
+    assert room.shipped_archive((9, 0)) is None
+    monkeypatch.delenv("SWDASK_SHIPPED_KERNELS")
+    assert room.shipped_archive((9, 0)).current
+    monkeypatch.setattr(room, "_SHIPPED", {})
+    monkeypatch.setattr(room, "shipped_digest", lambda: "edited kernel sources")
+    assert room.shipped_archive((9, 0)) is None
+    assert room.Kernel(SPEC, lambda: None).load() == 0
+
+
+def test_a_damaged_archive_or_member_compiles_instead(machine):
+    built = machine / "built"
+    built_here(built)
+    path = room.pack_shipped(built, room.SHIPPED_DIR / "sm_90.zip", (9, 0)) and \
+        room.SHIPPED_DIR / "sm_90.zip"
+    archive = room.ShippedArchive(path)
+    member = next(iter(archive.manifest["entries"].values()))[0]
+    import zipfile
+
+    with zipfile.ZipFile(path) as old, zipfile.ZipFile(machine / "bad.zip", "w") as new:
+        for name in old.namelist():
+            data = old.read(name)
+            new.writestr(name, data[:-5] + b"xxxxx" if name == member else data)
+    os.replace(machine / "bad.zip", path)
+    assert room.ShippedArchive(path).entries(SPEC) == []  # a wrong checksum: left out
+    path.write_bytes(b"not a zip")
+    assert room.shipped_archive((9, 0)) is None
+
+
+@pytest.mark.parametrize(("cc", "expected"), [((9, 0), "sm_90"), ((8, 9), "sm_86"),
+                                              ((8, 6), "sm_86"), ((8, 0), "sm_80"),
+                                              ((7, 5), None), ((10, 0), None)])
+def test_the_archive_of_a_device_is_its_major_version_up_to_its_minor(tmp_path, cc, expected):
+    """A cubin runs on devices of its major version and a minor at least its own."""
+    for name in ("sm_80", "sm_86", "sm_90", "sm_xy"):
+        (tmp_path / f"{name}.zip").write_bytes(b"")
+    found = room.shipped_archive_path(cc, tmp_path)
+    assert (found.stem if found else None) == expected
+
+
+def test_a_shipped_kernel_the_driver_refuses_is_compiled(machine, monkeypatch):
+    """A driver older than the toolchain that built a shipped cubin refuses it: the kernel
+    compiles instead, its cache entry is replaced, and no shipped kernel is taken again."""
+    built = machine / "built"
+    built_here(built)
+    room.pack_shipped(built, room.SHIPPED_DIR / "sm_90.zip", (9, 0))
+    fresh = room.Compiled(COMPILED.parameters, COMPILED.name, b"rebuilt", declared=COMPILED.declared)
+
+    def function(self):
+        if self.shipped:
+            raise room.driver.CudaError("cuModuleLoadData failed: CUDA_ERROR_INVALID_IMAGE")
+        return "loaded"
+
+    monkeypatch.setattr(room.Compiled, "function", function)
+    kernel = room.Kernel(SPEC, lambda: None)
+    compiles = []
+
+    def compile_(parameters, declared=()):
+        compiles.append(parameters)
+        kernel._compiled[parameters] = fresh
+        return fresh
+
+    kernel._compile = compile_
+    assert kernel.specialisation(COMPILED.parameters) is fresh
+    assert compiles == [COMPILED.parameters] and room._SHIPPED_REFUSED
+    assert room.shipped_archive((9, 0)) is None
+    assert room.Kernel(SPEC, lambda: None).load() == 0  # the refused entry left the cache
+
+
+def test_host_modules_define_no_kernels():
+    """The shipped kernels' digest leaves out HOST_MODULES, so none may define a kernel or
+    a device function."""
+    import re
+
+    root = Path(room.__file__).resolve().parents[1]
+    for name in room.HOST_MODULES:
+        text = (root / name).read_text()
+        assert not re.search(r"^\s*@(cuda\.)?jit\b|cuda\.jit\(device=True\)|^\s*@jit\(",
+                             text, re.M), name
+
+
+def test_a_failed_build_process_is_built_again_here(monkeypatch, caplog):
+    """Build processes that fail (here: each could not make a CUDA context) leave their
+    kernels to this process, one at a time; every child is waited for."""
+    specs = [("tile", {"rows": r}) for r in (1, 2, 3)]
+    done = set()
+
+    class Kernel:
+        def load(self):
+            return 0
+
+    monkeypatch.setattr(room, "is_cached", lambda family, **shape: shape["rows"] in done)
+    monkeypatch.setattr(room, "resolve", lambda family, shape: (Kernel(), ()))
+
+    def build_one(family, shape):
+        done.add(shape["rows"])
+        return family, shape, 0.5
+
+    monkeypatch.setattr(room, "_build_one", build_one)
+    children = []
+
+    class Child:
+        def __init__(self, argv, **_):
+            self.returncode = None
+            children.append(self)
+
+        def communicate(self):
+            self.returncode = 1
+            return "", "CudaError: cuDevicePrimaryCtxRetain failed: CUDA_ERROR_OUT_OF_MEMORY\n"
+
+    monkeypatch.setattr(subprocess, "Popen", Child)
+    with caplog.at_level("WARNING", logger=room.__name__):
+        built = room.build(specs, jobs=2)
+    assert sorted(shape["rows"] for _, shape, _ in built) == [1, 2, 3] and done == {1, 2, 3}
+    assert len(children) == 2 and all(c.returncode == 1 for c in children)
+    assert "CUDA_ERROR_OUT_OF_MEMORY" in caplog.text

@@ -1,5 +1,6 @@
 """The GPU lane of the kernel cache: a second process loads every kernel it needs
-without compiling, and a damaged entry is rebuilt (``python -m pytest -m gpu``)."""
+without compiling, a damaged entry is rebuilt, and an empty cache takes the package's
+compiled kernels (``python -m pytest -m gpu``)."""
 import json
 import os
 import subprocess
@@ -26,7 +27,10 @@ print(json.dumps({"hits": digest, "preloaded": preloaded, **room.STATS}))
 
 
 def run(cache, preload=False, **environ):
-    env = dict(os.environ, SWDASK_CACHE_DIR=str(cache), **environ)
+    """The search in a fresh process with cache folder ``cache``; kernels are compiled,
+    not taken from the package, unless ``SWDASK_SHIPPED_KERNELS="1"``."""
+    env = dict(os.environ, SWDASK_CACHE_DIR=str(cache), **{"SWDASK_SHIPPED_KERNELS": "0",
+                                                            **environ})
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     script = f"PRELOAD = {preload}\n" + SCRIPT
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
@@ -101,3 +105,33 @@ print(json.dumps({"kernels": len(compiled), "loaded": loaded, "resident": all(re
     assert got["kernels"] > 0 and got["loaded"] and got["resident"] and got["compiled"] == 0, got
     assert not got["numba"], got
     assert run(tmp_path, SWDASK_LOAD_AHEAD="0")["hits"] == run(tmp_path)["hits"]
+
+
+def test_the_shipped_kernels_are_current():
+    """The package carries machine code for this GPU's compute capability, built from these
+    kernel sources; else ``python workflows/ship_kernels.py`` must run again on this GPU."""
+    from swdask.kernels.cuda import compile as room
+    from swdask.kernels.cuda import driver
+
+    cc = driver.compute_capability()
+    if cc[0] != 9:
+        pytest.skip(f"the package ships machine code for compute capability 9.x, not {cc}")
+    path = room.shipped_archive_path(cc)
+    assert path is not None, "no kernels shipped for this GPU: run workflows/ship_kernels.py"
+    archive = room.ShippedArchive(path)
+    assert archive.current, (f"{path} was built from other kernel sources: run "
+                             "python workflows/ship_kernels.py on this GPU")
+    assert len(archive.manifest["entries"]) >= 20
+
+
+def test_an_empty_cache_takes_the_shipped_kernels(tmp_path):
+    """A first process on an empty cache compiles nothing the package carries, and its hits
+    are those of kernels compiled here; the next process loads them from its cache."""
+    shipped = run(tmp_path / "shipped", SWDASK_SHIPPED_KERNELS="1")
+    assert shipped["compiled"] == shipped["loaded"] == 0 and shipped["shipped"] > 0, shipped
+    compiled = run(tmp_path / "compiled")
+    assert compiled["compiled"] + compiled["loaded"] > 0 and compiled["shipped"] == 0, compiled
+    assert shipped["hits"] == compiled["hits"]
+    again = run(tmp_path / "shipped", SWDASK_SHIPPED_KERNELS="1")
+    assert again["compiled"] == again["shipped"] == 0 and again["loaded"] > 0, again
+    assert again["hits"] == shipped["hits"]
