@@ -39,6 +39,11 @@ What this module does
 - **Bounded**: after a write the folder (entries, and the rendered texts and their
   bytecode under ``source/``) is pruned to 75% of ``SWDASK_KERNEL_CACHE_MB`` (default
   1024) by least recent use (a load refreshes a file's time).
+- **Shipped**: the package carries the compiled kernels of every job for compute
+  capability 9.0 (``shipped/sm_90.zip``, built by ``workflows/ship_kernels.py``); an
+  empty cache takes them (:meth:`Kernel._take_shipped`) instead of compiling: a first
+  search 24.6 -> 2.7 s on an H200 host.  Keyed by the kernels' sources without the
+  host-only modules (:func:`shipped_digest`); one that the driver refuses compiles.
 - **Parallel builds**: :func:`build` compiles missing kernels in worker processes
   (Numba holds one compiler lock per process, so threads would take turns); a job calls
   it with the shapes it will launch, ``swdask warmup`` with every shape there is.
