@@ -285,3 +285,18 @@ def test_each_job_api_is_the_first_cuda_use_of_a_fresh_process(job, tmp_path):
     result equals the CPU's."""
     found = _first_use(job, False, tmp_path)
     assert found == {"before": ["MainThread"], "same": True}
+
+
+def test_score_pass_lock_leaves_a_real_gpus_score_passes_concurrent(monkeypatch):
+    """CPU kernels (and the simulator) run one at a time in a process; a real GPU's score
+    passes run on their own streams, two tasks of a worker at once."""
+    from swdask import backend
+
+    assert backend.score_pass_lock("cpu") is backend.KERNEL_LOCK
+    monkeypatch.setattr(backend, "simulator_enabled", lambda: True)
+    assert backend.score_pass_lock("gpu") is backend.KERNEL_LOCK
+    monkeypatch.setattr(backend, "simulator_enabled", lambda: False)
+    lock = backend.score_pass_lock("gpu")
+    assert lock is not backend.KERNEL_LOCK
+    with lock, lock:  # re-entered from two tasks: never blocks
+        pass

@@ -177,7 +177,7 @@ def score_partition(job: SearchJob, task: int) -> Candidates:
         q1 = min(n_queries, q0 + rows_per_chunk)
         q_off = batch.offsets[q0:q1 + 1] - batch.offsets[q0]
         q_res = batch.residues[batch.offsets[q0]:batch.offsets[q1]]
-        with backend.KERNEL_LOCK:
+        with backend.score_pass_lock(device):  # a GPU worker's 2 tasks overlap
             candidates, seconds = score_pass(device, q_res, q_off, residues, offsets,
                                              job.scoring, job.mode, job.max_hits, job.min_score,
                                              seq_id)

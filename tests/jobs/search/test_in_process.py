@@ -323,3 +323,49 @@ def test_imports_beside_the_gpu_lower_the_switch_interval_while_any_runs(monkeyp
     threads[1].join(10)
     assert seen == {0: pytest.approx(2e-4), 1: pytest.approx(2e-4)}
     assert sys.getswitchinterval() == before
+
+
+def test_store_files_scored_at_once_give_the_one_at_a_time_result(tmp_path, monkeypatch):
+    """On a real GPU, api.GPU_SCORE_LANES store files are scored at once on threads. With
+    the CPU's score pass standing in for the GPU's, the passes come back in file order,
+    equal to one file at a time, with never more than that many files in flight."""
+    import threading
+    import time
+
+    from swdask.jobs.search import api, plan, tasks
+
+    many = swdask.ingest(SPROT_DB, tmp_path / "many.store", partition_residues=20_000)
+    assert len(many.partitions) >= 6
+    job = plan.prepare(QUERIES, many, scoring=Scoring(), mode="local", max_hits=5,
+                       min_score=None, evalue=None, device="cpu", alphabet="auto",
+                       map_unknown=False, owner="caller")
+    cpu_pass, lock, flight = tasks.score_pass, threading.Lock(), [0, 0]
+
+    def score_pass(device, *args):
+        with lock:
+            flight[0] += 1
+            flight[1] = max(flight[1], flight[0])
+        time.sleep(0.02)  # long enough for the lanes to overlap
+        try:
+            return cpu_pass("cpu", *args)
+        finally:
+            with lock:
+                flight[0] -= 1
+
+    monkeypatch.setattr(tasks, "score_pass", score_pass)
+    monkeypatch.setattr(api.backend, "simulator_enabled", lambda: False)
+
+    def run(device):
+        return [(part.seq_id.tolist(), [(q0, q1, [[a.tolist() for a in found] for found in c])
+                                        for q0, q1, c, _ in passes], span)
+                for part, passes, span in api._scored(job, many.iter_partitions(), device)]
+
+    serial = run("cpu")
+    assert flight[1] == 1
+    lanes = run("gpu")
+    assert flight[1] == api.GPU_SCORE_LANES
+    assert [r[:2] for r in lanes] == [r[:2] for r in serial]
+    # The score pass's seconds: the time any file was being scored.
+    spans = [r[2] for r in lanes]
+    assert api._covered(spans) <= spans[-1][1] - spans[0][0] + 1e-9
+    assert api._covered(spans) < sum(end - start for start, end in spans)
