@@ -426,18 +426,46 @@ class _TopHits:
         return self._best(self.parts[qi])
 
 
-#: Store files a GPU search in one process scores at once, each on a thread of its own
-#: (:func:`swdask.backend.score_pass_lock`): one file's host work then overlaps the
-#: other's kernels.
+#: Score passes a GPU search in one process runs at once, each on a thread of its own
+#: (:func:`swdask.backend.score_pass_lock`): one's host work then overlaps the other's
+#: kernels.
 GPU_SCORE_LANES = 2
 
 
+def _gpu_groups(partitions, limit: int | None = None):
+    """Store files joined into runs for the GPU's score passes: the first file alone (the
+    GPU starts as soon as it is read), then runs of consecutive files of at most ``limit``
+    residues together (default :data:`~swdask.jobs.search.plan.GPU_TASK_RESIDUES`), each
+    at least one file.
+
+    A score pass's host work (profiles, selection, the end pass, their waits) is per batch
+    of queries whatever its subjects: one file at a time, a 20-query search's pass took
+    0.25 s a file for 0.136 s of kernels (cli_timeline, H200 host, 2026-11-28).  The files
+    of a run are read while the run before it is scored.
+    """
+    from ...sequences.batch import SequenceBatch
+
+    limit = plan.GPU_TASK_RESIDUES if limit is None else limit
+    run, size = [], 0
+    for k, part in enumerate(partitions):
+        if run and (k == 1 or size + part.n_residues > limit):
+            yield run[0] if len(run) == 1 else SequenceBatch.concat(run)
+            run, size = [], 0
+        run.append(part)
+        size += part.n_residues
+    if run:
+        yield run[0] if len(run) == 1 else SequenceBatch.concat(run)
+
+
 def _scored(job: SearchJob, partitions, device: str):
-    """``(partition, passes, span)`` of each of ``partitions`` in order: ``passes`` its
-    ``(q0, q1, candidates, kernel seconds)`` for each chunk of query rows, ``span`` the
-    ``(start, end)`` of its scoring (``time.perf_counter``); on a real GPU
-    :data:`GPU_SCORE_LANES` partitions are scored at once (and as many read)."""
+    """``(subjects, passes, span)`` in store order: ``subjects`` a partition, or on the GPU
+    a run of them (:func:`_gpu_groups`); ``passes`` its ``(q0, q1, candidates, kernel
+    seconds)`` for each chunk of query rows; ``span`` the ``(start, end)`` of its scoring
+    (``time.perf_counter``).  On a real GPU :data:`GPU_SCORE_LANES` runs are scored at
+    once."""
     batch = job.rows
+    if device == "gpu":
+        partitions = _gpu_groups(partitions)
 
     def score(part):
         start = time.perf_counter()

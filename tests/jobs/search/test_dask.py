@@ -260,9 +260,11 @@ def test_both_search_engines_rank_ties_on_the_gpu_by_seq_id(tiny, monkeypatch):
     cpu = swdask.search_in_process(queries, store, device="cpu", max_hits=2)
     one = swdask.search_in_process(queries, store, device="gpu", max_hits=2)
     flow = swdask.search(queries, store, device="gpu", max_hits=2).compute()
-    # One call a partition in one process, one a score task on Dask (the GPU's two per
-    # worker, each reading several partitions).
-    assert len(seen) == len(store.partitions) + search_module.GPU_TASKS_PER_WORKER == 7
+    # In one process one call for the first file and one for the run of the other four
+    # (api._gpu_groups); on Dask one a score task (the GPU's two per worker, each reading
+    # several partitions).
+    assert len(store.partitions) == 5
+    assert len(seen) == 2 + search_module.GPU_TASKS_PER_WORKER
     assert all(s is not None and s[0] == s[1] for s in seen)
     assert cpu.equals(one) and cpu.equals(flow.reset_index(drop=True))
 

@@ -326,9 +326,10 @@ def test_imports_beside_the_gpu_lower_the_switch_interval_while_any_runs(monkeyp
 
 
 def test_store_files_scored_at_once_give_the_one_at_a_time_result(tmp_path, monkeypatch):
-    """On a real GPU, api.GPU_SCORE_LANES store files are scored at once on threads. With
-    the CPU's score pass standing in for the GPU's, the passes come back in file order,
-    equal to one file at a time, with never more than that many files in flight."""
+    """On a GPU the store files are scored in runs (api._gpu_groups), on a real GPU
+    api.GPU_SCORE_LANES runs at once on threads.  With the CPU's score pass standing in for
+    the GPU's, every candidate is the one a file-at-a-time pass finds, the runs cover the
+    store in order, and never more runs are in flight than lanes."""
     import threading
     import time
 
@@ -354,18 +355,40 @@ def test_store_files_scored_at_once_give_the_one_at_a_time_result(tmp_path, monk
 
     monkeypatch.setattr(tasks, "score_pass", score_pass)
     monkeypatch.setattr(api.backend, "simulator_enabled", lambda: False)
+    monkeypatch.setattr(plan, "GPU_TASK_RESIDUES", 50_000)  # runs of two or three files
 
     def run(device):
-        return [(part.seq_id.tolist(), [(q0, q1, [[a.tolist() for a in found] for found in c])
-                                        for q0, q1, c, _ in passes], span)
-                for part, passes, span in api._scored(job, many.iter_partitions(), device)]
+        found, order, spans = {}, [], []
+        for part, passes, span in api._scored(job, many.iter_partitions(), device):
+            order += part.seq_id.tolist()
+            spans.append(span)
+            for q0, _q1, candidates, _ in passes:
+                for row, hit in enumerate(candidates):
+                    keep, scores, q_end, s_end = tasks.best_of(hit, part.seq_id, 10**6)
+                    for key in zip(part.seq_id[keep].tolist(), scores.tolist(), q_end.tolist(),
+                                   s_end.tolist()):
+                        found.setdefault(q0 + row, set()).add(key)
+        return found, order, spans
 
-    serial = run("cpu")
-    assert flight[1] == 1
-    lanes = run("gpu")
+    serial, serial_order, serial_spans = run("cpu")
+    assert flight[1] == 1 and len(serial_spans) == len(many.partitions)
+    lanes, order, spans = run("gpu")
     assert flight[1] == api.GPU_SCORE_LANES
-    assert [r[:2] for r in lanes] == [r[:2] for r in serial]
-    # The score pass's seconds: the time any file was being scored.
-    spans = [r[2] for r in lanes]
+    assert 2 < len(spans) < len(many.partitions)  # the first file alone, then runs
+    assert lanes == serial and order == serial_order
+    # The score pass's seconds: the time any run was being scored.
     assert api._covered(spans) <= spans[-1][1] - spans[0][0] + 1e-9
     assert api._covered(spans) < sum(end - start for start, end in spans)
+
+
+def test_gpu_runs_of_store_files():
+    """The first file alone, then consecutive files up to the bound (at least one each)."""
+    from swdask.jobs.search import api
+    from swdask.sequences.batch import SequenceBatch
+
+    files = [SequenceBatch.from_records([(f"s{k}", "", np.ones(n, np.uint8))], "protein")
+             for k, n in enumerate([5, 4, 4, 3, 9, 2, 2])]
+    runs = list(api._gpu_groups(iter(files), limit=8))
+    assert [r.names for r in runs] == [("s0",), ("s1", "s2"), ("s3",), ("s4",), ("s5", "s6")]
+    assert runs[0] is files[0] and runs[3] is files[4]  # a file alone is not copied
+    assert list(api._gpu_groups(iter([]))) == []
