@@ -368,6 +368,12 @@ def _spec_text(spec: dict[str, Any]) -> str:
     return json.dumps(spec, sort_keys=True)
 
 
+def parameters_tag(parameters: Sequence[tuple]) -> str:
+    """The part of an entry's file name (in the cache and in an archive) that tells its
+    specialisations apart."""
+    return hashlib.sha256(json.dumps(parameters).encode()).hexdigest()[:16]
+
+
 def shipped_archive_path(cc: Sequence[int], folder: Path | None = None) -> Path | None:
     """The archive whose machine code runs on compute capability ``cc``: same major
     version, the highest minor not above ``cc``'s (a cubin for 8.0 runs on 8.6 and 8.9,
@@ -400,12 +406,17 @@ class ShippedArchive:
         return (self.manifest.get("format") == FORMAT
                 and self.manifest.get("digest") == shipped_digest())
 
-    def entries(self, spec: dict[str, Any]) -> list[tuple[dict[str, Any], bytes]]:
-        """``(header, payload)`` of each shipped specialisation of ``spec``; a damaged
-        member is left out (it then compiles)."""
+    def entries(self, spec: dict[str, Any],
+                skip: Iterable[str] = ()) -> list[tuple[dict[str, Any], bytes]]:
+        """``(header, payload)`` of each shipped specialisation of ``spec`` but those whose
+        :func:`parameters_tag` is in ``skip`` (not read); a damaged member is left out (it
+        then compiles)."""
         key = shipped_key(spec, self.manifest["digest"], self.manifest["cc"])
+        skip = set(skip)
         found = []
         for member in self.manifest["entries"].get(_spec_text(spec), ()):
+            if member[:-len(_SUFFIX)].rsplit("-", 1)[-1] in skip:
+                continue
             try:
                 with self._lock:
                     data = self._zip.read(member)
@@ -791,8 +802,7 @@ class Kernel:
         return self._key
 
     def _path(self, parameters: tuple) -> Path:
-        tag = hashlib.sha256(json.dumps(parameters).encode()).hexdigest()[:16]
-        return kernel_dir() / f"{self.key()}-{tag}{_SUFFIX}"
+        return kernel_dir() / f"{self.key()}-{parameters_tag(parameters)}{_SUFFIX}"
 
     def load(self) -> int:
         """Read the saved specialisations this process lacks; returns how many."""
@@ -827,8 +837,9 @@ class Kernel:
         """Copy the package's specialisations of this kernel that the cache lacks into
         this process and the cache; returns how many."""
         archive = shipped_archive(driver.compute_capability())
+        have = [parameters_tag(parameters) for parameters in self._compiled]
         taken = 0
-        for header, payload in archive.entries(self.spec) if archive else ():
+        for header, payload in archive.entries(self.spec, skip=have) if archive else ():
             compiled = Compiled.from_entry(header, payload)
             if compiled.parameters in self._compiled:
                 continue

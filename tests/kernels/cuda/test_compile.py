@@ -465,7 +465,7 @@ def built_here(folder, spec=SPEC, cc=(9, 0), shared="toolchain-1", compiled=COMP
     return path
 
 
-def test_shipped_kernels_are_taken_instead_of_compiled(machine):
+def test_shipped_kernels_are_taken_instead_of_compiled(machine, monkeypatch):
     """Packed on one machine, a kernel is taken from the archive by a process with an
     empty cache (and saved in its cache), and the next process loads it from its cache."""
     built = machine / "built"
@@ -477,6 +477,9 @@ def test_shipped_kernels_are_taken_instead_of_compiled(machine):
     assert sorted(manifest["entries"]) == sorted(
         room._spec_text(s) for s in (SPEC, {"family": "tile", "shape": {"rows": 4, "dpx": True}}))
     assert manifest["digest"] == room.shipped_digest() and manifest["cc"] == [9, 0]
+    archive = room.ShippedArchive(room.SHIPPED_DIR / "sm_90.zip")
+    assert len(archive.entries(SPEC)) == 1
+    assert archive.entries(SPEC, skip=[room.parameters_tag(COMPILED.parameters)]) == []
 
     def compile_fails(*_):
         raise AssertionError("compiled a shipped kernel")
@@ -492,6 +495,11 @@ def test_shipped_kernels_are_taken_instead_of_compiled(machine):
     later = room.Kernel(SPEC, compile_fails)
     assert later.load() == 1 and room.STATS["shipped"] == 1  # from the cache this time
     assert later._compiled[COMPILED.parameters].shipped  # it remembers where it came from
+    read = []
+    monkeypatch.setattr(room.ShippedArchive, "entries",
+                        lambda self, spec, skip=(): read.append(set(skip)) or [])
+    room.Kernel(SPEC, compile_fails).load()  # what the cache has is not read from the package
+    assert read == [{room.parameters_tag(COMPILED.parameters)}]
 
 
 def test_shipped_kernels_of_other_sources_or_turned_off_are_not_taken(machine, monkeypatch):
