@@ -459,7 +459,7 @@ def machine(monkeypatch, tmp_path):
 def built_here(folder, spec=SPEC, cc=(9, 0), shared="toolchain-1", compiled=COMPILED):
     """An entry as this machine's build would save it in cache folder ``folder``."""
     key = room.kernel_key(spec, shared, cc)
-    path = folder / f"{key}-{'0' * 16}.nbk"
+    path = folder / f"{key}-{room.parameters_tag(compiled.parameters)}.nbk"
     room.write_atomic(path, room.entry_bytes(key, compiled.header(spec, compiled.declared),
                                              compiled.cubin))
     return path
