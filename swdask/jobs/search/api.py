@@ -526,7 +526,7 @@ def _run(job: SearchJob, progress, device="cpu", partitions=None):
     # scored, while this thread waits on the GPU (AFTER_FIRST_PASS).
     import_after = device == "gpu" and not all(m in sys.modules for m in AFTER_FIRST_PASS)
     with bar:
-        # The GPU scores a partition while the next one is read and decoded.
+        # The GPU scores a run of files while the next one is read and decoded.
         spans = []
         for part, passes, span in _scored(job, partitions, device):
             spans.append(span)
