@@ -28,6 +28,7 @@ imported only here and only when asked for, so the CPU backend starts without it
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -65,15 +66,13 @@ __all__ = ["ALLPAIRS_GPU", "KERNEL_LOCK", "LOCAL_GPU", "SEARCH_GPU", "GpuKernels
 KERNEL_LOCK = threading.Lock()
 
 
-def score_pass_lock(device: str):
+def score_pass_lock(device: str) -> contextlib.AbstractContextManager:
     """What a search's score task holds around its score pass: :data:`KERNEL_LOCK`,
     except on a real GPU.  There a score pass runs on streams of its own, and it is
     host work (reading tables back, selecting, the next batch's profiles) as much as
     kernels: two at once let one's host work overlap the other's kernels, where one at a
     time left the GPU idle about 45% of a 20-query search's score pass (cli_timeline, H200
     host, 2026-11-28: 0.25 s a store file for 0.136 s of kernels)."""
-    import contextlib
-
     return contextlib.nullcontext() if device == "gpu" and not simulator_enabled() \
         else KERNEL_LOCK
 
