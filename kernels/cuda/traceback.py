@@ -34,7 +34,7 @@ A pair costs half a byte per cell of its band: 8 GB hold 16 x 10^9 cells, and
 
 A second kernel, one thread per pair, walks the nibbles from the end cell with the CPU
 kernel's state machine and writes the operations in reverse; the host reverses them and
-describes the path (:func:`~swdask.kernels.cpu.traceback.summarize_path`).
+describes the path (:func:`~swdask.kernels.paths.summarize_path`).
 
 The kernels are in :mod:`~swdask.kernels.cuda.traceback_kernels`; this module launches
 them through the driver layer (:func:`~swdask.kernels.cuda.compile.device_api`), so a
