@@ -495,6 +495,11 @@ def test_shipped_kernels_are_taken_instead_of_compiled(machine, monkeypatch):
     later = room.Kernel(SPEC, compile_fails)
     assert later.load() == 1 and room.STATS["shipped"] == 1  # from the cache this time
     assert later._compiled[COMPILED.parameters].shipped  # it remembers where it came from
+    saved[0].write_bytes(saved[0].read_bytes()[:-3])  # a damaged cache entry
+    again = room.Kernel(SPEC, compile_fails)
+    assert again.load() == 1 and room.STATS["shipped"] == 2  # taken from the package again
+    assert again._compiled[COMPILED.parameters].cubin == COMPILED.cubin
+    assert room.read_entry(saved[0], again.key()) is not None  # and the cache repaired
     read = []
     monkeypatch.setattr(room.ShippedArchive, "entries",
                         lambda self, spec, skip=(): read.append(set(skip)) or [])
