@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ALLPAIRS_GPU", "KERNEL_LOCK", "LOCAL_GPU", "SEARCH_GPU", "GpuKernels", "KernelTask",
            "auto_device",
-           "load_search_kernels", "score_pass_lock",
+           "load_search_kernels", "score_pass_lock", "score_passes_at_once",
            "SpreadTask", "check_device", "check_long_device", "choose_device", "cluster_gpus",
            "cuda_driver_loadable", "current_client", "gpu_available", "gpu_here", "job_device",
            "kernel_workers", "require_gpu", "score_all_gpu", "simulator_enabled",
@@ -66,15 +66,21 @@ __all__ = ["ALLPAIRS_GPU", "KERNEL_LOCK", "LOCAL_GPU", "SEARCH_GPU", "GpuKernels
 KERNEL_LOCK = threading.Lock()
 
 
-def score_pass_lock(device: str) -> contextlib.AbstractContextManager:
-    """What a search's score task holds around its score pass: :data:`KERNEL_LOCK`,
-    except on a real GPU.  There a score pass runs on streams of its own, and it is
+def score_passes_at_once(device: str) -> bool:
+    """Whether a search's score passes on ``device`` may run at the same time in one
+    process: on a real GPU only.  There a score pass runs on streams of its own, and it is
     host work (reading tables back, selecting, the next batch's profiles) as much as
     kernels: two at once let one's host work overlap the other's kernels, where one at a
     time left the GPU idle about 45% of a 20-query search's score pass (cli_timeline, H200
-    host, 2026-11-28: 0.25 s a store file for 0.136 s of kernels)."""
-    return contextlib.nullcontext() if device == "gpu" and not simulator_enabled() \
-        else KERNEL_LOCK
+    host, 2026-11-28: 0.25 s a store file for 0.136 s of kernels).  CPU kernels take all
+    of Numba's threads, and the simulator runs one kernel at a time."""
+    return device == "gpu" and not simulator_enabled()
+
+
+def score_pass_lock(device: str) -> contextlib.AbstractContextManager:
+    """What a search's score task holds around its score pass: :data:`KERNEL_LOCK`, or
+    nothing where :func:`score_passes_at_once`."""
+    return contextlib.nullcontext() if score_passes_at_once(device) else KERNEL_LOCK
 
 #: The thread of :func:`start_early`, once started.
 _early_start: threading.Thread | None = None

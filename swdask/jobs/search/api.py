@@ -427,8 +427,8 @@ class _TopHits:
 
 
 #: Score passes a GPU search in one process runs at once, each on a thread of its own
-#: (:func:`swdask.backend.score_pass_lock`): one's host work then overlaps the other's
-#: kernels.
+#: (:func:`swdask.backend.score_passes_at_once`): one's host work then overlaps the
+#: other's kernels.
 GPU_SCORE_LANES = 2
 
 
@@ -480,7 +480,7 @@ def _scored(job: SearchJob, partitions, device: str):
                 job.max_hits, job.min_score, part.seq_id)))
         return part, passes, (start, time.perf_counter())
 
-    lanes = GPU_SCORE_LANES if device == "gpu" and not backend.simulator_enabled() else 1
+    lanes = GPU_SCORE_LANES if backend.score_passes_at_once(device) else 1
     if lanes == 1:
         yield from map(score, partitions)
         return
