@@ -4,7 +4,7 @@ Written the obvious way and independent of the kernels they check, so that a res
 swdask can be compared with them:
 
 - :func:`path_summary`: the CIGAR and counts of an alignment path, column by column (the
-  oracle of :func:`swdask.kernels.cpu.traceback.summarize_path` and of the hits' CIGARs);
+  oracle of :func:`swdask.kernels.paths.summarize_path` and of the hits' CIGARs);
 - :func:`planted_copy`: a copy of a sequence with known mutations, and the score of the
   planted alignment (the known answer of a long alignment);
 - :func:`long_subjects`: titin-like subjects of chosen lengths made of real records (the

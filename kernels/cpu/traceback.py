@@ -51,9 +51,10 @@ from ..directions import (
     global_band,
     walk_step,
 )
+from ..paths import cigar_string, summarize_path
 from . import prebuild
 from .prebuild import read_only
-from .reference import GLOBAL, LOCAL, OP_DEL, OP_INS, OP_MATCH, SEMIGLOBAL, mode_code
+from .reference import GLOBAL, LOCAL, OP_INS, OP_MATCH, SEMIGLOBAL, mode_code
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -68,10 +69,6 @@ MAX_TRACEBACK_CELLS = 1_000_000_000
 decision_njit = njit(inline="always")(decision)
 walk_step_njit = njit(inline="always")(walk_step)
 border_gap_njit = njit(inline="always")(border_gap)
-
-# Column kinds of summarize_path, in the order of their CIGAR letters "=XID".
-_CIGAR_EQ, _CIGAR_X, _CIGAR_I, _CIGAR_D = 0, 1, 2, 3
-
 
 @njit(cache=True, nogil=True, inline="always")
 def fill_profile(matrix: np.ndarray, subject: np.ndarray, cols: int, profile: np.ndarray) -> None:
@@ -328,60 +325,6 @@ def _traceback_kernel(query, subject, matrix, gap_open, gap_extend, mode_code, e
     return np.int64(score), i, ei, j, ej, k
 
 
-def summarize_path(query: npt.NDArray[np.uint8], subject: npt.NDArray[np.uint8],
-                   query_start: int, subject_start: int, ops: npt.NDArray[np.uint8],
-                   unknown_code: int) -> tuple[npt.NDArray[np.uint8], int, int, int, int]:
-    """CIGAR and counts of a path.
-
-    Parameters
-    ----------
-    query, subject : numpy.ndarray of uint8
-        The whole sequences' codes.
-    query_start, subject_start : int
-        Where the path starts (0-based).
-    ops : numpy.ndarray of uint8
-        ``OP_MATCH``/``OP_INS``/``OP_DEL`` in forward order.
-    unknown_code : int
-        Code of ``X`` (protein) or ``N`` (DNA): a column of two unknowns is no identity.
-
-    Returns
-    -------
-    tuple
-        ``(cigar, matches, mismatches, gap_opens, align_length)``: ``cigar`` a uint8 array
-        of the ASCII CIGAR (``=``, ``X``, ``I``, ``D`` with run lengths; decode with
-        ``cigar.tobytes().decode("ascii")``, or use :func:`cigar_string`), ``matches``
-        the ``=`` columns, ``mismatches`` the ``X`` columns, ``gap_opens`` the runs of
-        ``I`` and of ``D``, ``align_length`` all columns.
-
-    Notes
-    -----
-    ``I`` consumes the query only, ``D`` the subject only.  A column is ``=`` when both
-    codes are equal and not ``unknown_code``; every other aligned column is ``X``.
-    Written with NumPy, not Numba: it costs microseconds a path, and a Numba kernel
-    would cost a first run half a second of compilation.
-    """
-    ops = np.asarray(ops, dtype=np.uint8)
-    n_ops = int(ops.shape[0])
-    if n_ops == 0:
-        return np.zeros(0, dtype=np.uint8), 0, 0, 0, 0
-    # Query (subject) position of each column: the residues consumed so far, less one.
-    rows = int(query_start) - 1 + np.cumsum(ops != OP_DEL)
-    cols = int(subject_start) - 1 + np.cumsum(ops != OP_INS)
-    aligned = ops == OP_MATCH
-    a = np.asarray(query)[rows[aligned]]
-    b = np.asarray(subject)[cols[aligned]]
-    identical = (a == b) & (a != unknown_code)
-    kind = np.where(ops == OP_INS, _CIGAR_I, _CIGAR_D).astype(np.uint8)
-    kind[aligned] = np.where(identical, _CIGAR_EQ, _CIGAR_X)
-    starts = np.flatnonzero(np.concatenate(([True], kind[1:] != kind[:-1])))
-    lengths = np.diff(np.append(starts, n_ops))
-    run_kind = kind[starts]
-    cigar = "".join(f"{n}{'=XID'[k]}" for n, k in zip(lengths.tolist(), run_kind.tolist()))
-    matches = int(np.count_nonzero(identical))
-    return (np.frombuffer(cigar.encode("ascii"), dtype=np.uint8).copy(), matches,
-            int(a.shape[0]) - matches, int(np.count_nonzero(run_kind >= _CIGAR_I)), n_ops)
-
-
 #: Columns of :func:`path_counts`' table.
 COUNT_MATCHES, COUNT_MISMATCHES, COUNT_GAP_OPENS, COUNT_COLUMNS = 0, 1, 2, 3
 
@@ -390,7 +333,7 @@ def path_counts(query_residues: npt.NDArray[np.uint8], query_at: npt.ArrayLike,
                 subject_residues: npt.NDArray[np.uint8], subject_at: npt.ArrayLike,
                 starts: npt.ArrayLike, paths: Sequence[npt.NDArray[np.uint8]],
                 unknown_code: int) -> npt.NDArray[np.int64]:
-    """The counts of :func:`summarize_path` (``matches``, ``mismatches``, ``gap_opens``,
+    """The counts of :func:`~swdask.kernels.paths.summarize_path` (``matches``, ``mismatches``, ``gap_opens``,
     ``align_length``) of many paths at once, without their CIGARs: all-pairs counts every
     candidate's identity this way and describes only the paths that pass (about 1 in 7
     of the 16S set's; a description of each took 45 us a path).
@@ -406,7 +349,7 @@ def path_counts(query_residues: npt.NDArray[np.uint8], query_at: npt.ArrayLike,
     paths : sequence of numpy.ndarray of uint8
         Each path's operations in forward order.
     unknown_code : int
-        As :func:`summarize_path`.
+        As :func:`~swdask.kernels.paths.summarize_path`.
 
     Returns
     -------
@@ -454,11 +397,6 @@ def _count_paths(ops, bounds, q_res, q_at, s_res, s_at, starts, unknown, counts)
                     j += 1
             previous = op
         counts[k, COUNT_COLUMNS] = bounds[k + 1] - bounds[k]
-
-
-def cigar_string(cigar: npt.NDArray[np.uint8]) -> str:
-    """The ``str`` of a CIGAR returned by :func:`summarize_path`."""
-    return np.asarray(cigar, dtype=np.uint8).tobytes().decode("ascii")
 
 
 def check_traceback_size(rows: int, cols: int) -> int:
@@ -597,7 +535,7 @@ def describe(query: npt.NDArray[np.uint8], subject: npt.NDArray[np.uint8], score
     ops : numpy.ndarray of uint8
         The path, in forward order.
     unknown_code : int
-        As :func:`summarize_path`.
+        As :func:`~swdask.kernels.paths.summarize_path`.
 
     Returns
     -------

@@ -907,10 +907,11 @@ class DeviceSubjects:
 
 
 #: The hand-written kernels of a search: the device-side selection of the top hits and
-#: the traceback (:mod:`~swdask.kernels.cuda.traceback`), built with the score kernels.
+#: the traceback (:mod:`~swdask.kernels.cuda.traceback_kernels`), built with the score
+#: kernels.
 SEARCH_KERNELS = [("kernel", {"name": f"{__package__}.selection:{name}"})
                   for name in ("_fill", "_histogram", "_select", "_scatter")] + \
-                 [("kernel", {"name": f"{__package__}.traceback:{name}"})
+                 [("kernel", {"name": f"{__package__}.traceback_kernels:{name}"})
                   for name in ("_forward_kernel", "_walk_kernel")]
 
 

@@ -24,7 +24,7 @@ from ...kernels.cpu.tile import (
     score_grid,
     traceback_tile,
 )
-from ...kernels.cpu.traceback import cigar_string, summarize_path
+from ...kernels.paths import cigar_string, summarize_path
 from .score import select_worker_gpu
 
 if TYPE_CHECKING:

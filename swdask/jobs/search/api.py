@@ -395,12 +395,12 @@ def _threads(threads) -> int:
     return min(int(threads), available)
 
 
-#: What a GPU search needs after its score pass and not before: the traceback (GPU and
-#: CPU, which import Numba: 0.55-0.65 s) and pandas for the hits table (0.25-0.4 s).
-#: The first kernels launch through the driver layer without them; they are imported
-#: beside the score pass once its first part is scored
+#: What a GPU search needs after its score pass and not before: the GPU traceback's
+#: launcher and the paths' description (neither imports Numba since their kernels moved
+#: out; together they imported 0.55-0.68 s of it) and pandas for the hits table
+#: (0.25-0.4 s).  They are imported beside the score pass once its first part is scored
 #: (:func:`swdask.jobs.base.import_beside`).
-AFTER_FIRST_PASS = ("swdask.kernels.cuda.traceback", "swdask.kernels.cpu.traceback", "pandas")
+AFTER_FIRST_PASS = ("swdask.kernels.cuda.traceback", "swdask.kernels.paths", "pandas")
 
 
 class _TopHits:

@@ -475,7 +475,7 @@ def trace(work: list[tuple], scoring: Scoring, mode: str, device: str = "cpu") -
 
 def _trace_gpu(work, scoring, mode, gpu_traceback) -> list:
     """:func:`trace` on the GPU: paths from the device, described on the host."""
-    from ...kernels.cpu.traceback import cigar_string, summarize_path
+    from ...kernels.paths import cigar_string, summarize_path
 
     with backend.KERNEL_LOCK:
         scores, starts, paths = gpu_traceback.trace_paths(

@@ -12,7 +12,8 @@ import pytest
 
 from swdask.jobs.long_align import traceback as la
 from swdask.kernels.cpu.tile import STATE_H, matrix_boundaries, score_grid, score_tile
-from swdask.kernels.cpu.traceback import align_codes, cigar_string, summarize_path
+from swdask.kernels.cpu.traceback import align_codes
+from swdask.kernels.paths import cigar_string, summarize_path
 from swdask.scoring import Scoring
 from swdask.testing import planted_copy
 from tests.helpers import assert_grids_equal, related, window_codes

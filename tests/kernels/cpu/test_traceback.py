@@ -43,12 +43,11 @@ from swdask.kernels.cpu.traceback import (
     MAX_TRACEBACK_CELLS,
     align_codes,
     check_traceback_size,
-    cigar_string,
     path_counts,
     rescore,
-    summarize_path,
     traceback_pair,
 )
+from swdask.kernels.paths import cigar_string, summarize_path
 from swdask.scoring import Scoring
 from swdask.testing import path_summary
 from tests.helpers import QUERIES, RRNA, SPROT_DB, read_fasta

@@ -193,3 +193,18 @@ def test_gpu_traceback_refuses_a_matrix_beyond_int16():
     with pytest.raises(ValueError, match="at most 32 codes and entries within"):
         gpu_traceback.trace_paths([np.zeros(1, np.uint8)], [np.zeros(1, np.uint8)],
                                   np.array([[1, 1]]), scoring.matrix * 10000, 5, 2)
+
+
+def test_the_launching_module_imports_no_numba():
+    """The kernels live in traceback_kernels, imported only to compile one: a process whose
+    kernels are kept compiled launches the traceback without importing Numba."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("import sys; import swdask.kernels.cuda.traceback as t; "
+              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numba'))")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
