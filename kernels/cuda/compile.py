@@ -91,7 +91,8 @@ FORMAT = 2
 #: shipped in the package (:func:`shipped_digest`) leaves them out, and a change to how
 #: kernels are launched does not orphan them.  A module that defines a kernel or a
 #: device function must not be listed.
-HOST_MODULES = ("cuda/compile.py", "cuda/driver.py", "cuda/launcher.py")
+HOST_MODULES = ("cuda/compile.py", "cuda/driver.py", "cuda/launcher.py", "cuda/psse.py",
+                "cuda/traceback.py")
 #: Compiled kernels shipped in the package, one archive per compute capability
 #: (``sm_90.zip``: :func:`pack_shipped`).
 SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"

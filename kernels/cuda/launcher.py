@@ -152,8 +152,8 @@ def scan_kernel(kernel: str | None, mode: str = "local") -> bool:
     return kernel == "scan" and mode == "local"
 
 
-def _packed_module(scan):
-    """The module of the 16-bit kernel (its shape chooser)."""
+def packed_module(scan: bool) -> Any:
+    """The module of the 16-bit kernel (its shape chooser): ``scan``, the scan kernel's."""
     return inter_task_dpx_scan if scan else inter_task_dpx
 
 
@@ -852,7 +852,7 @@ class DeviceSubjects:
         """Shapes and one pinned buffer of the packed profiles of consecutive query pairs
         (``scan``: shapes of the scan kernel)."""
         alphabet = matrix.shape[0]
-        chooser = _packed_module(scan).choose_shape
+        chooser = packed_module(scan).choose_shape
         shapes, profiles, lengths = [], [], []
         for p in range(0, len(queries), 2):
             qa = queries[p]
@@ -937,7 +937,7 @@ def search_specs(lengths: Sequence[int], matrix: np.ndarray, packed: bool, *,
         threads = threads_per_block()
         family = PACKED_FAMILIES["scan" if scan else "ends"]
         for p in range(0, len(lengths), 2):  # the pairs DeviceSubjects._pair_profiles forms
-            rows, group = _packed_module(scan).choose_shape(max(lengths[p], 1), alphabet)
+            rows, group = packed_module(scan).choose_shape(max(lengths[p], 1), alphabet)
             specs.append((family, dict(rows=rows, group=group, alphabet=alphabet,
                                        threads=threads, **modal)))
     if scan:  # the end pass: the block-per-pair kernel per query

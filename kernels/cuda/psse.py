@@ -15,10 +15,11 @@ short; fewer subjects (a small job) fill what they can.
    CPU twin, :mod:`swdask.kernels.psse_math`) straight into a device residue buffer with
    its offsets, laid out as the search kernels read subjects.  Nothing but the chunk's
    original residues and four small per-subject arrays crosses from the host.
-2. The search kernels (:mod:`~swdask.kernels.cuda.inter_task_dpx`, 16-bit, two queries
+2. The search kernels (the local search's 16-bit kernel, :func:`pair_kernel`, two queries
    per launch; :mod:`~swdask.kernels.cuda.inter_task`, 32-bit, for scorings outside the
    16-bit bounds and to re-score exactly the pairs whose 16-bit score may have wrapped)
-   score the query against every copy.  A position-specific query profile (a PSSM) is
+   score the query against every copy; the shapes a job needs are built before its first
+   launch, in parallel (:func:`kernel_specs`).  A position-specific query profile (a PSSM) is
    just another profile ``[code, row]``.
 3. ``psse_kernels._fit_kernel``, one thread per (query, subject) pair, fits the Gumbel to the
    pair's ``N`` shuffle scores by censored ML and computes the real score's P-value; only
@@ -40,7 +41,8 @@ import numpy as np
 
 from .. import psse_math
 from . import driver, inter_task, inter_task_dpx
-from .compile import device_api, get_kernel, hand_written, quiet_occupancy, simulated
+from .compile import build, device_api, get_kernel, hand_written, quiet_occupancy, simulated
+from .launcher import PACKED_FAMILIES, packed_module, scan_kernel
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -97,6 +99,36 @@ class _Timer:
         self.end.record(self.stream)
         self.end.synchronize()
         return self.start.elapsed_time(self.end) / 1e3
+
+
+def pair_kernel() -> tuple[Any, str]:
+    """The 16-bit kernel's module (its shape chooser) and family: the local search's
+    (:func:`swdask.kernels.cuda.launcher.scan_kernel`; by default the scan kernel, whose
+    scores are the same and which skips the end cells that significance does not need).
+    Its shapes are then the search's: ``swdask warmup`` builds them and the package ships
+    them, where a family of its own would compile a shape per query length in the first
+    run (44 s for 100 Swiss-Prot pairs on a 2 x H200 host with the older kernel)."""
+    scan = scan_kernel(None)
+    return packed_module(scan), PACKED_FAMILIES["scan" if scan else "ends"]
+
+
+def kernel_specs(lengths: Sequence[int], alphabet: int,
+                 packed: bool) -> list[tuple[str, dict[str, Any]]]:
+    """Build specs (:func:`swdask.kernels.cuda.compile.build`) of the score kernels that
+    queries of ``lengths`` (longest first, paired as :meth:`DeviceShuffles.significance`
+    pairs them when ``packed``) launch with an ``alphabet``-row profile."""
+    threads = inter_task.threads_per_block()
+    if packed:
+        module, family = pair_kernel()
+        specs = []
+        for m in lengths[::2]:
+            rows, group = module.choose_shape(max(m, 1), alphabet)
+            specs.append((family, dict(rows=rows, group=group, alphabet=alphabet,
+                                       threads=threads)))
+        return specs
+    return [("inter_task", dict(zip(("rows", "group"), inter_task.choose_shape(m)),
+                                shared=True, dpx=inter_task.has_dpx(), alphabet=alphabet + 1))
+            for m in lengths]
 
 
 def resident_threads() -> int:
@@ -242,6 +274,10 @@ class DeviceShuffles:
         by_set = {}
         for q in sorted(range(len(profiles)), key=lambda q: -profiles[q].shape[1]):
             by_set.setdefault(blocks[q], []).append(q)
+        # Every shape due, built at once in parallel processes, not one by one at launch.
+        build([spec for subset, queries in by_set.items() if subset
+               for spec in kernel_specs([profiles[q].shape[1] for q in queries], alphabet,
+                                        packed)])
         for subset, queries in by_set.items():
             if not subset:
                 for q in queries:
@@ -273,7 +309,8 @@ class DeviceShuffles:
             pa = profiles[0]
             pb = profiles[1] if len(profiles) > 1 else np.zeros((alphabet, 0), pa.dtype)
             m = max(pa.shape[1], pb.shape[1], 1)
-            r, group = inter_task_dpx.choose_shape(m, alphabet)
+            module, family = pair_kernel()
+            r, group = module.choose_shape(m, alphabet)
             passes = max(1, math.ceil(m / (r * group)))
             # Both profiles as columns of one "matrix", the queries as column indices.
             both = np.concatenate([pa, pb], axis=1)
@@ -288,8 +325,7 @@ class DeviceShuffles:
             tables += [self._buffer(f"ends{k}", (2, n), np.int32) for k in range(2)]
             overflows = self.cuda.to_device(np.zeros(2, np.int32), stream=s)
             threads = inter_task.threads_per_block()
-            kernel = get_kernel("inter_task_dpx", rows=r, group=group, alphabet=alphabet,
-                                threads=threads)
+            kernel = get_kernel(family, rows=r, group=group, alphabet=alphabet, threads=threads)
             with _quiet():
                 kernel[_grid(n_warps * 32, threads), threads, s](
                     profile, passes, self.res, self.off, order, warp_len, warp_base,

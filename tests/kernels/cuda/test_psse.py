@@ -76,6 +76,24 @@ def test_16bit_overflow_is_rescored_exactly():
 # -- GPU lane ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("packed", [True, False])
+def test_significance_launches_only_the_shapes_warmup_builds(packed):
+    """The significance job's score kernels are the search's shapes, which ``swdask
+    warmup`` builds and the package ships, so its first run with them compiles nothing
+    (with a 16-bit family of its own, 100 Swiss-Prot pairs compiled 11 shapes one by one:
+    44 s on a 2 x H200 host)."""
+    from swdask.kernels.cuda import psse as gpu
+    from swdask.warmup import kernel_specs
+
+    built = {(family, tuple(sorted(shape.items()))) for family, shape in kernel_specs()}
+    for alphabet in {Scoring().matrix.shape[0], Scoring("NUC.4.4").matrix.shape[0]}:
+        lengths = list(range(9000, 0, -1))  # longest first, as the job pairs them
+        specs = gpu.kernel_specs(lengths, alphabet, packed)
+        assert len(specs) == (len(lengths) + 1) // 2 if packed else len(lengths)
+        missing = {(family, tuple(sorted(shape.items()))) for family, shape in specs} - built
+        assert not missing, sorted(missing)[:3]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("packed", [True, False])
 def test_gpu_kernels_score_every_shuffle_exactly(packed):
