@@ -244,3 +244,23 @@ def test_the_long_alignment_imports_numba_only_for_cpu_tiles():
                "swdask.jobs.long_align.score, swdask.kernels.tile_contract, "
                "swdask.kernels.cuda.tile")
     assert _heavy_imports_outside_the_simulator(modules, ("numba", "pandas")) == []
+
+
+def test_an_in_process_long_alignment_imports_no_distributed(tmp_path):
+    """Without ``--scheduler`` a long pair that fits one tile runs in this process: the
+    command imports no Dask ``distributed`` (0.37 s of a 1 Mb pair's first run on a
+    2 x H200 host when it opened a session of no cluster)."""
+    rng = __import__("numpy").random.default_rng(7)
+    for name in "ab":
+        bases = "".join(rng.choice(list("ACGT"), 600))
+        (tmp_path / f"{name}.fasta").write_text(f">{name}\n{bases}\n")
+    code = ("import sys; from swdask.cli import main; "
+            f"main(['align-long', {str(tmp_path / 'a.fasta')!r}, {str(tmp_path / 'b.fasta')!r}, "
+            f"'-o', {str(tmp_path / 'out.parquet')!r}, '--device', 'cpu', '--quiet']); "
+            "print('distributed' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"
+    assert (tmp_path / "out.parquet").exists()
+
