@@ -59,18 +59,20 @@ class WarmupReport:
 def kernel_specs() -> list[tuple[str, dict[str, Any]]]:
     """``(family, shape)`` of every generated CUDA kernel the jobs launch on this GPU: the
     search kernels for the protein and DNA alphabets (the 16-bit local kernel that is the
-    default, :data:`swdask.kernels.cuda.launcher.SEARCH_KERNEL`, not the other), the
-    all-pairs kernel and the long-alignment tiles."""
+    default, :data:`swdask.kernels.cuda.launcher.SEARCH_KERNEL`, not the other, and the
+    global one), the all-pairs kernel and the long-alignment tiles."""
     from .kernels.cuda import all_pairs, inter_task, inter_task_dpx, intra_task, launcher, tile
     from .scoring import Scoring
 
     alphabets = sorted({Scoring().matrix.shape[0], Scoring("NUC.4.4").matrix.shape[0]})
     dpx = inter_task.has_dpx()
+    scan = launcher.PACKED_FAMILIES["scan"]
     if launcher.scan_kernel(None):  # the default local search launches the scan kernel
-        specs = [(launcher.PACKED_FAMILIES["scan"], s)
-                 for s in launcher.inter_task_dpx_scan.shapes(alphabets)]
-    else:
+        specs = [(scan, s) for s in launcher.inter_task_dpx_scan.shapes(alphabets)]
+    else:  # and a global one its global variant, whichever is named
         specs = [("inter_task_dpx", s) for s in inter_task_dpx.shapes(alphabets)]
+        specs += [(scan, s) for s in launcher.inter_task_dpx_scan.shapes(alphabets,
+                                                                          modes=("global",))]
     specs += [("inter_task", s) for s in inter_task.shapes(alphabets)]
     specs += [("intra_task", s) for s in intra_task.shapes(alphabets)]
     specs += [("all_pairs", s) for s in all_pairs.shapes(dpx)]

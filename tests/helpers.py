@@ -129,7 +129,8 @@ def pack(seqs) -> tuple[np.ndarray, np.ndarray]:
 
 def check_score_many(queries, subjects, scoring, label, **options):
     """Every score and end of the GPU launcher's ``score_many`` (``options``: its
-    keywords, e.g. ``packed``, ``kernel``) equals the CPU kernel's; returns the stats."""
+    keywords, e.g. ``packed``, ``kernel``, ``mode``) equals the CPU kernel's in the same
+    mode; returns the stats."""
     from swdask.kernels.cpu.score import score_all
     from swdask.kernels.cuda import launcher
 
@@ -138,7 +139,7 @@ def check_score_many(queries, subjects, scoring, label, **options):
     *got, stats = launcher.DeviceSubjects(s_res, s_off).score_many(
         queries, scoring.matrix, scoring.gap_open, scoring.gap_extend, **options)
     want = score_all(q_res, q_off, s_res, s_off, scoring.matrix, scoring.gap_open,
-                     scoring.gap_extend)
+                     scoring.gap_extend, options.get("mode", "local"))
     for name, g, w in zip(("score", "query_end", "subject_end"), got, want):
         np.testing.assert_array_equal(g, w, err_msg=f"{label}: {name}")
     return stats

@@ -19,13 +19,17 @@ def test_cpu_warmup_runs_every_job():
 def test_gpu_warmup_builds_the_default_search_kernel_only(default, monkeypatch):
     """The 16-bit local search kernel that searches launch (``SEARCH_KERNEL``) is built
     ahead, not the other one (46 shapes of the kernel with end cells went unused once the
-    scan kernel became the default); the rest of the list is the same either way."""
+    scan kernel became the default), and the scan kernel's global variant either way (a
+    global search runs it whichever is named); the rest of the list is the same."""
     from swdask.kernels.cuda import codegen, inter_task, launcher
 
     monkeypatch.setattr(inter_task, "has_dpx", lambda: True)  # no GPU in CI: say Hopper
     monkeypatch.setattr(codegen, "has_dpx", lambda: True)
     monkeypatch.setattr(launcher, "SEARCH_KERNEL", default)
-    families = [family for family, _ in kernel_specs()]
+    specs = kernel_specs()
+    local = {family for family, shape in specs if shape.get("mode", "local") == "local"}
     other = {"scan": "inter_task_dpx", "ends": "inter_task_dpx_scan"}[default]
-    assert launcher.PACKED_FAMILIES[default] in families and other not in families
-    assert {"inter_task", "intra_task", "all_pairs", "tile"} <= set(families)
+    assert launcher.PACKED_FAMILIES[default] in local and other not in local
+    assert {family for family, shape in specs if shape.get("mode") == "global"} == {
+        "inter_task_dpx_scan"}
+    assert {"inter_task", "intra_task", "all_pairs", "tile"} <= local

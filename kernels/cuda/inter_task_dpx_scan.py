@@ -58,6 +58,22 @@ it comes back as ``-1``, counted in ``n_overflow``, and is re-scored exactly in 
 the launcher.  E and F stay within
 16 bits by :func:`~swdask.kernels.cuda.inter_task_dpx.fits_16bit`.
 
+Global variant
+--------------
+A global search's end cell is fixed, ``(m, n)``, so the same column step serves it
+(:func:`global_source`, ``mode="global"``; the launch arguments of the global kernel with
+end cells, :data:`~swdask.kernels.cuda.inter_task_dpx.SIGNATURE_END`): the cell without
+the floor at 0 (``max3`` for ``max3_relu``), each query in the last rows of the passes
+(:func:`~swdask.kernels.cuda.inter_task.end_rows`), column 0 and row 0 at their gap
+costs, and the score read from the group's last register row in the subject's last
+column of the last pass.  Fill and drain columns are skipped instead (one compare a
+column, not a cell): global cells are negative, so a pad column would change a lane's
+state.  The running maximum of every H and the lower bound on H decide, as in the kernel
+with end cells, whether a half may have wrapped (:func:`~swdask.kernels.cuda.
+inter_task_dpx.end_bounds`); such a pair comes back as
+:data:`~swdask.kernels.cuda.inter_task_dpx.OVERFLOW` and is re-scored in 32 bits.  No end
+pass follows: the ends are ``(m, n)``.
+
 Twin
 ----
 In the CUDA simulator the same text calls the pure-Python twins of the DPX helpers
@@ -71,10 +87,10 @@ from typing import Any
 
 import numpy as np
 
-from . import codegen, inter_task_dpx
+from . import codegen, inter_task, inter_task_dpx
 from .compile import Rendered, simulated
-from .inter_task import PAD_SCORE, threads_per_block
-from .inter_task_dpx import SHARED_BYTES, packed_constant
+from .inter_task import PAD_SCORE, mode_shape, threads_per_block
+from .inter_task_dpx import OVERFLOW, SHARED_BYTES, packed_constant
 
 #: The family's name in :data:`swdask.kernels.cuda.compile.FAMILIES`.
 FAMILY = "inter_task_dpx_scan"
@@ -104,6 +120,12 @@ SCAN16_SOURCE = inter_task_dpx.DPX16_SOURCE + MAX3_RELU_SOURCE
 HELPERS = {name: inter_task_dpx._SIGNATURES[name]
            for name in ("add", "addmax", "max3", "max2", "lo16", "hi16")}
 HELPERS["max3_relu"] = ("sw16_max3_relu", "int32(int32, int32, int32)")
+#: The global variant's helpers and linked source: ``join16`` sets column 0 per half.
+GLOBAL_HELPERS = {**{name: HELPERS[name] for name in HELPERS if name != "max3_relu"},
+                  **inter_task_dpx._END_SIGNATURES}
+GLOBAL_SOURCE = inter_task_dpx.DPX16_END_SOURCE
+#: Modes with a variant of this kernel (semiglobal keeps the kernel with end cells).
+MODES = ("local", "global")
 
 
 def twin_max3_relu(a: int, b: int, c: int) -> np.int32:
@@ -120,8 +142,10 @@ def twin_max3_relu(a: int, b: int, c: int) -> np.int32:
     return twins["max_relu"](twins["max2"](a, b), c)
 
 
-#: Pure-Python twins of :data:`HELPERS` (wrapping 16-bit halves, like the hardware).
-TWINS = {name: inter_task_dpx.TWINS[name] for name in HELPERS if name != "max3_relu"}
+#: Pure-Python twins of :data:`HELPERS` and :data:`GLOBAL_HELPERS` (wrapping 16-bit
+#: halves, like the hardware).
+TWINS = {name: inter_task_dpx.TWINS[name] for name in {**HELPERS, **GLOBAL_HELPERS}
+         if name != "max3_relu"}
 TWINS["max3_relu"] = twin_max3_relu
 
 
@@ -228,19 +252,146 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
     return "\n".join(lines) + "\n"
 
 
-def render(rows: int, group: int, alphabet: int, threads: int) -> Rendered:
+def global_source(rows: int, group: int, threads: int, shuffles: bool, alphabet: int) -> str:
+    """Source of the scan kernel's global variant (see the module's notes): arguments of
+    :data:`~swdask.kernels.cuda.inter_task_dpx.SIGNATURE_END`; ``pad_code`` unused."""
+    span = rows * group
+    last = group - 1
+    in_pass, in_trip, in_cell = " " * 8, " " * 12, " " * 16
+    left = inter_task._left
+    lines = ["def kernel(profile, passes, s_res, s_off, order, warp_len, warp_base, pad_code, "
+             "neg_oe,",
+             "           neg_e, limit, m_a, m_b, gap_o, gap_e, floor16, boundary, out_score, "
+             "out_qend,",
+             "           out_send, n_overflow):",
+             f"    sprof = cuda.shared.array({(alphabet + 1) * span}, int32)"]
+    lines += codegen.thread_pair(group, threads, shuffles=shuffles, exchange_rows=3)
+    lines += [
+        "    zero = int32(0)",
+        "    neg_oe = int32(neg_oe)",
+        "    neg_e = int32(neg_e)",
+        "    gap_o = int32(gap_o)",
+        "    gap_e = int32(gap_e)",
+        f"    lbase = uint32(lane * {rows})",
+        "    n32 = int32(n)",
+        "    ns32 = int32(n_steps)",
+        f"    total = int32((ns32 + {last + UNROLL - 1}) // {UNROLL} * {UNROLL})",
+        "    bslot = uint64(2 * slot)",
+        f"    pre_a = passes * {span} - m_a",
+        f"    pre_b = passes * {span} - m_b",
+        # Every H of the subject's columns (both halves): with the lower bound it says
+        # whether a half may have wrapped.
+        f"    tmax = int32({int(packed_constant(-32768))})",
+        "    score2 = zero",
+        "    for p in range(passes):",
+        "        cuda.syncthreads()",
+        f"        for idx in range(tx, n_codes * {span}, {threads}):",
+        f"            sprof[idx] = profile[idx // {span}, p * {span} + idx % {span}]",
+        "        cuda.syncthreads()",
+        "        later = p > 0",
+        "        more = p + 1 < passes",
+        f"        row0 = (p * {group} + lane) * {rows}",
+    ]
+    # Column 0 of every row at its gap cost (the rows above the query repeat row 0:
+    # inter_task.end_rows), E from the H beside it; row 0 counts down by e a column.
+    lines += [f"{in_pass}h{k} = join16({left(f'(row0 + {k + 1} - pre_a)', 'global')}, "
+              f"{left(f'(row0 + {k + 1} - pre_b)', 'global')})" for k in range(rows)]
+    lines += [f"{in_pass}e{k} = add(h{k}, neg_oe)" for k in range(rows)]
+    lines += [f"{in_pass}diag_in = join16({left('(row0 - pre_a)', 'global')}, "
+              f"{left('(row0 - pre_b)', 'global')})",
+              f"{in_pass}top = join16(int32(-gap_o), int32(-gap_o))",
+              # What a lane hands on before its first column: its last row's column 0,
+              # the diagonal of the next lane's first cell.
+              f"{in_pass}out_h = h{rows - 1}", f"{in_pass}out_f = neg_oe",
+              f"{in_pass}out_c = PADCODE", f"{in_pass}step = int32(0)",
+              f"{in_pass}while step < total:"]
+    for u in range(UNROLL):
+        lines += [f"{in_trip}st = int32(step + {u})"]
+        lines += codegen.lane_exchange(in_trip, shuffles=shuffles, lane="lane",
+                                       single=group == 1, names=("h", "f", "c"))
+        lines += [f"{in_trip}if lane == 0:",
+                  f"{in_trip}    in_c = int32(s_res[uint64(start) + uint64(st)]) if st < n32 "
+                  "else PADCODE",
+                  f"{in_trip}    top = add(top, neg_e)",
+                  f"{in_trip}    in_h = top",
+                  f"{in_trip}    if later and st < ns32:",
+                  f"{in_trip}        at = bslot + uint64(2 * st)",
+                  f"{in_trip}        in_h = boundary[at]",
+                  f"{in_trip}        in_f = boundary[at + uint64(1)]",
+                  f"{in_trip}    else:",
+                  f"{in_trip}        in_f = add(in_h, neg_oe)",
+                  f"{in_trip}diag = diag_in",
+                  f"{in_trip}diag_in = in_h",
+                  f"{in_trip}jc = int32(st - lane)",
+                  f"{in_trip}if jc >= 0 and jc < n32:  # a column of the subject",
+                  f"{in_cell}f = in_f",
+                  f"{in_cell}base = uint32(in_c) * USPAN + lbase"]
+        for k in range(rows):
+            lines += [f"{in_cell}h = max3(e{k}, f, add(diag, sprof[base + U{k}]))",
+                      f"{in_cell}t = add(h, neg_oe)",
+                      f"{in_cell}diag = h{k}",
+                      f"{in_cell}h{k} = h",
+                      f"{in_cell}e{k} = addmax(e{k}, neg_e, t)",
+                      f"{in_cell}f = addmax(f, neg_e, t)"]
+            if k % 2 == 1:
+                lines += [f"{in_cell}tmax = max3(tmax, h{k - 1}, h{k})"]
+        if rows % 2:
+            lines += [f"{in_cell}tmax = max2(tmax, h{rows - 1})"]
+        lines += [f"{in_cell}out_h = h{rows - 1}", f"{in_cell}out_f = f",
+                  f"{in_cell}out_c = in_c",
+                  f"{in_cell}if lane == {last} and not more and jc == n32 - 1:",
+                  f"{in_cell}    score2 = h{rows - 1}  # H(m, n) of both queries",
+                  # The last lane keeps its last row for the next pass.
+                  f"{in_trip}jl = int32(st - {last})",
+                  f"{in_trip}if lane == {last} and more and jl >= 0 and jl < ns32:",
+                  f"{in_trip}    at = bslot + uint64(2 * jl)",
+                  f"{in_trip}    boundary[at] = out_h",
+                  f"{in_trip}    boundary[at + uint64(1)] = out_f"]
+    lines += [f"{in_trip}step = int32(step + {UNROLL})"]
+    lines += ["    cuda.syncwarp()" if shuffles else "    cuda.syncthreads()"]
+    shift = 1
+    while shift < group:  # the group's maximum H, both halves at once
+        lines += codegen.shuffle_down("tmax", shift, shuffles=shuffles, scratch="xch[0, {}]",
+                                      guard=f"tx + {shift} < {threads}")
+        lines += [f"    if lane + {shift} < {group}:", "        tmax = max2(tmax, o_tmax)"]
+        shift *= 2
+    if group > 1:  # the score, from the group's last lane
+        lines += codegen.shuffle_down("score2", last, shuffles=shuffles, scratch="xch[0, {}]",
+                                      guard=f"tx + {last} < {threads}")
+        lines += ["    score2 = o_score2"]
+    lines += ["    if valid and lane == 0:"]
+    for row, half, get in ((0, "a", "lo16"), (1, "b", "hi16")):
+        lines += [
+            "        if n == 0:  # H(m, 0)",
+            f"            out_score[{row}, pair] = 0 if m_{half} == 0 else "
+            f"-(gap_o + m_{half} * gap_e)",
+            f"        elif {get}(tmax) > limit or -(2 * gap_o + (m_{half} + n) * gap_e) < floor16:",
+            f"            out_score[{row}, pair] = {OVERFLOW}  # re-scored in 32 bits",
+            f"            cuda.atomic.add(n_overflow, {row}, 1)",
+            "        else:",
+            f"            out_score[{row}, pair] = {get}(score2)",
+            f"        out_qend[{row}, pair] = m_{half}",
+            f"        out_send[{row}, pair] = n"]
+    return "\n".join(lines) + "\n"
+
+
+def render(rows: int, group: int, alphabet: int, threads: int,
+           mode: str = "local") -> Rendered:
     """The scan kernel's text for a shape, for :func:`swdask.kernels.cuda.compile.get_kernel`
     (``family="inter_task_dpx_scan"``): DPX helpers linked with LTO and registers capped on
-    a GPU, their twins in the simulator.
+    a GPU, their twins in the simulator.  ``mode``: ``"local"`` or ``"global"`` (named in
+    the shape only when not local, :func:`~swdask.kernels.cuda.inter_task.mode_shape`).
 
     Raises
     ------
     ValueError
-        If ``rows`` is not a positive multiple of 4 (the profile's vector loads), or a
-        pass's packed profile would not fit the block's shared memory.
+        If ``rows`` is not a positive multiple of 4 (the profile's vector loads), a pass's
+        packed profile would not fit the block's shared memory, or ``mode`` has no variant.
     """
     from numba import cuda  # rendering is for compiling: Numba is needed then
 
+    if mode not in MODES:
+        raise ValueError(f"the scan kernel has no {mode!r} variant; modes: {', '.join(MODES)}")
     if rows <= 0 or rows % 4:
         raise ValueError(f"the scan kernel needs rows a multiple of 4, not {rows}")
     if not shared_fits(rows, group, alphabet):
@@ -251,17 +402,20 @@ def render(rows: int, group: int, alphabet: int, threads: int) -> Rendered:
                  "USPAN": np.uint32(rows * group), "PADPACK": packed_constant(PAD16),
                  "PADCODE": np.int32(alphabet)}
     namespace.update({f"U{k}": np.uint32(k) for k in range(rows)})
+    local = mode == "local"
+    helpers, linked = (HELPERS, SCAN16_SOURCE) if local else (GLOBAL_HELPERS, GLOBAL_SOURCE)
     if in_simulator:
-        namespace.update(TWINS)
+        namespace.update({name: TWINS[name] for name in helpers})
         link, options = (), {}
     else:
-        for name, (symbol, declared) in HELPERS.items():
+        for name, (symbol, declared) in helpers.items():
             namespace[name] = cuda.declare_device(symbol, declared)
-        link, options = (SCAN16_SOURCE,), {"lto": True, "max_registers": register_cap(rows)}
-    return Rendered(name=f"{FAMILY}-R{rows}-G{group}-A{alphabet}-T{threads}",
-                    source=kernel_source(rows, group, threads, shuffles=not in_simulator,
-                                         alphabet=alphabet),
-                    namespace=namespace, link=link, options=options)
+        link, options = (linked,), {"lto": True, "max_registers": register_cap(rows)}
+    source = (kernel_source if local else global_source)(
+        rows, group, threads, shuffles=not in_simulator, alphabet=alphabet)
+    suffix = "" if local else f"-{mode}"
+    return Rendered(name=f"{FAMILY}-R{rows}-G{group}-A{alphabet}-T{threads}{suffix}",
+                    source=source, namespace=namespace, link=link, options=options)
 
 
 def register_cap(rows: int) -> int:
@@ -275,10 +429,10 @@ def register_cap(rows: int) -> int:
     return MAX_REGISTERS if rows <= TALL_ROWS else TALL_REGISTERS
 
 
-def signature(**shape: Any) -> str:
-    """The argument types of a launch: those of the local 16-bit kernel
-    (:data:`swdask.kernels.cuda.inter_task_dpx.SIGNATURE`)."""
-    return inter_task_dpx.SIGNATURE
+def signature(mode: str = "local", **shape: Any) -> str:
+    """The argument types of a launch: those of the 16-bit kernel with end cells of the
+    same mode (:func:`swdask.kernels.cuda.inter_task_dpx.signature`)."""
+    return inter_task_dpx.signature(mode)
 
 
 #: Speed of each tile height for the shape chooser: padded rows a second (thousands) of a
@@ -299,10 +453,11 @@ def choose_shape(m: int, alphabet: int) -> tuple[int, int]:
     return inter_task_dpx.choose_shape(m, alphabet, ROW_RATES, shared_fits)
 
 
-def shapes(alphabets: Iterable[int], longest: int = 8192) -> list[dict[str, Any]]:
-    """Every shape :func:`choose_shape` picks for queries of 1 to ``longest`` residues,
-    as ``render`` arguments."""
+def shapes(alphabets: Iterable[int], longest: int = 8192,
+           modes: Iterable[str] = MODES) -> list[dict[str, Any]]:
+    """Every shape :func:`choose_shape` picks for queries of 1 to ``longest`` residues, in
+    each of ``modes``, as ``render`` arguments."""
     threads = threads_per_block()
     found = {(choose_shape(m, a), a) for a in alphabets for m in range(1, longest + 1)}
-    return [{"rows": r, "group": g, "alphabet": a, "threads": threads}
-            for (r, g), a in sorted(found)]
+    return [{"rows": r, "group": g, "alphabet": a, "threads": threads, **mode_shape(mode)}
+            for mode in modes for (r, g), a in sorted(found)]

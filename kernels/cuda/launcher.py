@@ -91,8 +91,9 @@ BLOCKS_PER_SM = 3
 #: (:meth:`DeviceSubjects.top_many`): ``"ends"`` keeps each column's maximum and the end
 #: cell of every pair (:mod:`~swdask.kernels.cuda.inter_task_dpx`); ``"scan"`` computes
 #: scores only (:mod:`~swdask.kernels.cuda.inter_task_dpx_scan`), and the end cells of the
-#: candidates come from the 32-bit end pass.  Global and semiglobal searches, and the
-#: 32-bit path, use their own kernels whichever is named.
+#: candidates come from the 32-bit end pass.  Whichever is named, a global search runs the
+#: scan kernel's global variant (its end cell is fixed: no end pass), a semiglobal one the
+#: kernel with end cells, and the 32-bit path its own kernel (:func:`packed_kernel`).
 PACKED_FAMILIES = {"ends": "inter_task_dpx", "scan": inter_task_dpx_scan.FAMILY}
 #: The default of ``kernel``: ``"scan"``, with its end pass 1.8 x as fast as ``"ends"`` on
 #: the 20 CUDASW++ queries (1.1-1.9 x per query pair; one H200, docs/search.md).  The
@@ -152,9 +153,14 @@ def scan_kernel(kernel: str | None, mode: str = "local") -> bool:
     return kernel == "scan" and mode == "local"
 
 
-def packed_module(scan: bool) -> Any:
-    """The module of the 16-bit kernel (its shape chooser): ``scan``, the scan kernel's."""
-    return inter_task_dpx_scan if scan else inter_task_dpx
+def packed_kernel(scan: bool, mode: str = "local") -> tuple[Any, str]:
+    """The 16-bit kernel's module (its shape chooser) and family for a search in ``mode``
+    (``scan``: a local search on the scan kernel, :func:`scan_kernel`): the scan kernel
+    for such a search and for every global one (its global variant, 1.3 x as fast as the
+    global kernel with end cells; docs/benchmarks.md), else the kernel with end cells."""
+    if scan or mode == "global":
+        return inter_task_dpx_scan, PACKED_FAMILIES["scan"]
+    return inter_task_dpx, PACKED_FAMILIES["ends"]
 
 
 class _Ordered:
@@ -852,7 +858,7 @@ class DeviceSubjects:
         """Shapes and one pinned buffer of the packed profiles of consecutive query pairs
         (``scan``: shapes of the scan kernel)."""
         alphabet = matrix.shape[0]
-        chooser = packed_module(scan).choose_shape
+        chooser = packed_kernel(scan, mode)[0].choose_shape
         shapes, profiles, lengths = [], [], []
         for p in range(0, len(queries), 2):
             qa = queries[p]
@@ -892,9 +898,8 @@ class DeviceSubjects:
             warp_len, warp_base, slots, _ = subset.plan(group)
             lane = p % len(lanes)
             boundary = self._boundary_for(2 * slots if passes > 1 else 2, lane)
-            kernel = get_kernel(PACKED_FAMILIES["scan" if scan else "ends"], rows=rows,
-                                group=group, alphabet=alphabet, threads=threads,
-                                **inter_task.mode_shape(mode))
+            kernel = get_kernel(packed_kernel(scan, mode)[1], rows=rows, group=group,
+                                alphabet=alphabet, threads=threads, **inter_task.mode_shape(mode))
             pair = slice(2 * p, 2 * p + 2)
             ends = () if mode == "local" else (
                 np.int64(m_a), np.int64(m_b), np.int32(gap_open), np.int32(gap_extend),
@@ -935,9 +940,9 @@ def search_specs(lengths: Sequence[int], matrix: np.ndarray, packed: bool, *,
         return specs
     if packed:
         threads = threads_per_block()
-        family = PACKED_FAMILIES["scan" if scan else "ends"]
+        module, family = packed_kernel(scan, mode)
         for p in range(0, len(lengths), 2):  # the pairs DeviceSubjects._pair_profiles forms
-            rows, group = packed_module(scan).choose_shape(max(lengths[p], 1), alphabet)
+            rows, group = module.choose_shape(max(lengths[p], 1), alphabet)
             specs.append((family, dict(rows=rows, group=group, alphabet=alphabet,
                                        threads=threads, **modal)))
     if scan:  # the end pass: the block-per-pair kernel per query

@@ -42,7 +42,7 @@ import numpy as np
 from .. import psse_math
 from . import driver, inter_task, inter_task_dpx
 from .compile import build, device_api, get_kernel, hand_written, quiet_occupancy, simulated
-from .launcher import PACKED_FAMILIES, packed_module, scan_kernel
+from .launcher import packed_kernel, scan_kernel
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -108,8 +108,7 @@ def pair_kernel() -> tuple[Any, str]:
     Its shapes are then the search's: ``swdask warmup`` builds them and the package ships
     them, where a family of its own would compile a shape per query length in the first
     run (44 s for 100 Swiss-Prot pairs on a 2 x H200 host with the older kernel)."""
-    scan = scan_kernel(None)
-    return packed_module(scan), PACKED_FAMILIES["scan" if scan else "ends"]
+    return packed_kernel(scan_kernel(None))
 
 
 def kernel_specs(lengths: Sequence[int], alphabet: int,

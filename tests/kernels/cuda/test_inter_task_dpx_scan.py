@@ -55,6 +55,52 @@ def test_scan_matches_cpu_at_pass_and_span_boundaries(rows, group, lengths, monk
     assert stats.cells_ends == stats.cells and stats.seconds_ends > 0
 
 
+@pytest.mark.parametrize("rows,group,lengths", [
+    (4, 1, (1, 0)),            # a query of one residue paired with an empty one: H(m, 0)
+    (4, 1, (9, 5)),            # one lane, three passes; the shorter query sits lower
+    (4, 2, (17, 8)),           # three passes of a group
+    (4, 8, (31, 33)),          # a warp-sized span: one pass and two
+    (8, 4, (32, 1)),           # an exact span; length 1 in the other half
+])
+@pytest.mark.parametrize("scoring", [Scoring(), Scoring("BLOSUM50", gap_open=0, gap_extend=3)],
+                         ids=["BLOSUM62-11-1", "BLOSUM50-0-3"])
+def test_global_scan_matches_cpu_at_pass_and_span_boundaries(rows, group, lengths, scoring,
+                                                              monkeypatch):
+    """The global variant: column 0 and row 0 at their gap costs, the rows above a
+    shorter query, fill and drain columns skipped (global cells are negative), the score
+    from the last lane of the last pass in column n; no end pass (the ends are (m, n))."""
+    monkeypatch.setattr(inter_task_dpx_scan, "choose_shape", lambda m, alphabet: (rows, group))
+    rng = np.random.default_rng(rows * 100 + group * 10 + sum(lengths) + len(scoring.name))
+    db = load_sequences(SPROT_DB)
+    queries = protein_windows(db, rng, lengths)
+    subjects = [np.zeros(0, np.uint8), db.codes(1)[:1].copy()]
+    subjects += protein_windows(db, rng, (3, 4, 5, rows * group - 1, rows * group + 1, 40))
+    subjects += [q[::-1].copy() for q in queries if len(q)] + [queries[0].copy()]
+    stats = check_score_many(queries, subjects, scoring, f"global R={rows} G={group} "
+                             f"lengths={lengths}", kernel="scan", mode="global")
+    assert stats.cells_ends == 0 and stats.rescored == 0
+
+
+def test_global_scan_dna_and_overflow():
+    """DNA with N, and scores past 16 bits both ways (match 8,000 above; gap costs
+    8,000 + 190 below): such pairs come back as OVERFLOW and are re-scored exactly."""
+    rng = np.random.default_rng(12)
+    dna = Scoring(alphabet="dna")
+    queries = [rng.integers(0, 5, n).astype(np.uint8) for n in (23, 7)]
+    subjects = [rng.integers(0, 5, n).astype(np.uint8) for n in (0, 1, 9, 30, 41)]
+    subjects.append(queries[0].copy())
+    check_score_many(queries, subjects, dna, "global dna", kernel="scan", mode="global")
+    high = Scoring(alphabet="dna", match=8000, mismatch=-8000, gap_open=5, gap_extend=2)
+    a = np.array([0, 1, 2, 3, 0, 1, 2], np.uint8)
+    stats = check_score_many([a[:3], a.copy()], [a[:3].copy(), a.copy(), a[:1].copy()], high,
+                             "global 8,000", kernel="scan", mode="global")
+    assert stats.rescored > 0
+    deep = Scoring(alphabet="dna", gap_open=8000, gap_extend=190)
+    stats = check_score_many([a[:3]], [rng.integers(0, 4, 150).astype(np.uint8)], deep,
+                             "global 8,000 + 190", kernel="scan", mode="global")
+    assert stats.rescored == 1
+
+
 def test_scan_shape_chooser_at_warp_boundaries():
     """The chooser's own shapes (rows a multiple of 4, a pad row within shared memory),
     queries around a warp of rows."""

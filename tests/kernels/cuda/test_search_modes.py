@@ -17,7 +17,13 @@ import pytest
 from numba import config
 
 from swdask.kernels.cpu.score import score_all
-from swdask.kernels.cuda import inter_task, inter_task_dpx, intra_task, launcher
+from swdask.kernels.cuda import (
+    inter_task,
+    inter_task_dpx,
+    inter_task_dpx_scan,
+    intra_task,
+    launcher,
+)
 from swdask.kernels.cuda.compile import get_kernel
 from swdask.scoring import Scoring
 from swdask.sequences.store import load_sequences
@@ -29,8 +35,20 @@ pytestmark = pytest.mark.skipif(not config.ENABLE_CUDASIM, reason="simulator lan
 @pytest.fixture(autouse=True)
 def kernel_with_ends(monkeypatch):
     """These tests are of the 16-bit kernel that finds end cells itself
-    (``inter_task_dpx``), not the default scan kernel (test_inter_task_dpx_scan.py)."""
+    (``inter_task_dpx``), not the default scan kernel (test_inter_task_dpx_scan.py); a
+    global search runs the scan kernel's global variant whichever is named."""
     monkeypatch.setattr(launcher, "SEARCH_KERNEL", "ends")
+
+
+def fix_packed_shape(monkeypatch, mode, rows, group):
+    """Make the 16-bit kernel of ``mode`` take ``rows`` x ``group`` lanes: the kernel with
+    end cells (semiglobal), or the scan kernel's global variant, whose rows come in fours
+    (``rows`` rounded up)."""
+    if mode == "global":
+        monkeypatch.setattr(inter_task_dpx_scan, "choose_shape",
+                            lambda m, alphabet: (-(-rows // 4) * 4, group))
+    else:
+        monkeypatch.setattr(inter_task_dpx, "choose_shape", lambda m, alphabet: (rows, group))
 
 MODES = ["global", "semiglobal"]
 #: BLOSUM62 11/1 (the protein default), BLOSUM50 with linear gaps, the DNA default 2/-3
@@ -115,7 +133,7 @@ def test_32bit_kernel_matches_cpu(db, mode, rows, group, m, scoring):
 def test_16bit_kernel_matches_cpu(db, mode, rows, group, lengths, scoring, monkeypatch):
     """Query pairs of different lengths in one launch (each half has its own rows above
     the query), passes, lanes, every subject length of :func:`subjects_of`."""
-    monkeypatch.setattr(inter_task_dpx, "choose_shape", lambda m, alphabet: (rows, group))
+    fix_packed_shape(monkeypatch, mode, rows, group)
     rng = np.random.default_rng(sum(lengths) + rows * group)
     scoring = SCORINGS[scoring]
     queries = sequences(db, rng, lengths, scoring)
@@ -132,7 +150,7 @@ def test_16bit_kernel_matches_cpu(db, mode, rows, group, lengths, scoring, monke
 def test_two_letters_tie_everywhere(mode, packed, monkeypatch):
     """Over two letters every row and column ties: row ``m`` (the last lane) against
     column ``n`` (every lane, every pass) must follow the end rule, across passes."""
-    monkeypatch.setattr(inter_task_dpx, "choose_shape", lambda m, alphabet: (2, 2))
+    fix_packed_shape(monkeypatch, mode, 2, 2)
     monkeypatch.setattr(inter_task, "choose_shape", lambda m: (2, 2))
     rng = np.random.default_rng(11)
     scoring = Scoring(alphabet="dna", gap_open=0, gap_extend=1)
