@@ -592,6 +592,21 @@ def test_host_modules_define_no_kernels():
                              text, re.M), name
 
 
+def test_the_archive_in_the_tree_matches_these_kernel_sources():
+    """The package's archive was packed from the kernel sources it ships with.  An edit to
+    a kernel, a device function or a constant they read leaves it stale: every H100 or
+    H200 user's first search would compile again (22-25 s, against 2.2 s with the archive)
+    until ``python workflows/ship_kernels.py`` runs on such a GPU and its archive is
+    committed.  The GPU lane checks the same on the card
+    (``test_the_shipped_kernels_are_current``)."""
+    path = Path(room.__file__).resolve().parent / "shipped" / "sm_90.zip"
+    archive = room.ShippedArchive(path)
+    assert archive.manifest["digest"] == room.kernels_digest(leave_out=room.HOST_MODULES), (
+        f"{path} was packed from other kernel sources: run python workflows/ship_kernels.py "
+        "on an H100 or H200 and commit the archive it writes")
+    assert archive.manifest["cc"] == [9, 0] and len(archive.manifest["entries"]) >= 20
+
+
 def test_a_failed_build_process_is_built_again_here(monkeypatch, caplog):
     """Build processes that fail (here: each could not make a CUDA context) leave their
     kernels to this process, one at a time; every child is waited for."""
