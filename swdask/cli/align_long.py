@@ -20,6 +20,7 @@ from .common import (
     progress_wanted,
     scheduler_access,
     scoring_from_args,
+    start_gpu_early,
     to_stdout,
     write_stdout,
     write_summary,
@@ -105,13 +106,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Align, write the one-row table (and SAM), and (unless ``--quiet``) two summary lines."""
-    if args.scheduler is None and args.device != "cpu":
-        from ..backend import cuda_driver_loadable, start_early
-
-        if cuda_driver_loadable():
-            # The CUDA driver and context (0.46 s before a 1 Mb pair's first tile on a
-            # 2 x H200 host) overlap the imports and the reading of the pair.
-            start_early()
+    # The CUDA driver and context started 0.46 s into a 1 Mb pair's first run (2 x H200).
+    start_gpu_early(args, auto=True)
     import pyarrow.parquet as pq
 
     from ..jobs.base import atomic_paths, check_output

@@ -21,6 +21,7 @@ from .common import (
     search_here,
     search_summary,
     standard_input,
+    start_gpu_early,
     to_stdout,
     whole,
     write_stdout,
@@ -75,12 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Search, write the hits file, and (unless ``--quiet``) print the summary."""
-    if in_process(args) and args.device == "gpu":
-        from ..backend import start_early
-
-        # The GPU's first use (0.6 s) overlaps the imports and the reading of the input;
-        # search_in_process checks the GPU once it has read them.
-        start_early()
+    # search_in_process checks the GPU once it has read the input.
+    start_gpu_early(args, auto=False)
     from ..backend import SEARCH_GPU, check_device
     from ..jobs.base import check_output
     from ..output import check_format, output_format, sequence_columns, write_hits

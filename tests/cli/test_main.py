@@ -264,3 +264,29 @@ def test_an_in_process_long_alignment_imports_no_distributed(tmp_path):
     assert done.stdout.strip().splitlines()[-1] == "False"
     assert (tmp_path / "out.parquet").exists()
 
+
+@pytest.mark.parametrize("device,auto,scheduler,loadable,started", [
+    ("gpu", False, None, True, True),     # a search that insists on the GPU
+    ("auto", False, None, True, False),   # a search's auto weighs the work first
+    ("auto", True, None, True, True),     # significance, align-long: auto takes the GPU
+    ("both", True, None, True, True),
+    ("cpu", True, None, True, False),
+    ("gpu", True, "tcp://host:8786", True, False),  # the workers have the GPUs
+    ("gpu", True, None, False, False),    # no CUDA driver library on this machine
+])
+def test_the_gpu_starts_early_only_where_the_run_takes_it(device, auto, scheduler, loadable,
+                                                          started, monkeypatch):
+    """``start_gpu_early`` begins CUDA on a thread for a run in this process that will
+    use the GPU, and only then (a CPU run that started CUDA would hold GPU memory and,
+    for a search's ``auto``, pay 0.3 s for nothing)."""
+    import argparse
+
+    from swdask import backend
+    from swdask.cli.common import start_gpu_early
+
+    calls = []
+    monkeypatch.setattr(backend, "start_early", lambda: calls.append(1))
+    monkeypatch.setattr(backend, "cuda_driver_loadable", lambda: loadable)
+    start_gpu_early(argparse.Namespace(device=device, scheduler=scheduler), auto=auto)
+    assert bool(calls) is started
+
