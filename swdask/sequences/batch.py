@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import pandas as pd
 
-__all__ = ["MAX_LIST_RESIDUES", "SequenceBatch", "SequencesLike", "as_batch", "list_arrays",
+__all__ = ["MAX_LIST_RESIDUES", "SequenceBatch", "SequencesLike", "as_batch", "join_runs",
+           "list_arrays",
            "one_sequence"]
 
 #: Most residues of one Arrow ``list<uint8>`` column (int32 offsets).
@@ -194,15 +195,14 @@ class SequenceBatch:
         alphabet = get_alphabet(alphabet)
         if any(b.alphabet.name != alphabet.name for b in batches):
             raise ValueError("SequenceBatch.concat: batches of different alphabets")
-        shifts = np.cumsum([0] + [len(b.residues) for b in batches])
-        offsets = [np.zeros(1, np.int64)] + [b.offsets[1:] + s for b, s in zip(batches, shifts)]
+        offsets, residues = join_runs([b.offsets for b in batches], [b.residues for b in batches])
         return cls(
             seq_id=np.concatenate([np.empty(0, np.int64)] + [b.seq_id for b in batches]),
             names=sum((b.names for b in batches), ()),
             descriptions=sum((b.descriptions for b in batches), ()),
             lengths=np.concatenate([np.empty(0, np.int32)] + [b.lengths for b in batches]),
-            offsets=np.concatenate(offsets),
-            residues=np.concatenate([np.empty(0, np.uint8)] + [b.residues for b in batches]),
+            offsets=offsets,
+            residues=residues,
             alphabet=alphabet,
         )
 
@@ -314,6 +314,39 @@ class SequenceBatch:
 #: A set of sequences as :func:`as_batch` takes it (type alias): a FASTA/FASTQ file or a
 #: store, a batch, ``{name: sequence}`` or sequences as letters.
 SequencesLike = str | os.PathLike | SequenceBatch | dict[str, str] | Sequence[str]
+
+
+def join_runs(offsets: Sequence[npt.NDArray[np.int64]], residues: Sequence[npt.NDArray[np.uint8]],
+              ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
+    """Runs of sequences end to end: one ``offsets`` array (from 0) and the residues.  One
+    run comes back as it is, without a copy (a store file's 64 Mi residues, read for a
+    search's score task).
+
+    Parameters
+    ----------
+    offsets : sequence of numpy.ndarray of int64
+        Each run's offsets, from 0 (as :func:`list_arrays` gives them).
+    residues : sequence of numpy.ndarray of uint8
+        Each run's residues.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+
+    Examples
+    --------
+    >>> off, res = join_runs([np.array([0, 2, 3]), np.array([0, 1])],
+    ...                      [np.array([5, 6, 7], np.uint8), np.array([8], np.uint8)])
+    >>> off.tolist(), res.tolist()
+    ([0, 2, 3, 4], [5, 6, 7, 8])
+    """
+    if len(offsets) == 1:
+        return np.asarray(offsets[0], np.int64), np.asarray(residues[0])
+    shifts = np.cumsum([0] + [len(r) for r in residues])
+    joined = [np.zeros(1, np.int64)] + [np.asarray(o[1:], np.int64) + s
+                                        for o, s in zip(offsets, shifts)]
+    return (np.concatenate(joined),
+            np.concatenate([np.empty(0, np.uint8)] + [np.asarray(r) for r in residues]))
 
 
 def list_arrays(

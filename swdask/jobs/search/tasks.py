@@ -23,7 +23,7 @@ from ...errors import StoreError
 from ...kernels.cpu.threads import kernel_threads
 from ...parquet_schemas import HITS, SCORES, SEQUENCES
 from ...scoring.statistics import annotate
-from ...sequences.batch import list_arrays
+from ...sequences.batch import join_runs, list_arrays
 from ...sequences.store import read_part
 from ...tables import check_table, numpy_dtype, numpy_of, to_pandas
 from ..align import alignment_from_codes
@@ -152,20 +152,19 @@ def score_partition(job: SearchJob, task: int) -> Candidates:
     reads it back.
     """
     started = time.time()
-    seq_ids, offset_runs, residue_runs, files, rows = [], [np.zeros(1, np.int64)], [], [], []
+    seq_ids, offset_runs, residue_runs, files, rows = [], [], [], [], []
     for part in (job.pieces[k] for k in job.tasks[task]):
         table = read_part(job.files[part.number], list(_SUBJECT_COLUMNS),
                           row_groups=None if part.row_groups is None else list(part.row_groups))
         part_seq_id = numpy_of(table.column("seq_id"))
         part_offsets, part_residues = list_arrays(table.column("residues"))
         seq_ids.append(part_seq_id)
-        offset_runs.append(part_offsets[1:] + offset_runs[-1][-1])
+        offset_runs.append(part_offsets)
         residue_runs.append(part_residues)
         files.append(np.full(len(part_seq_id), part.number, np.int32))
         rows.append(np.arange(len(part_seq_id), dtype=np.int64) + part.first_row)
-    offsets = np.concatenate(offset_runs)
-    seq_id, residues, file_of, row_of = (_joined(runs)
-                                         for runs in (seq_ids, residue_runs, files, rows))
+    offsets, residues = join_runs(offset_runs, residue_runs)  # as SequenceBatch.concat joins
+    seq_id, file_of, row_of = (_joined(runs) for runs in (seq_ids, files, rows))
     device = job.task_device()
     batch, minus = job.rows, job.row_minus  # a DNA query's strands are rows of their own
     n_queries, n_subjects = len(batch), len(seq_id)
