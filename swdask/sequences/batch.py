@@ -25,8 +25,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["MAX_LIST_RESIDUES", "SequenceBatch", "SequencesLike", "as_batch", "join_runs",
-           "list_arrays",
-           "one_sequence"]
+           "list_arrays", "one_sequence"]
 
 #: Most residues of one Arrow ``list<uint8>`` column (int32 offsets).
 MAX_LIST_RESIDUES = 2**31 - 1
