@@ -1277,6 +1277,16 @@ def _build_one(family: str, shape: dict) -> tuple:
 _BUILDING = threading.Lock()
 
 
+def build_command(share: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The command line of one build process for ``share`` (``(family, shape)`` pairs).
+
+    ``-P``: the working folder is not put first on the child's ``sys.path``.  Run from a
+    source checkout over an installed package, the checkout's ``swdask/`` (which holds no
+    ``kernels``) would otherwise shadow the package, and every child would fail.
+    """
+    return [sys.executable, "-P", "-m", "swdask.kernels.cuda.compile", json.dumps(share)]
+
+
 def build(
     specs: Iterable[tuple[str, dict[str, Any]]], *, jobs: int | None = None,
     progress: Callable[[str, dict[str, Any], float], object] | None = None,
@@ -1326,9 +1336,7 @@ def build(
             import subprocess
 
             shares = [missing[k::jobs] for k in range(jobs)]
-            children = [subprocess.Popen([sys.executable, "-m", "swdask.kernels.cuda.compile",
-                                          json.dumps(share)],
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            children = [subprocess.Popen(build_command(share), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          text=True) for share in shares]
             failed = []
             for child, share in zip(children, shares):  # every child waited for and closed

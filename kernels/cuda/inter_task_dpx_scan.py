@@ -155,6 +155,62 @@ def shared_fits(rows: int, group: int, alphabet: int) -> bool:
     return (alphabet + 1) * rows * group * 4 <= SHARED_BYTES
 
 
+def _stage_profile(span: int, threads: int, alphabet: int, pad_row: bool) -> list[str]:
+    """A pass's start: the block stages the pass's packed profile (and, with ``pad_row``,
+    the pad code's row of :data:`PAD16`) in shared memory."""
+    lines = ["        cuda.syncthreads()",
+             f"        for idx in range(tx, n_codes * {span}, {threads}):",
+             f"            sprof[idx] = profile[idx // {span}, p * {span} + idx % {span}]"]
+    if pad_row:
+        lines += [f"        for idx in range(tx, {span}, {threads}):",
+                  f"            sprof[{alphabet * span} + idx] = PADPACK"]
+    return lines + ["        cuda.syncthreads()",
+                    "        later = p > 0",
+                    "        more = p + 1 < passes"]
+
+
+def _cell_rows(indent: str, rows: int, cell_max: str, running: str) -> list[str]:
+    """One column of a lane's ``rows`` register rows: the five operations a cell (the
+    cell's maximum by ``cell_max``: ``max3_relu`` local, ``max3`` global), every H into
+    the packed maximum ``running`` two rows at a time, and what the lane hands on."""
+    lines = []
+    for k in range(rows):
+        lines += [f"{indent}h = {cell_max}(e{k}, f, add(diag, sprof[base + U{k}]))",
+                  f"{indent}t = add(h, neg_oe)",
+                  f"{indent}diag = h{k}",
+                  f"{indent}h{k} = h",
+                  f"{indent}e{k} = addmax(e{k}, neg_e, t)",
+                  f"{indent}f = addmax(f, neg_e, t)"]
+        if k % 2 == 1:
+            lines += [f"{indent}{running} = max3({running}, h{k - 1}, h{k})"]
+    if rows % 2:
+        lines += [f"{indent}{running} = max2({running}, h{rows - 1})"]
+    return lines + [f"{indent}out_h = h{rows - 1}", f"{indent}out_f = f",
+                    f"{indent}out_c = in_c"]
+
+
+def _keep_last_row(indent: str, last: int) -> list[str]:
+    """The group's last lane keeps its last row (H and F of column ``st - last``) in
+    ``boundary`` for the next pass."""
+    return [f"{indent}jl = int32(st - {last})",
+            f"{indent}if lane == {last} and more and jl >= 0 and jl < ns32:",
+            f"{indent}    at = bslot + uint64(2 * jl)",
+            f"{indent}    boundary[at] = out_h",
+            f"{indent}    boundary[at + uint64(1)] = out_f"]
+
+
+def _group_max(name: str, group: int, threads: int, shuffles: bool) -> list[str]:
+    """The packed maximum ``name`` over the group's lanes, both halves at once, in lane 0."""
+    lines = ["    cuda.syncwarp()" if shuffles else "    cuda.syncthreads()"]
+    shift = 1
+    while shift < group:
+        lines += codegen.shuffle_down(name, shift, shuffles=shuffles, scratch="xch[0, {}]",
+                                      guard=f"tx + {shift} < {threads}")
+        lines += [f"    if lane + {shift} < {group}:", f"        {name} = max2({name}, o_{name})"]
+        shift *= 2
+    return lines
+
+
 def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet: int) -> str:
     """Source of the scan kernel for ``rows`` register rows per lane and groups of
     ``group`` lanes (``shuffles``: warp shuffles on a GPU; shared memory and barriers in
@@ -181,15 +237,8 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
         "    bslot = uint64(2 * slot)",
         "    best2 = zero",
         "    for p in range(passes):",
-        "        cuda.syncthreads()",
-        f"        for idx in range(tx, n_codes * {span}, {threads}):",
-        f"            sprof[idx] = profile[idx // {span}, p * {span} + idx % {span}]",
-        f"        for idx in range(tx, {span}, {threads}):",
-        f"            sprof[{alphabet * span} + idx] = PADPACK",
-        "        cuda.syncthreads()",
-        "        later = p > 0",
-        "        more = p + 1 < passes",
     ]
+    lines += _stage_profile(span, threads, alphabet, pad_row=True)
     lines += [f"{in_pass}h{k} = zero" for k in range(rows)]
     lines += [f"{in_pass}e{k} = neg_oe" for k in range(rows)]
     lines += [f"{in_pass}out_h = zero", f"{in_pass}out_f = neg_oe", f"{in_pass}out_c = PADCODE",
@@ -212,33 +261,10 @@ def kernel_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
                   f"{in_trip}diag_in = in_h",
                   f"{in_trip}f = in_f",
                   f"{in_trip}base = uint32(in_c) * USPAN + lbase"]
-        for k in range(rows):
-            lines += [f"{in_trip}h = max3_relu(e{k}, f, add(diag, sprof[base + U{k}]))",
-                      f"{in_trip}t = add(h, neg_oe)",
-                      f"{in_trip}diag = h{k}",
-                      f"{in_trip}h{k} = h",
-                      f"{in_trip}e{k} = addmax(e{k}, neg_e, t)",
-                      f"{in_trip}f = addmax(f, neg_e, t)"]
-            if k % 2 == 1:
-                lines += [f"{in_trip}best2 = max3(best2, h{k - 1}, h{k})"]
-        if rows % 2:
-            lines += [f"{in_trip}best2 = max2(best2, h{rows - 1})"]
-        lines += [f"{in_trip}out_h = h{rows - 1}", f"{in_trip}out_f = f",
-                  f"{in_trip}out_c = in_c",
-                  # The last lane keeps its last row for the next pass (column st - last).
-                  f"{in_trip}jl = int32(st - {last})",
-                  f"{in_trip}if lane == {last} and more and jl >= 0 and jl < ns32:",
-                  f"{in_trip}    at = bslot + uint64(2 * jl)",
-                  f"{in_trip}    boundary[at] = out_h",
-                  f"{in_trip}    boundary[at + uint64(1)] = f"]
+        lines += _cell_rows(in_trip, rows, "max3_relu", "best2")
+        lines += _keep_last_row(in_trip, last)
     lines += [f"{in_trip}step = int32(step + {UNROLL})"]
-    lines += ["    cuda.syncwarp()" if shuffles else "    cuda.syncthreads()"]
-    shift = 1
-    while shift < group:  # the group's maximum, both halves at once
-        lines += codegen.shuffle_down("best2", shift, shuffles=shuffles, scratch="xch[0, {}]",
-                                      guard=f"tx + {shift} < {threads}")
-        lines += [f"    if lane + {shift} < {group}:", "        best2 = max2(best2, o_best2)"]
-        shift *= 2
+    lines += _group_max("best2", group, threads, shuffles)
     lines += ["    if valid and lane == 0:"]
     for row, get in ((0, "lo16"), (1, "hi16")):
         lines += [f"        best = {get}(best2)",
@@ -284,14 +310,9 @@ def global_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
         f"    tmax = int32({int(packed_constant(-32768))})",
         "    score2 = zero",
         "    for p in range(passes):",
-        "        cuda.syncthreads()",
-        f"        for idx in range(tx, n_codes * {span}, {threads}):",
-        f"            sprof[idx] = profile[idx // {span}, p * {span} + idx % {span}]",
-        "        cuda.syncthreads()",
-        "        later = p > 0",
-        "        more = p + 1 < passes",
-        f"        row0 = (p * {group} + lane) * {rows}",
     ]
+    lines += _stage_profile(span, threads, alphabet, pad_row=False)
+    lines += [f"{in_pass}row0 = (p * {group} + lane) * {rows}"]
     # Column 0 of every row at its gap cost (the rows above the query repeat row 0:
     # inter_task.end_rows), E from the H beside it; row 0 counts down by e a column.
     lines += [f"{in_pass}h{k} = join16({left(f'(row0 + {k + 1} - pre_a)', 'global')}, "
@@ -326,35 +347,12 @@ def global_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
                   f"{in_trip}if jc >= 0 and jc < n32:  # a column of the subject",
                   f"{in_cell}f = in_f",
                   f"{in_cell}base = uint32(in_c) * USPAN + lbase"]
-        for k in range(rows):
-            lines += [f"{in_cell}h = max3(e{k}, f, add(diag, sprof[base + U{k}]))",
-                      f"{in_cell}t = add(h, neg_oe)",
-                      f"{in_cell}diag = h{k}",
-                      f"{in_cell}h{k} = h",
-                      f"{in_cell}e{k} = addmax(e{k}, neg_e, t)",
-                      f"{in_cell}f = addmax(f, neg_e, t)"]
-            if k % 2 == 1:
-                lines += [f"{in_cell}tmax = max3(tmax, h{k - 1}, h{k})"]
-        if rows % 2:
-            lines += [f"{in_cell}tmax = max2(tmax, h{rows - 1})"]
-        lines += [f"{in_cell}out_h = h{rows - 1}", f"{in_cell}out_f = f",
-                  f"{in_cell}out_c = in_c",
-                  f"{in_cell}if lane == {last} and not more and jc == n32 - 1:",
-                  f"{in_cell}    score2 = h{rows - 1}  # H(m, n) of both queries",
-                  # The last lane keeps its last row for the next pass.
-                  f"{in_trip}jl = int32(st - {last})",
-                  f"{in_trip}if lane == {last} and more and jl >= 0 and jl < ns32:",
-                  f"{in_trip}    at = bslot + uint64(2 * jl)",
-                  f"{in_trip}    boundary[at] = out_h",
-                  f"{in_trip}    boundary[at + uint64(1)] = out_f"]
+        lines += _cell_rows(in_cell, rows, "max3", "tmax")
+        lines += [f"{in_cell}if lane == {last} and not more and jc == n32 - 1:",
+                  f"{in_cell}    score2 = h{rows - 1}  # H(m, n) of both queries"]
+        lines += _keep_last_row(in_trip, last)
     lines += [f"{in_trip}step = int32(step + {UNROLL})"]
-    lines += ["    cuda.syncwarp()" if shuffles else "    cuda.syncthreads()"]
-    shift = 1
-    while shift < group:  # the group's maximum H, both halves at once
-        lines += codegen.shuffle_down("tmax", shift, shuffles=shuffles, scratch="xch[0, {}]",
-                                      guard=f"tx + {shift} < {threads}")
-        lines += [f"    if lane + {shift} < {group}:", "        tmax = max2(tmax, o_tmax)"]
-        shift *= 2
+    lines += _group_max("tmax", group, threads, shuffles)
     if group > 1:  # the score, from the group's last lane
         lines += codegen.shuffle_down("score2", last, shuffles=shuffles, scratch="xch[0, {}]",
                                       guard=f"tx + {last} < {threads}")

@@ -388,12 +388,26 @@ def test_build_process_protocol():
     """``python -m swdask.kernels.cuda.compile`` (one share of a parallel build) prints
     a JSON line per kernel; in the simulator nothing needs compiling."""
     share = [["tile", {"rows": 2, "width": 8, "warps": 1, "dpx": False, "checkpoints": True}]]
-    done = subprocess.run([sys.executable, "-m", "swdask.kernels.cuda.compile", json.dumps(share)],
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(room.build_command(share), capture_output=True, text=True,
+                          timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     line = json.loads(done.stdout.strip().splitlines()[-1])
     assert line["family"] == "tile" and line["shape"] == share[0][1] and line["seconds"] >= 0
     assert room.build([("tile", share[0][1])]) == []  # the simulator: nothing to build
+
+
+def test_a_build_process_ignores_a_swdask_folder_where_it_runs(tmp_path, monkeypatch):
+    """Run from a source checkout over an installed package, a build process imports the
+    package, not the checkout's ``swdask/`` (which has no ``kernels``; here a folder
+    whose import fails)."""
+    (tmp_path / "swdask").mkdir()
+    (tmp_path / "swdask" / "__init__.py").write_text("raise ImportError('the folder, not the package')\n")
+    monkeypatch.chdir(tmp_path)
+    share = [["tile", {"rows": 2, "width": 8, "warps": 1, "dpx": False, "checkpoints": True}]]
+    done = subprocess.run(room.build_command(share), capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["family"] == "tile"
 
 
 def test_rendered_kernel_bytecode_is_kept_and_checked(tmp_path, monkeypatch):
