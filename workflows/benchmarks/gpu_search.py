@@ -374,8 +374,8 @@ def main(argv=None):
                         help="alignment modes, comma-separated: local, global, semiglobal "
                         "(default local)")
     parser.add_argument("--order", choices=("ascending", "descending"), default="descending",
-                        help="launch order of the subjects by length (descending, the default, is "
-                        "ascending; descending starts the longest first)")
+                        help="launch order of the subjects by length (default descending: the "
+                        "longest first, as the search launches them)")
     parser.add_argument("--check", type=int, default=3000, help="subjects checked on the CPU")
     parser.add_argument("--queries-per-row", type=int, default=2)
     parser.add_argument("--intra-threshold", type=int, default=None,
