@@ -65,12 +65,12 @@ A global search's end cell is fixed, ``(m, n)``, so the same column step serves 
 end cells, :data:`~swdask.kernels.cuda.inter_task_dpx.SIGNATURE_END`): the cell without
 the floor at 0 (``max3`` for ``max3_relu``), each query in the last rows of the passes
 (:func:`~swdask.kernels.cuda.inter_task.end_rows`), column 0 and row 0 at their gap
-costs, and the score read from the group's last register row in the subject's last
-column of the last pass.  Fill and drain columns are skipped instead (one compare a
-column, not a cell): global cells are negative, so a pad column would change a lane's
-state.  The running maximum of every H and the lower bound on H decide, as in the kernel
-with end cells, whether a half may have wrapped (:func:`~swdask.kernels.cuda.
-inter_task_dpx.end_bounds`); such a pair comes back as
+costs, and the score read from the group's last lane's last register row after the
+last pass (its state after the subject's last column).  Fill and drain columns are
+skipped instead (one compare a column, not a cell): global cells are negative, so a pad
+column would change a lane's state.  The running maximum of every H and the lower bound
+on H decide, as in the kernel with end cells, whether a half may have wrapped
+(:func:`~swdask.kernels.cuda.inter_task_dpx.end_bounds`); such a pair comes back as
 :data:`~swdask.kernels.cuda.inter_task_dpx.OVERFLOW` and is re-scored in 32 bits.  No end
 pass follows: the ends are ``(m, n)``.
 
@@ -348,10 +348,12 @@ def global_source(rows: int, group: int, threads: int, shuffles: bool, alphabet:
                   f"{in_cell}f = in_f",
                   f"{in_cell}base = uint32(in_c) * USPAN + lbase"]
         lines += _cell_rows(in_cell, rows, "max3", "tmax")
-        lines += [f"{in_cell}if lane == {last} and not more and jc == n32 - 1:",
-                  f"{in_cell}    score2 = h{rows - 1}  # H(m, n) of both queries"]
         lines += _keep_last_row(in_trip, last)
-    lines += [f"{in_trip}step = int32(step + {UNROLL})"]
+    lines += [f"{in_trip}step = int32(step + {UNROLL})",
+              # Columns past the subject are skipped, so the last row's register holds
+              # its last column: after the last pass, the last lane's is H(m, n) of both
+              # queries (read once a pass, not tested for in every column).
+              f"{in_pass}score2 = h{rows - 1}"]
     lines += _group_max("tmax", group, threads, shuffles)
     if group > 1:  # the score, from the group's last lane
         lines += codegen.shuffle_down("score2", last, shuffles=shuffles, scratch="xch[0, {}]",
