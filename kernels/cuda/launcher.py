@@ -156,7 +156,7 @@ def scan_kernel(kernel: str | None, mode: str = "local") -> bool:
 def packed_kernel(scan: bool, mode: str = "local") -> tuple[Any, str]:
     """The 16-bit kernel's module (its shape chooser) and family for a search in ``mode``
     (``scan``: a local search on the scan kernel, :func:`scan_kernel`): the scan kernel
-    for such a search and for every global one (its global variant: 0.83 x the local scan
+    for such a search and for every global one (its global variant: 0.93 x the local scan
     kernel's GCUPS, where the global kernel with end cells ran at 0.76 x; docs/benchmarks.md),
     else the kernel with end cells."""
     if scan or mode == "global":
