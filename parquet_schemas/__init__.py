@@ -39,7 +39,7 @@ class SchemaError(ValueError):
 
 
 SEQUENCES_VERSION = 1
-SCORES_VERSION = 3
+SCORES_VERSION = 4
 HITS_VERSION = 2
 ALLPAIRS_VERSION = 1
 SIGNIFICANCE_VERSION = 1
@@ -93,12 +93,13 @@ HITS = _schema("hits", HITS_VERSION, [
 #: partition's top-k and score threshold (swdask.search's map_partitions output).  Small:
 #: at most ``max_hits`` rows per query and partition, never an all-pairs matrix.
 #: ``query_end``/``subject_end`` are the best alignment's end cell, exclusive (0-based
-#: half-open); ``partition`` is the store file holding the subject and ``row`` its row there;
-#: ``minus`` is 1 where the query's reverse complement was scored (DNA), else 0, and
-#: ``query_end`` then counts on that reverse complement.
+#: half-open); ``minus`` is 1 where the query's reverse complement was scored (DNA), else 0,
+#: and ``query_end`` then counts on that reverse complement; ``subject`` and ``residues``
+#: are the subject's name and codes as stored, which the traceback aligns.
 SCORES = _schema("scores", SCORES_VERSION, [
-    *_IDS, _SCORE, *_fields(pa.int32(), "query_end", "subject_end", "subject_length", "partition"),
-    pa.field("row", pa.int64(), nullable=False), pa.field("minus", pa.int32(), nullable=False),
+    *_IDS, _SCORE, *_fields(pa.int32(), "query_end", "subject_end", "subject_length", "minus"),
+    pa.field("subject", pa.string(), nullable=False),
+    pa.field("residues", pa.large_binary(), nullable=False),
 ])
 
 #: All-against-all alignment (swdask.all_pairs): one row per unordered pair of a set whose

@@ -179,11 +179,12 @@ def cluster(n_workers: int | None = None, *, scheduler: str | None = None, devic
             raise DeviceError("a GPU cluster needs dask-cuda: pip install 'swdask[gpu]' (or use "
                               "device='cpu')") from None
         client = Client(_started(LocalCUDACluster, options, kwargs, dashboard_address))
-        client.run(warm_gpu_worker)  # now, not in each worker's first task
+        client.run(warm_worker, True)  # now, not in each worker's first task
     else:
         from distributed import LocalCluster
 
         client = Client(_started(LocalCluster, options, kwargs, dashboard_address))
+        client.run(warm_worker)
     route_tasks(client)
     logger.info("started a %s of %d workers (%s); dashboard %s", type(client.cluster).__name__,
                 worker_count(client), ", ".join(f"{k}={v}" for k, v in sorted(options.items())),
@@ -494,6 +495,24 @@ def _name(node) -> str | None:
     return None
 
 
+#: What every worker of a cluster swdask starts (or preloads) imports before its first
+#: task.  Every job's result is a Dask DataFrame, and the first of its partitions that a
+#: worker made imported ``dask.dataframe`` there: 0.8-1.5 s on a 2-core machine, after the
+#: job's last traceback (the task stream of ``workflows/benchmarks/scaling.py``).
+WORKER_IMPORTS = ("dask.dataframe",)
+
+
+def warm_worker(gpu: bool = False) -> int:
+    """Make a worker ready before its first task: :data:`WORKER_IMPORTS` imported and,
+    with ``gpu``, :func:`warm_gpu_worker`.  Returns the CUDA kernels loaded (0 without
+    ``gpu``)."""
+    import importlib
+
+    for name in WORKER_IMPORTS:
+        importlib.import_module(name)
+    return warm_gpu_worker() if gpu else 0
+
+
 def warm_gpu_worker() -> int:
     """Make a GPU worker ready before its first task: Numba's CUDA target imported, the
     worker's CUDA context created, and every kernel compiled on this machine before
@@ -509,14 +528,15 @@ def warm_gpu_worker() -> int:
 
 def dask_setup(server) -> None:
     """Dask's preload hook (``--preload swdask.cluster``).  On ``dask scheduler``: GPU work
-    is routed by the tasks (:class:`TaskRouting`).  On ``dask cuda worker``: a worker that
-    sees a GPU is warmed as :func:`cluster` warms its own (:func:`warm_gpu_worker`)."""
+    is routed by the tasks (:class:`TaskRouting`).  On ``dask worker`` or ``dask cuda
+    worker``: the worker is warmed as :func:`cluster` warms its own (:func:`warm_worker`,
+    with its GPU where it sees one)."""
     from distributed import Scheduler
 
     if isinstance(server, Scheduler):
         server.add_plugin(TaskRouting(retries=tunable("task-retries")), idempotent=True)
-    elif backend.gpu_available() and not backend.simulator_enabled():
-        warm_gpu_worker()
+    else:
+        warm_worker(backend.gpu_available() and not backend.simulator_enabled())
 
 
 def _plan(n_workers, scheduler, device, threads_per_worker, dashboard_address, *, gpus: int,

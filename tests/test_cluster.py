@@ -212,13 +212,15 @@ def test_a_script_without_the_main_guard_fails_at_once(tmp_path):
 
 
 def test_a_guarded_script_starts_its_cluster(tmp_path):
+    """... whose worker has imported dask.dataframe before its first task (WORKER_IMPORTS)."""
     done, _ = _run_script(tmp_path, (
-        "import swdask\n\n\ndef main():\n    " + _SCRIPT_CALL
+        "import sys\n\nimport swdask\n\n\ndef main():\n    " + _SCRIPT_CALL
         + "    print(len(client.scheduler_info()['workers']), 'worker')\n"
+        "    print(*client.run(lambda: 'dask.dataframe' in sys.modules).values())\n"
         "    client.close()\n    client.cluster.close()\n\n\n"
         "if __name__ == '__main__':\n    main()\n"))
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "1 worker\n"
+    assert done.stdout == "1 worker\nTrue\n"
 
 
 def test_a_packages_main_module_needs_no_guard(tmp_path):

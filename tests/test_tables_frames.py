@@ -74,7 +74,8 @@ def test_every_schema_shows_small_floats_and_reads_back_its_dtypes(name, tmp_pat
     for field in schema:
         kind = field.type
         row[field.name] = (1.6e-73 if pa.types.is_floating(kind) else 7 if pa.types.is_integer(
-            kind) else "x" if pa.types.is_string(kind) else [1, 2])
+            kind) else "x" if pa.types.is_string(kind) else b"\x01\x02" if pa.types.is_large_binary(
+            kind) else [1, 2])
     table = pa.Table.from_pylist([row, {f.name: (row[f.name] if not f.nullable else None)
                                         for f in schema}], schema=schema)
     frame = to_pandas(table)

@@ -17,13 +17,12 @@ The Dask graph of :func:`search`::
     score task per store file, or per      reads its Parquet files (their row groups)
     piece of one on several workers        straight to arrays; score table: each query's
     (plan.score_pieces); on GPUs 2 a       best candidates of its pieces (score kernel on
-    worker of several pieces each          the CPU or the GPU)
-    (plan.score_tasks), largest first
+    worker of several pieces each          the CPU or the GPU), each with its subject's
+    (plan.score_tasks), largest first      name and residues
       -> merge tree (MERGE_FAN_IN)         each query's max_hits best over all partitions
       -> split by query batch              at most TRACEBACK_QUERIES queries each, equal
                                            batches, at least one per worker
-      -> traceback tasks                   read the candidates' residues from the store
-                                           (a filtered Parquet read: the join), align,
+      -> traceback tasks                   align the candidates (no store file read),
                                            E-values, rank
       -> dd.from_delayed(meta=HITS)        the hits table, one partition per query batch
       (and, beside each table, a typed record: ScoreStats up the merge tree, TraceStats

@@ -6,22 +6,16 @@ the Dask tasks here and :func:`swdask.jobs.search.api.search_in_process`.
 """
 from __future__ import annotations
 
-import os
-import threading
 import time
-from collections import OrderedDict
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ... import backend
-from ...errors import StoreError
 from ...kernels.cpu.threads import kernel_threads
-from ...parquet_schemas import HITS, SCORES, SEQUENCES
+from ...parquet_schemas import HITS, SCORES
 from ...scoring.statistics import annotate
 from ...sequences.batch import join_runs, list_arrays
 from ...sequences.store import read_part
@@ -39,11 +33,8 @@ if TYPE_CHECKING:
     from ...scoring import Scoring
 
 __all__ = [
-    "SUBJECTS",
-    "SUBJECT_CACHE_BYTES",
     "Candidates",
     "ScoreStats",
-    "SubjectCache",
     "TraceStats",
     "best_of",
     "hit_row",
@@ -60,23 +51,17 @@ __all__ = [
     "traceback_batch",
 ]
 
-#: Threads that decode a traceback task's row groups (at most one per core).
-READ_THREADS = 8
-#: Bytes of decoded row groups that a process keeps for its traceback tasks
-#: (:class:`SubjectCache`): a 102.6 M-residue store's whole take about 110 MB.
-SUBJECT_CACHE_BYTES = 256 * 2**20
-
-_SUBJECT_COLUMNS = ("seq_id", "length", "residues")
-_FETCHED = pa.schema([SEQUENCES.field(name) for name in ("seq_id", "name", "length", "residues")])
+_SUBJECT_COLUMNS = ("seq_id", "name", "length", "residues")
 _HIT_COLUMNS = ("query", "subject", "score", "identity", "align_length", "mismatches",
                 "gap_opens", "query_start", "query_end", "subject_start", "subject_end", "cigar",
                 "query_length", "subject_length", "query_id", "subject_id", "rank", "strand")
 # Positions in a row of hit_row of the query's aligned region and length.
 _QUERY_START, _QUERY_END, _QUERY_LENGTH = (_HIT_COLUMNS.index(name) for name in
                                            ("query_start", "query_end", "query_length"))
-#: The score table is built from NumPy arrays inside the score task and never handed
-#: out: it keeps NumPy's dtypes.
-_SCORES_DTYPES = {f.name: numpy_dtype(f.type) for f in SCORES}
+#: The score table is built inside the score task and never handed out: its numbers keep
+#: NumPy's dtypes, its subjects' names and residues stay Arrow arrays (no Python object a
+#: row; pickled as Arrow buffers between workers).
+_SCORES_DTYPES = {f.name: numpy_dtype(f.type) for f in SCORES if pa.types.is_integer(f.type)}
 
 
 # --------------------------------------------------------------------------------------
@@ -147,30 +132,30 @@ def score_partition(job: SearchJob, task: int) -> Candidates:
     (:func:`swdask.jobs.search.plan.score_tasks`).
 
     The task reads its Parquet files itself, straight to arrays, only its row groups
-    (columns checked: a damaged file names the file and the column).  A candidate's
-    ``partition`` and ``row`` are its file and its row in the file, where the traceback
-    reads it back.
+    (columns checked: a damaged file names the file and the column).  Each candidate
+    carries its subject's name and residues from this read, as the in-process search's
+    candidates do, so the traceback tasks read no store file: they had to decode most of
+    the database again on every worker, since any batch's best hits are spread over it.
     """
     started = time.time()
-    seq_ids, offset_runs, residue_runs, files, rows = [], [], [], [], []
+    seq_ids, offset_runs, residue_runs, names = [], [], [], []
     for part in (job.pieces[k] for k in job.tasks[task]):
         table = read_part(job.files[part.number], list(_SUBJECT_COLUMNS),
                           row_groups=None if part.row_groups is None else list(part.row_groups))
-        part_seq_id = numpy_of(table.column("seq_id"))
+        seq_ids.append(numpy_of(table.column("seq_id")))
         part_offsets, part_residues = list_arrays(table.column("residues"))
-        seq_ids.append(part_seq_id)
         offset_runs.append(part_offsets)
         residue_runs.append(part_residues)
-        files.append(np.full(len(part_seq_id), part.number, np.int32))
-        rows.append(np.arange(len(part_seq_id), dtype=np.int64) + part.first_row)
+        names.extend(table.column("name").chunks)
     offsets, residues = join_runs(offset_runs, residue_runs)  # as SequenceBatch.concat joins
-    seq_id, file_of, row_of = (_joined(runs) for runs in (seq_ids, files, rows))
+    seq_id = _joined(seq_ids)
     device = job.task_device()
     batch, minus = job.rows, job.row_minus  # a DNA query's strands are rows of their own
     n_queries, n_subjects = len(batch), len(seq_id)
     lengths = np.diff(offsets).astype(np.int32)
     rows_per_chunk = max(1, SCORE_TABLE_BYTES // (12 * max(n_subjects, 1)))
-    columns = {name: [] for name in SCORES.names}
+    columns = {name: [] for name in _SCORES_DTYPES}
+    taken = []  # each candidate's subject: its position in this task's arrays
     kernel_seconds = 0.0
     for q0 in range(0, n_queries if n_subjects else 0, rows_per_chunk):
         q1 = min(n_queries, q0 + rows_per_chunk)
@@ -189,16 +174,21 @@ def score_partition(job: SearchJob, task: int) -> Candidates:
             columns["query_end"].append(q_end)
             columns["subject_end"].append(s_end)
             columns["subject_length"].append(lengths[keep])
-            columns["partition"].append(file_of[keep])
-            columns["row"].append(row_of[keep])
             columns["minus"].append(np.full(keep.size, minus[q0 + row], np.int32))
+            taken.append(keep)
     import pandas as pd  # on the Dask path only: the in-process search imports it late
 
     frame = pd.DataFrame({
-        field.name: np.concatenate([np.empty(0, _SCORES_DTYPES[field.name])] + parts)
-        .astype(_SCORES_DTYPES[field.name], copy=False)
-        for field, parts in zip(SCORES, columns.values())})
-    return Candidates(frame, ScoreStats(
+        name: np.concatenate([np.empty(0, dtype)] + parts).astype(dtype, copy=False)
+        for (name, dtype), parts in zip(_SCORES_DTYPES.items(), columns.values())})
+    at = pa.array(np.concatenate([np.empty(0, np.int64)] + taken))
+    subjects = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), n_subjects, [None, pa.py_buffer(offsets.astype(np.int64, copy=False)),
+                                        pa.py_buffer(residues)])
+    frame["subject"] = pd.arrays.ArrowExtensionArray(
+        pa.chunked_array(names, pa.string()).take(at).combine_chunks())
+    frame["residues"] = pd.arrays.ArrowExtensionArray(subjects.take(at))
+    return Candidates(frame[list(SCORES.names)], ScoreStats(
         kernel_seconds=kernel_seconds, cells=int(batch.lengths.sum()) * int(offsets[-1]),
         started=started, finished=time.time(), devices=device,
         workers=frozenset([backend.worker_name()])))
@@ -288,8 +278,9 @@ def split_candidates(job: SearchJob, candidates: Candidates) -> tuple:
 
 def traceback_batch(job: SearchJob, candidates: pd.DataFrame,
                     batch: int) -> tuple[pd.DataFrame, TraceStats]:
-    """Hits of one batch of queries: the candidates' residues read from the store, their
-    alignments, E-values and ranks (schema HITS); and the task's record."""
+    """Hits of one batch of queries: the candidates' alignments (their subjects' residues
+    came with them from the score tasks), E-values and ranks (schema HITS); and the task's
+    record."""
     started, tick = time.time(), time.perf_counter()
     queries = job.queries
     if job.evalue is not None and len(candidates):
@@ -297,17 +288,15 @@ def traceback_batch(job: SearchJob, candidates: pd.DataFrame,
         candidates = candidates[within_evalue(job, candidates["score"].to_numpy(),
                                               queries.lengths[position],
                                               candidates["subject_length"].to_numpy())]
-    subjects = _read_subjects(job, candidates)
     position = job.positions(candidates["query_id"].to_numpy())
     work = []
     rank = 0
     for k, row in enumerate(candidates.itertuples(index=False)):
         rank = rank + 1 if k and position[k] == position[k - 1] else 1
         qi = int(position[k])
-        name, codes = subjects[row.subject_id]
         work.append((queries.names[qi], int(queries.seq_id[qi]), job.query_codes(qi, row.minus),
-                     name, int(row.subject_id), codes, int(row.score), int(row.query_end),
-                     int(row.subject_end), rank))
+                     row.subject, int(row.subject_id), np.frombuffer(row.residues, np.uint8),
+                     int(row.score), int(row.query_end), int(row.subject_end), rank))
     traced = backend.trace_device(job.device, job.mode)
     rows = trace(work, job.scoring, job.mode, traced)
     hits = hits_frame(on_strands(rows, candidates["minus"].to_numpy(), job.stranded))
@@ -316,129 +305,6 @@ def traceback_batch(job: SearchJob, candidates: pd.DataFrame,
     return hits, TraceStats(traceback_seconds=time.perf_counter() - tick, started=started,
                             finished=time.time(), n_hits=len(hits),
                             queries_at_max_hits=queries_at(hits, job.max_hits))
-
-
-class SubjectCache:
-    """Decoded row groups of store files (the columns a traceback reads), kept in this
-    process for its later traceback tasks, the least recently used dropped beyond
-    :data:`SUBJECT_CACHE_BYTES`.
-
-    The best hits of any batch of queries are spread over most of a database, so every
-    traceback task read most of its row groups again: 4 tasks of a 196-query search, 4
-    times the database on one worker.  Kept, each worker reads each row group once (issue
-    18: data read once per worker).  An entry is keyed by the file's path, size and
-    modification time, so a file rewritten since is read again; a row group that another
-    thread is reading is waited for, not read twice (a GPU worker runs two tasks at once).
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.tables = OrderedDict()  # key -> pa.Table
-        self.reading = {}  # key -> Future of a read in progress
-        self.bytes = 0
-        self.reads = 0  # row groups decoded (for tests and benchmarks)
-
-    def get(self, path: str, group: int) -> pa.Table:
-        """Row group ``group`` of part file ``path`` (columns seq_id, name, length,
-        residues), read and checked by :func:`swdask.sequences.store.read_part` once."""
-        try:
-            stat = os.stat(path)
-        except OSError as exc:
-            raise StoreError(f"{path}: cannot read partition: {exc}") from None
-        key = (str(path), int(group), stat.st_size, stat.st_mtime_ns)
-        with self.lock:
-            table = self.tables.get(key)
-            if table is not None:
-                self.tables.move_to_end(key)
-                return table
-            pending = self.reading.get(key)
-            if pending is None:
-                pending = self.reading[key] = Future()
-                mine = True
-            else:
-                mine = False
-        if not mine:
-            return pending.result()
-        try:
-            table = read_part(path, list(_FETCHED.names), row_groups=[int(group)])
-        except BaseException as exc:
-            with self.lock:
-                del self.reading[key]
-            pending.set_exception(exc)
-            raise
-        with self.lock:
-            del self.reading[key]
-            self.reads += 1
-            self.tables[key] = table
-            self.bytes += table.nbytes
-            while self.bytes > SUBJECT_CACHE_BYTES and self.tables:
-                _, dropped = self.tables.popitem(last=False)
-                self.bytes -= dropped.nbytes
-        pending.set_result(table)
-        return table
-
-
-#: This process's :class:`SubjectCache`.
-SUBJECTS = SubjectCache()
-
-
-def _read_subjects(job: SearchJob, candidates: pd.DataFrame) -> dict:
-    """``{seq_id: (name, codes)}`` of the candidates' subjects, read from their partitions.
-
-    The score table gives each candidate's row in its partition file, so only the row
-    groups holding a candidate are decoded (about 2 M residues each), and the rows are
-    taken by position; their ``seq_id`` must be the score pass's.  The row groups are
-    decoded in parallel threads (Arrow releases the GIL): the top hits of a search are
-    spread over most of a database, and one thread decoding them all took about 0.55 s
-    of a 1.2 s traceback task on an H100 host (102 M residues, 64 queries).  A row group
-    read by an earlier task of this process is not read again (:class:`SubjectCache`).
-    """
-    plans = []
-    for number, group in candidates.groupby("partition", sort=True):
-        path = job.files[int(number)]
-        wanted = group.drop_duplicates("row").sort_values("row")
-        rows = wanted["row"].to_numpy()
-        try:
-            metadata = pq.ParquetFile(path).metadata
-        except (OSError, pa.ArrowException) as exc:
-            raise StoreError(f"{path}: cannot read partition {number}: {exc}") from None
-        sizes = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
-        bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        if rows[-1] >= bounds[-1]:
-            raise _changed(path)
-        of_row = np.searchsorted(bounds, rows, side="right") - 1
-        plans.append((number, path, wanted, rows, bounds, of_row, np.unique(of_row)))
-    reads = [(number, path, int(g)) for number, path, *_, groups in plans for g in groups]
-
-    def read(item):
-        _number, path, g = item
-        return SUBJECTS.get(path, g)
-
-    threads = min(len(reads), os.cpu_count() or 1, READ_THREADS)
-    if threads > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(threads, thread_name_prefix="swdask-read-subjects") as pool:
-            tables = iter(list(pool.map(read, reads)))
-    else:
-        tables = iter([read(item) for item in reads])
-    subjects = {}
-    for _number, path, wanted, rows, bounds, of_row, groups in plans:
-        table = pa.concat_tables([next(tables) for _ in groups])
-        read_before = np.concatenate([[0], np.cumsum(bounds[groups + 1] - bounds[groups])[:-1]])
-        table = table.take(read_before[np.searchsorted(groups, of_row)] + rows - bounds[of_row])
-        if not np.array_equal(numpy_of(table.column("seq_id")), wanted["subject_id"].to_numpy()):
-            raise _changed(path)
-        offsets, residues = list_arrays(table.column("residues"))
-        for k, (seq_id, name) in enumerate(zip(wanted["subject_id"].tolist(),
-                                               table.column("name").to_pylist())):
-            subjects[seq_id] = (name, residues[offsets[k]:offsets[k + 1]])
-    return subjects
-
-
-def _changed(path) -> StoreError:
-    return StoreError(f"{path}: a subject of the score pass is missing; did the store change "
-                      "during the search?")
 
 
 def trace(work: list[tuple], scoring: Scoring, mode: str, device: str = "cpu") -> list[tuple]:

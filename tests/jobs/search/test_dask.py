@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import dask
@@ -90,33 +91,35 @@ def test_result_is_lazy_with_the_hits_schema(store, small_batches):
     assert any(name.startswith("traceback_batch") for name in names)
 
 
-def test_traceback_tasks_read_each_row_group_once_per_process(store, reference, monkeypatch):
-    """4 traceback tasks in one process: each row group holding a hit is decoded once
-    (SubjectCache), not once per task; a file changed since is read again; the hits are
-    the in-process ones."""
+def test_only_the_score_tasks_read_the_store(store, reference, monkeypatch):
+    """4 traceback tasks read no store file: each candidate carries its subject's name and
+    residues from its score task, so every read is a score task's, each piece once; the
+    hits are the in-process ones."""
     tasks_module = importlib.import_module("swdask.jobs.search.tasks")
-    reads = []
-    real = tasks_module.read_part
+    reads, outside = [], []
+    scoring = set()  # threads inside a score task
+    real_read, real_score = tasks_module.read_part, tasks_module.score_partition
 
     def counted(path, *args, **kwargs):
-        if kwargs.get("row_groups") is not None:
-            reads.append((str(path), tuple(kwargs["row_groups"])))
-        return real(path, *args, **kwargs)
+        item = (str(path), tuple(kwargs.get("row_groups") or ()))
+        (reads if threading.get_ident() in scoring else outside).append(item)
+        return real_read(path, *args, **kwargs)
+
+    def score(*args, **kwargs):
+        scoring.add(threading.get_ident())
+        try:
+            return real_score(*args, **kwargs)
+        finally:
+            scoring.discard(threading.get_ident())
 
     monkeypatch.setattr(tasks_module, "read_part", counted)
-    monkeypatch.setattr(tasks_module, "SUBJECTS", tasks_module.SubjectCache())
+    monkeypatch.setattr(tasks_module, "score_partition", score)
     monkeypatch.setattr(search_module, "TRACEBACK_QUERIES", 3)  # 12 queries: 4 tasks
     hits = swdask.search(QUERIES, store, max_hits=10)
     assert hits.npartitions == 4
     same_hits(hits.compute(), reference)
-    assert reads and len(reads) == len(set(reads)) == tasks_module.SUBJECTS.reads
-    assert len(reads) <= len(store.files)  # one row group each, read once in all
-    same_hits(hits.compute(), reference)
-    assert len(reads) == tasks_module.SUBJECTS.reads  # all kept
-    path = reads[0][0]
-    os.utime(path, ns=(time.time_ns(), os.stat(path).st_mtime_ns + 10**9))
-    same_hits(hits.compute(), reference)
-    assert reads.count(reads[0]) == 2  # the changed file read again
+    assert reads and len(reads) == len(set(reads)) and not outside
+    assert {path for path, _ in reads} == {str(path) for path in store.files}
 
 
 def test_threads_give_the_in_process_hits_and_stats(store, reference, small_batches):
