@@ -365,3 +365,19 @@ def test_gpu_search_benchmark_smoke_modes(tmp_path):
     assert (report["copies"], report["shuffle"]) == (3, 3)  # 6 sequences, 87 residues
     assert [r["mode"] for r in report["results"]] == ["local", "global"]
     assert all(r["cpu_check"] for r in report["results"])
+
+
+def test_score_tables_benchmark_smoke(tmp_path):
+    """The score-table benchmark's pandas rows (cudf is not installed in CI)."""
+    out = tmp_path / "tables.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "score_tables.py"),
+         "--db", str(SPROT_DB), "--queries", "12", "--max-hits", "3,40", "--subjects", "300",
+         "--tasks", "3", "--repeats", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "| max_hits | rows a task | pandas: build a task ms |" in result.stdout
+    report = json.loads(out.read_text())
+    assert [row["max_hits"] for row in report["rows"]] == [3, 40]
+    assert [row["rows_per_task"] for row in report["rows"]] == [36, 480]
+    assert all(row["pandas_merge_s"] > 0 for row in report["rows"])

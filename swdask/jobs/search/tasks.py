@@ -37,6 +37,7 @@ __all__ = [
     "ScoreStats",
     "TraceStats",
     "best_of",
+    "candidates_frame",
     "hit_row",
     "hits_frame",
     "merge_candidates",
@@ -150,12 +151,10 @@ def score_partition(job: SearchJob, task: int) -> Candidates:
     offsets, residues = join_runs(offset_runs, residue_runs)  # as SequenceBatch.concat joins
     seq_id = _joined(seq_ids)
     device = job.task_device()
-    batch, minus = job.rows, job.row_minus  # a DNA query's strands are rows of their own
+    batch = job.rows  # a DNA query's strands are rows of their own
     n_queries, n_subjects = len(batch), len(seq_id)
-    lengths = np.diff(offsets).astype(np.int32)
     rows_per_chunk = max(1, SCORE_TABLE_BYTES // (12 * max(n_subjects, 1)))
-    columns = {name: [] for name in _SCORES_DTYPES}
-    taken = []  # each candidate's subject: its position in this task's arrays
+    found_rows = []
     kernel_seconds = 0.0
     for q0 in range(0, n_queries if n_subjects else 0, rows_per_chunk):
         q1 = min(n_queries, q0 + rows_per_chunk)
@@ -166,32 +165,55 @@ def score_partition(job: SearchJob, task: int) -> Candidates:
                                              job.scoring, job.mode, job.max_hits, job.min_score,
                                              seq_id)
         kernel_seconds += seconds
-        for row, found in enumerate(candidates):
-            keep, scores, q_end, s_end = best_of(found, seq_id, job.max_hits)
-            columns["query_id"].append(np.full(keep.size, batch.seq_id[q0 + row], np.int64))
-            columns["subject_id"].append(seq_id[keep])
-            columns["score"].append(scores)
-            columns["query_end"].append(q_end)
-            columns["subject_end"].append(s_end)
-            columns["subject_length"].append(lengths[keep])
-            columns["minus"].append(np.full(keep.size, minus[q0 + row], np.int32))
-            taken.append(keep)
+        found_rows += [(q0 + row, found) for row, found in enumerate(candidates)]
+    frame = candidates_frame(job, found_rows, seq_id, offsets, residues,
+                             pa.chunked_array(names, pa.string()))
+    return Candidates(frame, ScoreStats(
+        kernel_seconds=kernel_seconds, cells=int(batch.lengths.sum()) * int(offsets[-1]),
+        started=started, finished=time.time(), devices=device,
+        workers=frozenset([backend.worker_name()])))
+
+
+def candidates_frame(job: SearchJob, found_rows: Sequence[tuple[int, tuple]],
+                     seq_id: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64],
+                     residues: npt.NDArray[np.uint8], names: pa.ChunkedArray) -> pd.DataFrame:
+    """A score task's table (schema SCORES): each query row's ``max_hits`` best of its
+    candidates (:func:`best_of`), with their subjects' names and residues.
+
+    Parameters
+    ----------
+    job : SearchJob
+    found_rows : sequence of (int, tuple)
+        ``(row, found)``: a row of ``job.rows`` and its candidates as :func:`score_pass`
+        gives them (positions in the task's subjects, scores, ends).
+    seq_id, offsets, residues, names
+        The task's subjects: ids, residues as offsets and codes, names.
+    """
     import pandas as pd  # on the Dask path only: the in-process search imports it late
 
+    batch, minus = job.rows, job.row_minus
+    columns = {name: [] for name in _SCORES_DTYPES}
+    taken = []  # each candidate's subject: its position in the task's arrays
+    for row, found in found_rows:
+        keep, scores, q_end, s_end = best_of(found, seq_id, job.max_hits)
+        columns["query_id"].append(np.full(keep.size, batch.seq_id[row], np.int64))
+        columns["subject_id"].append(seq_id[keep])
+        columns["score"].append(scores)
+        columns["query_end"].append(q_end)
+        columns["subject_end"].append(s_end)
+        columns["subject_length"].append((offsets[keep + 1] - offsets[keep]).astype(np.int32))
+        columns["minus"].append(np.full(keep.size, minus[row], np.int32))
+        taken.append(keep)
     frame = pd.DataFrame({
         name: np.concatenate([np.empty(0, dtype)] + parts).astype(dtype, copy=False)
         for (name, dtype), parts in zip(_SCORES_DTYPES.items(), columns.values())})
     at = pa.array(np.concatenate([np.empty(0, np.int64)] + taken))
     subjects = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), n_subjects, [None, pa.py_buffer(offsets.astype(np.int64, copy=False)),
-                                        pa.py_buffer(residues)])
-    frame["subject"] = pd.arrays.ArrowExtensionArray(
-        pa.chunked_array(names, pa.string()).take(at).combine_chunks())
+        pa.large_binary(), len(seq_id), [None, pa.py_buffer(offsets.astype(np.int64, copy=False)),
+                                         pa.py_buffer(residues)])
+    frame["subject"] = pd.arrays.ArrowExtensionArray(names.take(at).combine_chunks())
     frame["residues"] = pd.arrays.ArrowExtensionArray(subjects.take(at))
-    return Candidates(frame[list(SCORES.names)], ScoreStats(
-        kernel_seconds=kernel_seconds, cells=int(batch.lengths.sum()) * int(offsets[-1]),
-        started=started, finished=time.time(), devices=device,
-        workers=frozenset([backend.worker_name()])))
+    return frame[list(SCORES.names)]
 
 
 def _joined(runs: list[np.ndarray]) -> np.ndarray:
@@ -246,20 +268,37 @@ def merge_candidates(job: SearchJob, *parts: Candidates) -> Candidates:
     """Each query's ``max_hits`` best of several score tables, sorted by query position,
     score (descending), subject_id and strand (plus first): the order of the hits table.
     A DNA query's two strands compete for its ``max_hits``."""
-    import pandas as pd
-
     tables = [p.table for p in parts if len(p.table)] or [parts[0].table]
-    table = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
-    position = job.positions(table["query_id"].to_numpy())
-    order = np.lexsort((table["minus"].to_numpy(), table["subject_id"].to_numpy(),
-                        -table["score"].to_numpy().astype(np.int64), position))
+
+    def column(name):
+        return np.concatenate([table[name].to_numpy() for table in tables])
+
+    position = job.positions(column("query_id"))
+    order = np.lexsort((column("minus"), column("subject_id"),
+                        -column("score").astype(np.int64), position))
     sorted_position = position[order]
     n = len(order)
     first = np.ones(n, bool)
     first[1:] = sorted_position[1:] != sorted_position[:-1]
     start = np.maximum.accumulate(np.where(first, np.arange(n), 0)) if n else np.zeros(0, int)
-    result = table.iloc[order[np.arange(n) - start < job.max_hits]].reset_index(drop=True)
+    result = _gathered(tables, order[np.arange(n) - start < job.max_hits])
     return Candidates(result, sum((p.stats for p in parts), ScoreStats()))
+
+
+def _gathered(tables: list[pd.DataFrame], rows: npt.NDArray[np.int64]) -> pd.DataFrame:
+    """Rows ``rows`` (positions in ``tables`` end to end) in that order, each taken from its
+    own table: a take from the tables' concatenation copied every table's residues first
+    (0.38 s to keep 98,000 of 784,000 candidates of 8 tables)."""
+    import pandas as pd
+
+    if len(tables) == 1:
+        return tables[0].iloc[rows].reset_index(drop=True)
+    starts = np.cumsum([0] + [len(table) for table in tables])
+    which = np.searchsorted(starts, rows, side="right") - 1
+    by_table = np.argsort(which, kind="stable")
+    grouped = pd.concat([table.iloc[rows[by_table][which[by_table] == k] - starts[k]]
+                         for k, table in enumerate(tables)], ignore_index=True)
+    return grouped.iloc[np.argsort(by_table)].reset_index(drop=True)
 
 
 def split_candidates(job: SearchJob, candidates: Candidates) -> tuple:
