@@ -38,13 +38,13 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def median_seconds(step, repeats: int) -> float:
-    """Median wall seconds of ``step()`` over ``repeats`` runs after one warm-up."""
-    step()
+def median_seconds(repeats: int, step, *args) -> float:
+    """Median wall seconds of ``step(*args)`` over ``repeats`` runs after one warm-up."""
+    step(*args)
     times = []
     for _ in range(repeats):
         tick = time.perf_counter()
-        step()
+        step(*args)
         times.append(time.perf_counter() - tick)
     return statistics.median(times)
 
@@ -94,8 +94,8 @@ def cudf_steps(tables_np: list[dict], max_hits: int, repeats: int) -> dict:
         cp.cuda.runtime.deviceSynchronize()
         return best
 
-    return {"build_per_task_s": median_seconds(build, repeats) / len(device),
-            "merge_s": median_seconds(merge, repeats), "rows_merged": len(merge())}
+    return {"build_per_task_s": median_seconds(repeats, build) / len(device),
+            "merge_s": median_seconds(repeats, merge), "rows_merged": len(merge())}
 
 
 def main(argv=None) -> int:
@@ -133,13 +133,12 @@ def main(argv=None) -> int:
                                min_score=None, evalue=None, device="cpu", alphabet="auto",
                                map_unknown=False, owner="caller")
             found = synthetic_found(rng, args.queries, len(seq_id), max_hits)
-            build = median_seconds(
-                lambda: tasks.candidates_frame(job, found, seq_id, offsets, residues, names),
-                args.repeats)
+            build = median_seconds(args.repeats, tasks.candidates_frame, job, found, seq_id,
+                                   offsets, residues, names)
             parts = [tasks.Candidates(tasks.candidates_frame(
                 job, synthetic_found(rng, args.queries, len(seq_id), max_hits), seq_id, offsets,
                 residues, names), tasks.ScoreStats()) for _ in range(args.tasks)]
-            merge = median_seconds(lambda: tasks.merge_candidates(job, *parts), args.repeats)
+            merge = median_seconds(args.repeats, tasks.merge_candidates, job, *parts)
             row = {"max_hits": max_hits, "rows_per_task": len(parts[0].table),
                    "pandas_build_per_task_s": build, "pandas_merge_s": merge}
             numeric = [{name: part.table[name].to_numpy() for name in

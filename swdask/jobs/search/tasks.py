@@ -139,7 +139,7 @@ def score_partition(job: SearchJob, task: int) -> Candidates:
     the database again on every worker, since any batch's best hits are spread over it.
     """
     started = time.time()
-    seq_ids, offset_runs, residue_runs, names = [], [], [], []
+    seq_ids, offset_runs, residue_runs, name_chunks = [], [], [], []
     for part in (job.pieces[k] for k in job.tasks[task]):
         table = read_part(job.files[part.number], list(_SUBJECT_COLUMNS),
                           row_groups=None if part.row_groups is None else list(part.row_groups))
@@ -147,14 +147,15 @@ def score_partition(job: SearchJob, task: int) -> Candidates:
         part_offsets, part_residues = list_arrays(table.column("residues"))
         offset_runs.append(part_offsets)
         residue_runs.append(part_residues)
-        names.extend(table.column("name").chunks)
+        name_chunks.extend(table.column("name").chunks)
     offsets, residues = join_runs(offset_runs, residue_runs)  # as SequenceBatch.concat joins
     seq_id = _joined(seq_ids)
     device = job.task_device()
     batch = job.rows  # a DNA query's strands are rows of their own
     n_queries, n_subjects = len(batch), len(seq_id)
     rows_per_chunk = max(1, SCORE_TABLE_BYTES // (12 * max(n_subjects, 1)))
-    found_rows = []
+    names = pa.chunked_array(name_chunks, pa.string())
+    frames = []  # a chunk's candidates cut to each query's best at once (memory)
     kernel_seconds = 0.0
     for q0 in range(0, n_queries if n_subjects else 0, rows_per_chunk):
         q1 = min(n_queries, q0 + rows_per_chunk)
@@ -165,9 +166,15 @@ def score_partition(job: SearchJob, task: int) -> Candidates:
                                              job.scoring, job.mode, job.max_hits, job.min_score,
                                              seq_id)
         kernel_seconds += seconds
-        found_rows += [(q0 + row, found) for row, found in enumerate(candidates)]
-    frame = candidates_frame(job, found_rows, seq_id, offsets, residues,
-                             pa.chunked_array(names, pa.string()))
+        frames.append(candidates_frame(job, list(enumerate(candidates, start=q0)), seq_id,
+                                       offsets, residues, names))
+    if len(frames) == 1:
+        frame = frames[0]
+    else:
+        import pandas as pd
+
+        frame = (pd.concat(frames, ignore_index=True) if frames else
+                 candidates_frame(job, [], seq_id, offsets, residues, names))
     return Candidates(frame, ScoreStats(
         kernel_seconds=kernel_seconds, cells=int(batch.lengths.sum()) * int(offsets[-1]),
         started=started, finished=time.time(), devices=device,

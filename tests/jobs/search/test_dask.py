@@ -122,6 +122,15 @@ def test_only_the_score_tasks_read_the_store(store, reference, monkeypatch):
     assert {path for path, _ in reads} == {str(path) for path in store.files}
 
 
+def test_score_tasks_cut_into_chunks_of_queries_give_the_same_hits(store, reference,
+                                                                   monkeypatch):
+    """A score table bound that allows one query row a chunk: each chunk's candidates are
+    cut to their best at once, and the task's table is the chunks' tables end to end."""
+    tasks_module = importlib.import_module("swdask.jobs.search.tasks")
+    monkeypatch.setattr(tasks_module, "SCORE_TABLE_BYTES", 1)
+    same_hits(swdask.search(QUERIES, store, max_hits=10).compute(), reference)
+
+
 def test_threads_give_the_in_process_hits_and_stats(store, reference, small_batches):
     hits, stats = swdask.search(QUERIES, store, max_hits=10, return_stats=True)
     table, stats = dask.compute(hits, stats)
