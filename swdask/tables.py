@@ -180,9 +180,9 @@ def pandas_dtype(arrow_type: pa.DataType) -> pd.api.extensions.ExtensionDtype | 
 
     ``int32`` and ``int64`` become pandas' nullable ``Int32`` and ``Int64``; ``float64``
     NumPy's ``float64`` (nulls as NaN); strings ``string`` (``pandas.StringDtype()``,
-    missing values ``pd.NA``); lists (a sequence store's residues) stay Arrow arrays
-    (``pandas.ArrowDtype``), which pandas reads without a copy and without an object
-    array of arrays.
+    missing values ``pd.NA``); lists and binaries (a sequence store's residues, a score
+    table's) stay Arrow arrays (``pandas.ArrowDtype``), which pandas reads without a copy
+    and without an object array of arrays.
 
     Parameters
     ----------
@@ -210,7 +210,7 @@ def pandas_dtype(arrow_type: pa.DataType) -> pd.api.extensions.ExtensionDtype | 
     import numpy as np
     import pandas as pd
 
-    if pa.types.is_list(arrow_type):
+    if pa.types.is_list(arrow_type) or pa.types.is_large_binary(arrow_type):
         return pd.ArrowDtype(arrow_type)
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
         return pd.StringDtype()

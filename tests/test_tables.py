@@ -27,6 +27,7 @@ DTYPES = {
     pa.float64(): np.dtype("float64"),  # not Float64, which shows 1.6e-73 as 0.0
     pa.string(): pd.StringDtype(),  # pandas' "string" with pd.NA, not the default "str"
     pa.list_(pa.uint8()): pd.ArrowDtype(pa.list_(pa.uint8())),
+    pa.large_binary(): pd.ArrowDtype(pa.large_binary()),  # a score table's residues
 }
 
 

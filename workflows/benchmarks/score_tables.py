@@ -36,6 +36,8 @@ import numpy as np
 import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import cpu_model  # noqa: E402  (this folder)
 
 
 def median_seconds(repeats: int, step, *args) -> float:
@@ -151,8 +153,8 @@ def main(argv=None) -> int:
             row["cudf"] = gpu
             rows.append(row)
     imported = cudf_import_seconds()
-    report = {"machine": {"cpu": platform.processor() or platform.machine(),
-                          "cores": os.cpu_count(), "python": platform.python_version()},
+    report = {"machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
+                          "python": platform.python_version()},
               "queries": args.queries, "subjects": len(seq_id), "tasks_merged": args.tasks,
               "repeats": args.repeats, "cudf_import_s": imported, "rows": rows}
     print(f"# score tables: pandas (the search's) and cudf\n\n- {report['machine']}; "
