@@ -56,7 +56,7 @@ from .options import (
     check_choice,
 )
 from .parquet_schemas import HITS
-from .tables import check_table, for_file
+from .tables import check_table, for_file, to_arrow
 
 if TYPE_CHECKING:
     import os
@@ -299,9 +299,7 @@ def hits_table(hits: dd.DataFrame | pd.DataFrame | pa.Table) -> pa.Table:
     """
     if hasattr(hits, "__dask_graph__"):
         hits = hits.compute()
-    if not isinstance(hits, pa.Table):
-        hits = pa.Table.from_pandas(hits, preserve_index=False)
-    return check_table(hits, HITS, where="hits")
+    return check_table(to_arrow(hits), HITS, where="hits")
 
 
 def write_hits(hits: dd.DataFrame | pd.DataFrame | pa.Table, path: os.PathLike | str, *,

@@ -27,6 +27,13 @@ the same policy in their pandas metadata (:func:`for_file`), so that ``pandas.re
 ``dask.dataframe.read_parquet`` and pyarrow's ``to_pandas`` give a file's table the dtypes
 the same table has in memory.  The search's internal score table is the one table left in
 NumPy dtypes: its task builds it from NumPy arrays, and it is never handed out.
+
+A job's lazy result (a Dask DataFrame) comes on Dask's configured DataFrame backend
+(:func:`on_backend`): pandas partitions by default, cudf partitions on GPU memory under
+``dask.config.set({"dataframe.backend": "cudf"})``; :func:`to_arrow` takes either back to
+Arrow for the writers.  The tasks themselves build pandas tables: the score tables are
+small (the GPU keeps each query's best on the device and ships back only those), and
+cudf would cost more per task than it saves (docs/search.md, "Score tables").
 """
 from __future__ import annotations
 
@@ -35,14 +42,18 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from . import parquet_schemas
-from .errors import SchemaError
+from .errors import MissingDependencyError, SchemaError, SwdaskError
 
 if TYPE_CHECKING:
+    import dask.dataframe as dd
     import numpy as np
     import pandas as pd
 
-__all__ = ["check_schema", "check_table", "for_file", "numpy_dtype", "numpy_of", "pandas_dtype",
-           "to_pandas"]
+__all__ = ["DATAFRAME_BACKENDS", "check_schema", "check_table", "dataframe_backend", "for_file",
+           "numpy_dtype", "numpy_of", "on_backend", "pandas_dtype", "to_arrow", "to_pandas"]
+
+#: The values of Dask's ``dataframe.backend`` setting a job's result can be computed in.
+DATAFRAME_BACKENDS = ("pandas", "cudf")
 
 
 def check_table(table: pa.Table, schema: pa.Schema, *, where: str = "table") -> pa.Table:
@@ -288,3 +299,60 @@ def for_file(table: pa.Table) -> pa.Table:
     metadata = dict(table.schema.metadata or {})
     metadata[b"pandas"] = pa.Schema.from_pandas(frame, preserve_index=False).metadata[b"pandas"]
     return table.replace_schema_metadata(metadata)
+
+
+def dataframe_backend() -> str:
+    """Dask's configured DataFrame backend (``dataframe.backend``): ``"pandas"`` (the
+    default) or ``"cudf"``.
+
+    Raises
+    ------
+    swdask.errors.SwdaskError
+        If it names another backend.
+    """
+    import dask
+
+    name = dask.config.get("dataframe.backend", None) or "pandas"
+    if name not in DATAFRAME_BACKENDS:
+        raise SwdaskError(f"dataframe.backend is {name!r}: swdask's results come as pandas "
+                          "or cudf DataFrames")
+    return name
+
+
+def on_backend(frame: dd.DataFrame) -> dd.DataFrame:
+    """A job's lazy result on Dask's configured DataFrame backend: ``frame`` itself under
+    pandas, its partitions converted to cudf on the workers under ``"cudf"`` (the
+    columns and their values unchanged; pandas' nullable integers become cudf's columns
+    with nulls).
+
+    Raises
+    ------
+    swdask.errors.MissingDependencyError
+        Under ``"cudf"`` where dask-cudf does not import.
+    """
+    if dataframe_backend() == "pandas":
+        return frame
+    try:
+        import dask_cudf  # noqa: F401  (registers Dask's cudf backend)
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"dataframe.backend is 'cudf' but dask-cudf does not import ({exc}): "
+            "pip install 'swdask[gpu]', or compute the result with pandas") from None
+    return frame.to_backend("cudf")
+
+
+def to_arrow(frame: pd.DataFrame | pa.Table | object) -> pa.Table:
+    """A computed result, a pandas or a cudf DataFrame (or an Arrow table), as an Arrow
+    table without its index.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> to_arrow(pd.DataFrame({"score": [3, 1]}, index=[5, 6])).to_pydict()
+    {'score': [3, 1]}
+    """
+    if isinstance(frame, pa.Table):
+        return frame
+    if type(frame).__module__.startswith("cudf"):  # from GPU memory, no pandas copy
+        return frame.to_arrow(preserve_index=False)
+    return pa.Table.from_pandas(frame, preserve_index=False)

@@ -60,14 +60,13 @@ def run(args: argparse.Namespace) -> None:
     # The CUDA driver and context started on the main thread 0.27 s into a first run of
     # 100 pairs, and took 0.45 s there (2 x H200).
     start_gpu_early(args, auto=True)
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from ..jobs.base import atomic_path, check_output
     from ..jobs.significance import check_options, significance, significance_table
     from ..output import output_format
     from ..parquet_schemas import SIGNIFICANCE
-    from ..tables import check_table, for_file
+    from ..tables import check_table, for_file, to_arrow
 
     to_stdout(args.output)
     inputs = [args.queries, args.subjects, args.pairs, args.pssm, args.matrix]
@@ -95,7 +94,7 @@ def run(args: argparse.Namespace) -> None:
                 lazy = significance(queries, args.subjects, return_stats=True, **options)
                 frame, stats = compute(*lazy, client=client, progress=progress_wanted(args),
                                        desc="significance")
-                table = pa.Table.from_pandas(frame, preserve_index=False)
+                table = to_arrow(frame)
                 where = where_ran(client)
     table = check_table(table, SIGNIFICANCE, where="significance")
     with atomic_path(args.output, force=args.force) as tmp:

@@ -44,7 +44,7 @@ from ..options import DEVICES, check_choice
 from ..parquet_schemas import SIGNIFICANCE
 from ..scoring import Scoring, check_score
 from ..sequences.batch import SequenceBatch, SequencesLike, as_batch
-from ..tables import check_table, to_pandas
+from ..tables import check_table, on_backend, to_pandas
 from .base import Job, TaskStats, import_beside, lazy_value, progress_bar, stat
 
 logger = logging.getLogger(__name__)
@@ -682,6 +682,8 @@ def significance(queries: SequencesLike, subjects: SequencesLike, *,
         order.  Its tasks declare their device (:class:`swdask.backend.KernelTask`):
         on a cluster of GPU and CPU workers those of ``device="gpu"`` go to the GPU
         workers (:func:`swdask.gpu_resources`), and say their cells, which progress counts.
+        pandas partitions, or cudf partitions under ``dask.config.set(
+        {"dataframe.backend": "cudf"})`` (:func:`swdask.tables.on_backend`).
     dask.dataframe.Scalar
         Only with ``return_stats=True``: computes to a :class:`SignificanceStats`.
 
@@ -743,6 +745,7 @@ def significance(queries: SequencesLike, subjects: SequencesLike, *,
                                 prefix=f"swdask-significance-frame-{token}", verify_meta=False)
     else:
         frame = dd.from_pandas(_empty_frame(), npartitions=1)
+    frame = on_backend(frame)
     if not return_stats:
         return frame
     stats = dask.delayed(sum, pure=True)([stats for _, stats in parts], SignificanceStats())

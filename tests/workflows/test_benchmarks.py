@@ -381,3 +381,19 @@ def test_score_tables_benchmark_smoke(tmp_path):
     assert [row["max_hits"] for row in report["rows"]] == [3, 40]
     assert [row["rows_per_task"] for row in report["rows"]] == [36, 480]
     assert all(row["pandas_merge_s"] > 0 for row in report["rows"])
+
+
+def test_batch_queries_benchmark_smoke(tmp_path):
+    """The batch-size benchmark end to end on the CPU (where the batch size is the GPU
+    launcher's alone, so every size must give the same hits)."""
+    out = tmp_path / "batch.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "batch_queries.py"),
+         "--device", "cpu", "--queries", str(QUERIES), "--db", str(SPROT_DB), "--copies", "1",
+         "--sizes", "2,8", "--repeats", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "| queries a batch | wall s | score pass s |" in result.stdout
+    report = json.loads(out.read_text())
+    assert [row["batch_queries"] for row in report["rows"]] == [2, 8]
+    assert all(row["identical"] and row["wall_s"] > 0 for row in report["rows"])

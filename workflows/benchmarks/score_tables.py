@@ -11,9 +11,11 @@ on synthetic candidates of that size (random scores, the task's subjects drawn f
 - **pandas** (what the search runs): ``candidates_frame`` of one task, and
   ``merge_candidates`` of ``--tasks`` tables;
 - **cudf**, where it imports (a GPU machine with cudf): the same steps on the GPU from
-  device arrays (a DataFrame of the candidates' columns; concatenation, sort by query,
-  score and subject, each query's first ``max_hits``), and ``import cudf`` in a fresh
-  process, which each GPU worker would pay once.
+  device arrays: the task's subjects (names, residues) uploaded as a DataFrame; a
+  DataFrame of the candidates' columns joined with their subjects (a take); the
+  concatenation, sort by query, score, subject and strand, each query's first
+  ``max_hits``; that result copied to the host (the traceback's inputs); and
+  ``import cudf`` in a fresh process, which each GPU worker would pay once.
 
 The per-task figures bound what cudf score tables could save against the pandas path::
 
@@ -71,18 +73,38 @@ def cudf_import_seconds() -> float | None:
     return float(done.stdout.split()[-1]) if done.returncode == 0 else None
 
 
-def cudf_steps(tables_np: list[dict], max_hits: int, repeats: int) -> dict:
-    """The table's steps on the GPU with cudf, from device arrays: build each task's
-    DataFrame, concatenate, sort by (query, -score, subject), keep each query's first
-    ``max_hits``.  Returns median seconds per task built and per merge."""
+def cudf_steps(tables_np: list[dict], max_hits: int, repeats: int,
+               subjects: pa.Table) -> dict:
+    """The table's steps on the GPU with cudf, from device arrays: the task's subjects
+    (``subjects``: names and residues as a list column) uploaded as a DataFrame; each
+    task's DataFrame built and joined with its candidates' names and residues (a take);
+    the tables concatenated, sorted by (query, -score, subject, strand), each query's
+    first ``max_hits`` kept; and that result copied to the host as Arrow (the traceback
+    runs on host arrays).  Returns median seconds: upload per task, build per task,
+    merge, to host."""
     import cudf
     import cupy as cp
 
+    def upload():
+        meta = cudf.DataFrame.from_arrow(subjects)
+        cp.cuda.runtime.deviceSynchronize()
+        return meta
+
+    meta = upload()
+    rng = np.random.default_rng(0)
     device = [{name: cp.asarray(column) for name, column in table.items()} for table in tables_np]
+    taken = [cp.asarray(rng.integers(0, subjects.num_rows, len(table["query_id"])))
+             for table in tables_np]
     cp.cuda.runtime.deviceSynchronize()
 
     def build():
-        frames = [cudf.DataFrame(columns) for columns in device]
+        frames = []
+        for columns, at in zip(device, taken):
+            frame = cudf.DataFrame(columns)
+            joined = meta.take(at).reset_index(drop=True)
+            frame["subject"] = joined["name"]
+            frame["residues"] = joined["residues"]
+            frames.append(frame)
         cp.cuda.runtime.deviceSynchronize()
         return frames
 
@@ -96,8 +118,11 @@ def cudf_steps(tables_np: list[dict], max_hits: int, repeats: int) -> dict:
         cp.cuda.runtime.deviceSynchronize()
         return best
 
-    return {"build_per_task_s": median_seconds(repeats, build) / len(device),
-            "merge_s": median_seconds(repeats, merge), "rows_merged": len(merge())}
+    best = merge()
+    return {"upload_per_task_s": median_seconds(repeats, upload),
+            "build_per_task_s": median_seconds(repeats, build) / len(device),
+            "merge_s": median_seconds(repeats, merge), "rows_merged": len(best),
+            "to_host_s": median_seconds(repeats, best.to_arrow)}
 
 
 def main(argv=None) -> int:
@@ -147,7 +172,10 @@ def main(argv=None) -> int:
                         ("query_id", "subject_id", "score", "query_end", "subject_end",
                          "subject_length", "minus")} for part in parts]
             try:
-                gpu = cudf_steps(numeric, max_hits, args.repeats)
+                subjects = pa.table({"name": names.combine_chunks(),
+                                     "residues": pa.ListArray.from_arrays(
+                                         offsets.astype(np.int32), residues)})
+                gpu = cudf_steps(numeric, max_hits, args.repeats, subjects)
             except ImportError as exc:
                 gpu = {"error": f"cudf not importable: {exc}"}
             row["cudf"] = gpu
@@ -162,15 +190,17 @@ def main(argv=None) -> int:
           f"merge; medians of {args.repeats}\n- import cudf in a fresh process: "
           f"{'not importable' if imported is None else f'{imported:.2f} s'}\n")
     print("| max_hits | rows a task | pandas: build a task ms | pandas: merge ms | "
-          "cudf: build a task ms | cudf: merge ms |")
-    print("|---:|---:|---:|---:|---:|---:|")
+          "cudf: subjects up, a task ms | cudf: build a task ms | cudf: merge ms | "
+          "cudf: merged to host ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         gpu = row["cudf"]
-        cells = (("n/a", "n/a") if "error" in gpu else
-                 (f"{gpu['build_per_task_s'] * 1e3:.2f}", f"{gpu['merge_s'] * 1e3:.2f}"))
+        steps = ("upload_per_task_s", "build_per_task_s", "merge_s", "to_host_s")
+        cells = (["n/a"] * len(steps) if "error" in gpu else
+                 [f"{gpu[step] * 1e3:.2f}" for step in steps])
         print(f"| {row['max_hits']} | {row['rows_per_task']:,} | "
               f"{row['pandas_build_per_task_s'] * 1e3:.2f} | {row['pandas_merge_s'] * 1e3:.2f} | "
-              f"{cells[0]} | {cells[1]} |")
+              + " | ".join(cells) + " |")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0

@@ -10,7 +10,7 @@ from ... import backend
 from ...parquet_schemas import ALLPAIRS
 from ...scoring import Scoring
 from ...sequences.store import SequenceStore
-from ...tables import to_pandas
+from ...tables import on_backend, to_pandas
 from ..base import lazy_value
 from . import tasks
 from .plan import BLOCK_SIZE, block_pair_work, prepare
@@ -68,8 +68,10 @@ def all_pairs(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | N
     -------
     dask.dataframe.DataFrame
         Schema :data:`swdask.parquet_schemas.ALLPAIRS`, one partition per block pair
-        scored, rows sorted by ``(query_id, subject_id)`` inside a partition.  With
-        ``return_stats``, ``(frame, stats)``.
+        scored, rows sorted by ``(query_id, subject_id)`` inside a partition: pandas
+        partitions, or cudf partitions under ``dask.config.set({"dataframe.backend":
+        "cudf"})`` (:func:`swdask.tables.on_backend`).  With ``return_stats``,
+        ``(frame, stats)``.
 
     Raises
     ------
@@ -112,7 +114,8 @@ def all_pairs(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | N
     frames = [frame for frame, _ in parts]
     if not frames:
         frames = [dask.delayed(to_pandas, pure=True)(ALLPAIRS.empty_table())]
-    frame = dd.from_delayed(frames, meta=meta, verify_meta=False, prefix=f"swdask-allpairs-{token}")
+    frame = on_backend(dd.from_delayed(frames, meta=meta, verify_meta=False,
+                                       prefix=f"swdask-allpairs-{token}"))
     if not return_stats:
         return frame
     stats = dask.delayed(tasks.allpairs_stats, pure=True)(job_node, [s for _, s in parts])

@@ -53,6 +53,7 @@ from ...kernels.cpu.threads import kernel_threads
 from ...options import MAX_HITS, check_strand
 from ...scoring import Scoring
 from ...sequences.store import SequenceStore
+from ...tables import on_backend
 from ..align import check_mode
 from ..base import import_beside, lazy_value, progress_bar
 from . import plan, tasks
@@ -144,7 +145,9 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
         ``TRACEBACK_QUERIES`` (64) queries each, at least one per worker of the current
         client): queries in input order, hits by rank, a RangeIndex in each partition.
         ``evalue`` and ``bitscore`` follow NCBI BLAST+ (:mod:`swdask.scoring.statistics`)
-        in local mode and are null otherwise.
+        in local mode and are null otherwise.  pandas partitions, or cudf partitions
+        under ``dask.config.set({"dataframe.backend": "cudf"})``
+        (:func:`swdask.tables.on_backend`).
         ``strand`` is ``"plus"`` or ``"minus"`` for DNA (coordinates on the sequences as
         given; see ``swdask.parquet_schemas.HITS``), null for protein.
     dask.dataframe.Scalar
@@ -248,8 +251,8 @@ def search(queries: SequencesLike, database: str | os.PathLike | SequenceStore, 
                           pure=True)(job_node, batches[b], b,
                                      dask_key_name=(f"traceback_batch-{token}", b))
              for b in range(n_batches)]
-    hits = dd.from_delayed([hits for hits, _ in parts], meta=hits_meta(),
-                           prefix=f"swdask-hits-{token[:8]}")
+    hits = on_backend(dd.from_delayed([hits for hits, _ in parts], meta=hits_meta(),
+                                      prefix=f"swdask-hits-{token[:8]}"))
     if not return_stats:
         return hits
     stats = dask.delayed(tasks.search_stats, pure=True)(
