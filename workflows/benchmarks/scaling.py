@@ -12,7 +12,9 @@ from Dask's task stream (``distributed.get_task_stream``): the time at least one
 tasks ran over the wall time, and apart the same for its kernel tasks (search score
 tasks, all-pairs block pairs, long-alignment tiles), with a one-line picture of each
 worker's timeline, its **task counts** (all, kernel tasks, and by kind) and when its
-first kernel task started.
+first kernel task started.  For the search it also prints, per worker, its score tasks'
+phases from wrappers installed on the workers for the timed run (:func:`log_score_phases`):
+when each store read, score pass (with its kernel seconds) and table ran.
 
 Jobs:
 
@@ -227,6 +229,60 @@ def same_output(a, b) -> bool:
 
 
 # --------------------------------------------------------------------------------------
+# the search's score-task phases, logged on the workers
+# --------------------------------------------------------------------------------------
+
+
+def log_score_phases() -> None:
+    """On a worker: wrap the score task's store read (``read_part``), score pass and
+    table (``candidates_frame``) in ``swdask.jobs.search.tasks`` so that each call logs
+    ``(phase, start, end, kernel seconds)`` (wall clock), and empty the log.  A profile of
+    the score tasks' time outside their kernels, without changing swdask."""
+    from swdask.jobs.search import tasks
+
+    log = getattr(tasks, "_phase_log", None)
+    if log is not None:
+        log.clear()
+        return
+    log = tasks._phase_log = []
+
+    def timed(phase, function):
+        def call(*args, **kwargs):
+            start = time.time()
+            result = function(*args, **kwargs)
+            seconds = result[1] if phase == "pass" else 0.0
+            log.append((phase, start, time.time(), seconds))
+            return result
+        return call
+
+    tasks.read_part = timed("read", tasks.read_part)
+    tasks.score_pass = timed("pass", tasks.score_pass)
+    tasks.candidates_frame = timed("table", tasks.candidates_frame)
+
+
+def score_phases() -> list:
+    """On a worker: the log :func:`log_score_phases` keeps."""
+    from swdask.jobs.search import tasks
+
+    return list(getattr(tasks, "_phase_log", []))
+
+
+def phase_summary(log: list, t0: float) -> str:
+    """One line of a worker's score-task phases: each phase's spans (seconds from the
+    run's start) and, for the passes, their kernel seconds."""
+    parts = []
+    for phase in ("read", "pass", "table"):
+        spans = sorted((start - t0, end - t0, k) for p, start, end, k in log if p == phase)
+        if not spans:
+            continue
+        text = ", ".join(f"{a:.3f}-{b:.3f}" for a, b, _ in spans)
+        if phase == "pass":
+            text += f" (kernel {sum(k for _, _, k in spans):.3f} s)"
+        parts.append(f"{phase} {text}")
+    return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------------------
 # the jobs: inputs made once, then run(client, warm) on each cluster
 # --------------------------------------------------------------------------------------
 
@@ -426,6 +482,8 @@ def run_on(job, args, n_workers: int, streams: Path | None) -> tuple[object, dic
         html = None
         if streams is not None and args.html:
             html = str(streams / f"{job.name}_{n_workers}w.html")
+        if job.name == "search":
+            client.run(log_score_phases)
         with get_task_stream(client, plot="save" if html else False,
                              filename=html or "task-stream.html") as stream:
             t0, tick = time.time(), time.perf_counter()
@@ -434,6 +492,9 @@ def run_on(job, args, n_workers: int, streams: Path | None) -> tuple[object, dic
         if callable(output):  # an output to read back, not timed
             output = output()
         rows = stream_rows(stream.data, t0)
+        phases = ({address: phase_summary(log, t0)
+                   for address, log in client.run(score_phases).items()}
+                  if job.name == "search" else {})
     finally:
         shutdown(client)
     shares = busy_shares(rows, workers, wall)
@@ -443,6 +504,7 @@ def run_on(job, args, n_workers: int, streams: Path | None) -> tuple[object, dic
     record = {"workers": n_workers, "wall_s": wall, "cluster_start_s": start_s,
               "warmup_s": warm_s, "warmup_runs": warmups, "stats": stats, "busy": shares,
               "gcups": cells / wall / 1e9 if cells and wall else None,
+              "score_phases": {str(workers.get(a, a)): text for a, text in phases.items()},
               "output": fingerprint(output) if hasattr(output, "dtypes") else repr(output)}
     gcups = "" if record["gcups"] is None else f", {record['gcups']:.3g} GCUPS"
     print(f"  {n_workers} worker(s): wall {wall:.2f} s{gcups} (warm-up {warm_s:.1f} s, cluster "
@@ -455,6 +517,8 @@ def run_on(job, args, n_workers: int, streams: Path | None) -> tuple[object, dic
               f"{w['last_task_end']:.2f} s |{w['timeline']}|", flush=True)
         print(f"      tasks by kind: {', '.join(f'{k} {n}' for k, n in sorted(w['task_kinds'].items()))}",
               flush=True)
+        if w["worker"] in record["score_phases"]:
+            print(f"      score tasks: {record['score_phases'][w['worker']]}", flush=True)
     return output, record
 
 
