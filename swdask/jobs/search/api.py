@@ -471,7 +471,7 @@ def _scored(job: SearchJob, partitions, device: str):
 
     def score(part):
         start = time.perf_counter()
-        rows_per_chunk = max(1, plan.SCORE_TABLE_BYTES // (12 * max(len(part), 1)))
+        rows_per_chunk = plan.rows_per_pass(device, len(part), len(batch))
         passes = []
         for q0 in range(0, len(batch), rows_per_chunk):
             q1 = min(len(batch), q0 + rows_per_chunk)

@@ -35,9 +35,11 @@ if TYPE_CHECKING:
 __all__ = ["GPU_TASK_RESIDUES", "GPU_TASKS_PER_WORKER", "MERGE_FAN_IN", "SCORE_TABLE_BYTES",
            "SPLIT_LEVELS", "SPLIT_TOLERANCE", "TRACEBACK_QUERIES", "ScorePiece", "SearchJob",
            "SearchStats", "check_limits", "hits_meta", "longest_share", "prepare",
-           "score_pieces", "score_tasks", "strand_rows", "traceback_batch_size"]
+           "rows_per_pass", "score_pieces", "score_tasks", "strand_rows",
+           "traceback_batch_size"]
 
-#: Bound on the score tables (scores and both ends, int32) held at once for one partition.
+#: Bound on the host score tables (scores and both ends, int32) a CPU score pass holds at
+#: once (:func:`rows_per_pass`).
 SCORE_TABLE_BYTES = 256 * 2**20
 #: Score tables merged by one task of the merge tree.
 MERGE_FAN_IN = 8
@@ -126,6 +128,26 @@ class ScorePiece:
     row_groups: tuple[int, ...] | None
     first_row: int
     residues: int
+
+
+def rows_per_pass(device: str, n_subjects: int, n_rows: int) -> int:
+    """Query rows one score pass takes against ``n_subjects`` subjects, of ``n_rows``.
+
+    A CPU pass holds its whole score table (scores and both ends, int32) in host memory:
+    as many rows as fit in :data:`SCORE_TABLE_BYTES`.  A GPU pass returns only candidates
+    and bounds its device tables itself (``launcher.SCORE_TABLE_BYTES``), so it takes every
+    row: cut by the host bound, a one-GPU score task of 126,000 subjects made two passes of
+    177 and 19 of the 196 queries, each with its own uploads, profiles and selections, the
+    second running alone at the end for 0.2 s (H200 host, ``scaling.py``'s phases).
+
+    Examples
+    --------
+    >>> rows_per_pass("cpu", 126_000, 196), rows_per_pass("gpu", 126_000, 196)
+    (177, 196)
+    """
+    if device == "gpu":
+        return max(1, n_rows)
+    return max(1, SCORE_TABLE_BYTES // (12 * max(n_subjects, 1)))
 
 
 def score_pieces(files: Sequence[str], file_residues: Sequence[int],

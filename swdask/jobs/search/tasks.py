@@ -22,7 +22,7 @@ from ...sequences.store import read_part
 from ...tables import check_table, numpy_dtype, numpy_of, to_pandas
 from ..align import alignment_from_codes
 from ..base import TaskStats, stat
-from .plan import SCORE_TABLE_BYTES, SearchJob, SearchStats
+from .plan import SearchJob, SearchStats, rows_per_pass
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -153,7 +153,7 @@ def score_partition(job: SearchJob, task: int) -> Candidates:
     device = job.task_device()
     batch = job.rows  # a DNA query's strands are rows of their own
     n_queries, n_subjects = len(batch), len(seq_id)
-    rows_per_chunk = max(1, SCORE_TABLE_BYTES // (12 * max(n_subjects, 1)))
+    rows_per_chunk = rows_per_pass(device, n_subjects, n_queries)
     names = pa.chunked_array(name_chunks, pa.string())
     frames = []  # a chunk's candidates cut to each query's best at once (memory)
     kernel_seconds = 0.0
@@ -168,14 +168,12 @@ def score_partition(job: SearchJob, task: int) -> Candidates:
         kernel_seconds += seconds
         frames.append(candidates_frame(job, list(enumerate(candidates, start=q0)), seq_id,
                                        offsets, residues, names))
-    if len(frames) == 1:
-        frame = frames[0]
-    else:
+    frames = frames or [candidates_frame(job, [], seq_id, offsets, residues, names)]
+    if len(frames) > 1:
         import pandas as pd
 
-        frame = (pd.concat(frames, ignore_index=True) if frames else
-                 candidates_frame(job, [], seq_id, offsets, residues, names))
-    return Candidates(frame, ScoreStats(
+        frames = [pd.concat(frames, ignore_index=True)]
+    return Candidates(frames[0], ScoreStats(
         kernel_seconds=kernel_seconds, cells=int(batch.lengths.sum()) * int(offsets[-1]),
         started=started, finished=time.time(), devices=device,
         workers=frozenset([backend.worker_name()])))

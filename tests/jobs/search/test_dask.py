@@ -126,8 +126,8 @@ def test_score_tasks_cut_into_chunks_of_queries_give_the_same_hits(store, refere
                                                                    monkeypatch):
     """A score table bound that allows one query row a chunk: each chunk's candidates are
     cut to their best at once, and the task's table is the chunks' tables end to end."""
-    tasks_module = importlib.import_module("swdask.jobs.search.tasks")
-    monkeypatch.setattr(tasks_module, "SCORE_TABLE_BYTES", 1)
+    plan_module = importlib.import_module("swdask.jobs.search.plan")
+    monkeypatch.setattr(plan_module, "SCORE_TABLE_BYTES", 1)
     same_hits(swdask.search(QUERIES, store, max_hits=10).compute(), reference)
 
 
