@@ -397,8 +397,8 @@ def cluster_gpus(device: str) -> int:
 
 def simulator_enabled() -> bool:
     """Whether Numba's CUDA simulator stands in for a GPU (``NUMBA_ENABLE_CUDASIM=1``),
-    told without importing Numba (:func:`swdask.kernels.cuda.compile.simulated`)."""
-    from .kernels.cuda.compile import simulated
+    told without importing Numba (:func:`swdask.kernels.cuda.driver.simulated`)."""
+    from .kernels.cuda.driver import simulated
 
     return simulated()
 

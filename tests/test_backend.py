@@ -300,3 +300,49 @@ def test_score_pass_lock_leaves_a_real_gpus_score_passes_concurrent(monkeypatch)
     assert lock is not backend.KERNEL_LOCK
     with lock, lock:  # re-entered from two tasks: never blocks
         pass
+
+
+def test_the_driver_starts_early_on_its_own_thread_once(monkeypatch, fake_driver):
+    """``driver.start_early`` makes device 0's primary context on a thread of its own
+    (cuInit first), once; the context is then the process's, and a later ``context()``
+    on another thread only makes it current there."""
+    import threading
+
+    from swdask.kernels.cuda import driver
+
+    fake = fake_driver()
+    monkeypatch.setattr(driver, "simulated", lambda: False)
+    monkeypatch.setattr(driver, "_early", None)
+    driver.start_early()
+    first = driver._early
+    first.join(timeout=30)
+    driver.start_early()
+    assert driver._early is first and first.name == "swdask-cuda-init"
+    assert fake.calls == ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent"]
+    assert driver._contexts == {0: 0x1234}
+    seen = []
+    other = threading.Thread(target=lambda: seen.append(driver.context()))
+    other.start()
+    other.join(timeout=30)
+    assert seen == [0x1234] and fake.calls[4:] == ["cuCtxSetCurrent"]
+
+
+def test_the_driver_does_not_start_early_under_the_simulator(monkeypatch, fake_driver):
+    from swdask.kernels.cuda import driver
+
+    fake = fake_driver()
+    monkeypatch.setattr(driver, "simulated", lambda: True)
+    monkeypatch.setattr(driver, "_early", None)
+    driver.start_early()
+    assert driver._early is None and fake.calls == []
+
+
+def test_the_driver_module_imports_without_numpy():
+    """What lets a command start the driver before its own imports: the module loads with
+    ctypes alone (NumPy with the first array)."""
+    code = ("import sys; import swdask.kernels.cuda.driver as d; "
+            "print('numpy' in sys.modules, d.simulated() in (True, False))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]

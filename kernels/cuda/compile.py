@@ -78,6 +78,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import driver
+from .driver import simulated
 
 logger = logging.getLogger(__name__)
 
@@ -181,15 +182,6 @@ def device_api() -> types.ModuleType:
 
         return cuda
     return driver
-
-
-def simulated() -> bool:
-    """Whether Numba's CUDA simulator stands in for a GPU, told without importing Numba
-    where it is not imported yet (``NUMBA_ENABLE_CUDASIM``, which Numba reads)."""
-    configured = getattr(sys.modules.get("numba.core.config"), "ENABLE_CUDASIM", None)
-    if configured is not None:  # (not while another thread is still importing Numba)
-        return bool(configured)
-    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
 
 def kernels_digest(package: Path | None = None, *, leave_out: Sequence[str] = ()) -> str:

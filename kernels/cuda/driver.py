@@ -22,6 +22,9 @@ a GPU cluster sees one GPU (``CUDA_VISIBLE_DEVICES``).
 Freeing follows Numba's rule: memory whose array is gone is freed in batches (freeing
 synchronizes the device), never inside :func:`defer_cleanup`, and not at all at exit,
 where the driver's teardown frees everything at once.
+
+Importing this module costs a few milliseconds (ctypes; NumPy loads with the first array),
+so that a command can start the driver (:func:`start_early`) before its own imports.
 """
 from __future__ import annotations
 
@@ -34,9 +37,10 @@ import sys
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 _P = ctypes.c_void_p
 _SIZE = ctypes.c_size_t
@@ -99,6 +103,44 @@ _library = None
 #: Primary contexts made by this layer, by device index (kept for the process).
 _contexts: dict[int, int] = {}
 _thread = threading.local()
+#: The thread of :func:`start_early`, once started, and its own lock (``_lock`` is held
+#: through the driver's start).
+_early: threading.Thread | None = None
+_early_lock = threading.Lock()
+
+
+def simulated() -> bool:
+    """Whether Numba's CUDA simulator stands in for a GPU, told without importing Numba
+    where it is not imported yet (``NUMBA_ENABLE_CUDASIM``, which Numba reads)."""
+    configured = getattr(sys.modules.get("numba.core.config"), "ENABLE_CUDASIM", None)
+    if configured is not None:  # (not while another thread is still importing Numba)
+        return bool(configured)
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
+
+def start_early() -> None:
+    """Start the driver and device 0's primary context (:func:`context`) on a daemon
+    thread, at once: ``cuInit`` and ``cuDevicePrimaryCtxRetain`` take 0.47-0.48 s on a
+    2 x H200 host and release the GIL, so they run beside whatever the caller imports
+    next.  A command calls this first (``swdask.cli.common.start_gpu_early``): through
+    ``swdask.backend``, which imports NumPy and the kernel cache's module first, the
+    driver started 0.12-0.18 s into a search and the search waited for it until 0.66 s
+    (``cli_timeline.py``).  Every later :func:`context` call waits for this one (the
+    layer's lock); a failure is left to them.  Nothing under the simulator, where no
+    driver library loads, or when started already."""
+    global _early
+    with _early_lock:
+        if _early is not None or simulated():
+            return
+        _early = threading.Thread(target=_quiet_context, name="swdask-cuda-init", daemon=True)
+        _early.start()
+
+
+def _quiet_context() -> None:
+    try:
+        context()
+    except CudaError:
+        pass
 
 
 def library() -> ctypes.CDLL | None:
@@ -425,8 +467,10 @@ class _Memory:
                          self.pointer, size, owner).atexit = False
 
 
-def pinned_array(shape: Any, dtype: Any = np.float64) -> np.ndarray:
+def pinned_array(shape: Any, dtype: Any = "float64") -> np.ndarray:
     """An uninitialised page-locked NumPy array (asynchronous copies need one)."""
+    import numpy as np
+
     dtype = np.dtype(dtype)
     shape = (shape,) if np.isscalar(shape) else tuple(shape)
     size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -451,6 +495,8 @@ class DeviceArray:
 
     def __init__(self, shape: Any, dtype: Any, *, pointer: int | None = None,
                  strides: tuple[int, ...] | None = None, memory: _Memory | None = None) -> None:
+        import numpy as np
+
         self.shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.ndim = len(self.shape)
@@ -490,6 +536,8 @@ class DeviceArray:
 
     def __getitem__(self, index: Any) -> DeviceArray:
         """A view: integers and slices of step 1, one per leading dimension."""
+        import numpy as np
+
         items = index if isinstance(index, tuple) else (index,)
         if len(items) > self.ndim:
             raise IndexError(f"{len(items)} indices for a {self.ndim}-d device array")
@@ -518,6 +566,8 @@ class DeviceArray:
 
     def reshape(self, *shape: Any) -> DeviceArray:
         """The same contiguous memory as an array of ``shape``."""
+        import numpy as np
+
         shape = tuple(shape[0]) if len(shape) == 1 and not np.isscalar(shape[0]) else shape
         if int(np.prod(shape, dtype=np.int64)) != self.size or not self.is_c_contiguous:
             raise ValueError(f"cannot view {self.shape} as {tuple(shape)}")
@@ -529,6 +579,8 @@ class DeviceArray:
         if not self.is_c_contiguous:
             raise ValueError("only contiguous device arrays are copied to the host")
         if ary is None:
+            import numpy as np
+
             ary = np.empty(self.shape, self.dtype)
         if ary.nbytes != self.nbytes or not ary.flags.c_contiguous:
             raise ValueError(f"cannot copy {self.nbytes} device bytes into {ary.nbytes} "
@@ -543,6 +595,8 @@ class DeviceArray:
 
     def copy_to_device(self, ary: np.ndarray, stream: Any = 0) -> None:
         """Copy host array ``ary`` (same size) here, on ``stream``."""
+        import numpy as np
+
         ary = np.ascontiguousarray(ary, dtype=self.dtype)
         if ary.nbytes != self.nbytes or not self.is_c_contiguous:
             raise ValueError(f"cannot copy {ary.nbytes} host bytes into {self.nbytes} "
@@ -555,7 +609,7 @@ class DeviceArray:
                 _call("cuStreamSynchronize", _P(0))
 
 
-def device_array(shape: Any, dtype: Any = np.float64, stream: Any = 0) -> DeviceArray:
+def device_array(shape: Any, dtype: Any = "float64", stream: Any = 0) -> DeviceArray:
     """An uninitialised device array (``stream`` is accepted as Numba's is; allocation
     is not stream-ordered)."""
     return DeviceArray(shape, dtype)
@@ -563,6 +617,8 @@ def device_array(shape: Any, dtype: Any = np.float64, stream: Any = 0) -> Device
 
 def to_device(ary: Any, stream: Any = 0) -> DeviceArray:
     """A device copy of host array ``ary``, made on ``stream``."""
+    import numpy as np
+
     ary = np.ascontiguousarray(ary)
     device = DeviceArray(ary.shape, ary.dtype)
     device.copy_to_device(ary, stream)

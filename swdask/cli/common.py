@@ -476,6 +476,9 @@ def start_gpu_early(args: argparse.Namespace, *, auto: bool) -> None:
     where no CUDA driver library can be loaded."""
     if not in_process(args) or args.device == "cpu" or (args.device == "auto" and not auto):
         return
+    from ..kernels.cuda import driver  # ctypes only: the driver starts before NumPy loads
+
+    driver.start_early()
     from ..backend import cuda_driver_loadable, start_early
 
     if cuda_driver_loadable():

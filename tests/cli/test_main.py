@@ -278,15 +278,19 @@ def test_the_gpu_starts_early_only_where_the_run_takes_it(device, auto, schedule
                                                           started, monkeypatch):
     """``start_gpu_early`` begins CUDA on a thread for a run in this process that will
     use the GPU, and only then (a CPU run that started CUDA would hold GPU memory and,
-    for a search's ``auto``, pay 0.3 s for nothing)."""
+    for a search's ``auto``, pay 0.3 s for nothing): the driver first, before NumPy and
+    the backend are imported, then the backend's start, which waits for it."""
     import argparse
 
     from swdask import backend
     from swdask.cli.common import start_gpu_early
+    from swdask.kernels.cuda import driver
 
     calls = []
-    monkeypatch.setattr(backend, "start_early", lambda: calls.append(1))
+    monkeypatch.setattr(driver, "start_early", lambda: calls.append("driver"))
+    monkeypatch.setattr(backend, "start_early", lambda: calls.append("backend"))
     monkeypatch.setattr(backend, "cuda_driver_loadable", lambda: loadable)
     start_gpu_early(argparse.Namespace(device=device, scheduler=scheduler), auto=auto)
-    assert bool(calls) is started
+    wanted = device != "cpu" and scheduler is None and (auto or device != "auto")
+    assert calls == (["driver", "backend"] if started else ["driver"] if wanted else [])
 

@@ -40,6 +40,7 @@ STAGES = {
     "swdask.cli": ["main"],
     "swdask.backend": ["start_early", "_first_use", "_driver_start", "gpu_available",
                        "start_gpu", "check_device", "load_search_kernels", "top_hits_gpu"],
+    "swdask.kernels.cuda.driver": ["_quiet_context"],
     "swdask.kernels.cuda.compile": ["Kernel.load", "Kernel.warm", "load_ahead", "build",
                                     "_Launch.__call__"],
     "swdask.kernels.cuda.launcher": ["DeviceSubjects.__init__", "DeviceSubjects.prepare",
