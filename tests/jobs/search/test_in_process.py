@@ -392,3 +392,24 @@ def test_gpu_runs_of_store_files():
     assert [r.names for r in runs] == [("s0",), ("s1", "s2"), ("s3",), ("s4",), ("s5", "s6")]
     assert runs[0] is files[0] and runs[3] is files[4]  # a file alone is not copied
     assert list(api._gpu_groups(iter([]))) == []
+    read = []  # the first file goes to the GPU before the second is read
+
+    def reading():
+        for f in files:
+            read.append(f)
+            yield f
+
+    assert next(api._gpu_groups(reading(), limit=8)) is files[0] and read == files[:1]
+
+
+def test_queries_with_the_same_seq_id_are_refused(tmp_path):
+    from swdask.sequences.batch import SequenceBatch
+
+    records = [("a", "", np.ones(5, np.uint8)), ("b", "", np.ones(6, np.uint8)),
+               ("c", "", np.ones(7, np.uint8))]
+    store = swdask.ingest(SPROT_DB, tmp_path / "db.store")
+    swdask.search_in_process(SequenceBatch.from_records(records, "protein", seq_ids=[3, 1, 2]),
+                             store, max_hits=1, device="cpu")
+    with pytest.raises(ValueError, match="queries: two queries have the same seq_id"):
+        swdask.search_in_process(SequenceBatch.from_records(records, "protein", seq_ids=[3, 1, 3]),
+                                 store, max_hits=1, device="cpu")
