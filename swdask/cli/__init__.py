@@ -244,6 +244,9 @@ def _main(argv, stops: _Stops) -> int:
         except SystemExit as exit_:  # usage errors, --help, --version
             return exit_.code if isinstance(exit_.code, int) else EXIT_BAD_INPUT
         args.argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]  # SAM's @PG CL
+        # The installed command owns its process (its environment, its exit); main(argv)
+        # called from Python leaves the caller's as they are.
+        args.owns_process = argv is None
         outputs = {path: _state(path) for path in (getattr(args, "output", None),
                                                    getattr(args, "sam", None)) if path}
         with logged(args), cpu_threads(args):

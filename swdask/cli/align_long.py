@@ -107,7 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Align, write the one-row table (and SAM), and (unless ``--quiet``) two summary lines."""
     # The CUDA driver and context started 0.46 s into a 1 Mb pair's first run (2 x H200).
-    start_gpu_early(args, auto=True)
+    start_gpu_early(args, auto=True, one_gpu=False)  # a tile row per GPU
     import pyarrow.parquet as pq
 
     from ..jobs.base import atomic_paths, check_output

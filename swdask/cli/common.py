@@ -467,17 +467,29 @@ def in_process(args: argparse.Namespace) -> bool:
     return getattr(args, "workers", None) is None and args.scheduler is None
 
 
-def start_gpu_early(args: argparse.Namespace, *, auto: bool) -> None:
+def start_gpu_early(args: argparse.Namespace, *, auto: bool, one_gpu: bool) -> None:
     """Begin the GPU's first use on a thread (:func:`swdask.backend.start_early`: the CUDA
     driver and context, 0.47-0.48 s on a 2 x H200 host) so that it overlaps the imports
     and the reading of the input, for a run in this process on ``--device gpu`` or
     ``both``, and on ``auto`` where the job takes any GPU it sees (``auto``; a search's
     ``auto`` weighs the work first, and a probe for nothing would cost it 0.3 s).  Nothing
-    where no CUDA driver library can be loaded."""
+    where no CUDA driver library can be loaded.
+
+    ``one_gpu``: the run uses device 0 alone (a search or significance in this process,
+    not the long alignment, which takes every GPU).  Then, for the installed command
+    (``args.owns_process``) where ``CUDA_VISIBLE_DEVICES`` is not set, the driver is shown
+    that GPU alone (``CUDA_VISIBLE_DEVICES=0``, the same device 0): ``cuInit`` took
+    0.31-0.44 s with both GPUs of a 2 x H200 host visible and 0.13 s with one (a bare
+    process, four runs each, 2026-11-28), time a command spent before its first kernel
+    for a GPU it never used.  The setting reaches only the command's process and what it
+    starts; ``swdask.cli.main(argv)`` called from Python changes no environment."""
     if not in_process(args) or args.device == "cpu" or (args.device == "auto" and not auto):
         return
     from ..kernels.cuda import driver  # ctypes only: the driver starts before NumPy loads
 
+    if (one_gpu and getattr(args, "owns_process", False)
+            and "CUDA_VISIBLE_DEVICES" not in os.environ and not driver.simulated()):
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
     driver.start_early()
     from ..backend import cuda_driver_loadable, start_early
 

@@ -77,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Search, write the hits file, and (unless ``--quiet``) print the summary."""
     # search_in_process checks the GPU once it has read the input.
-    start_gpu_early(args, auto=False)
+    start_gpu_early(args, auto=False, one_gpu=True)
     from ..backend import SEARCH_GPU, check_device
     from ..jobs.base import check_output
     from ..output import check_format, output_format, sequence_columns, write_hits

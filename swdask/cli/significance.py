@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> None:
     """Write the P-values to ``args.output`` and (unless ``--quiet``) one summary line."""
     # The CUDA driver and context started on the main thread 0.27 s into a first run of
     # 100 pairs, and took 0.45 s there (2 x H200).
-    start_gpu_early(args, auto=True)
+    start_gpu_early(args, auto=True, one_gpu=True)
     import pyarrow.parquet as pq
 
     from ..jobs.base import atomic_path, check_output

@@ -290,7 +290,38 @@ def test_the_gpu_starts_early_only_where_the_run_takes_it(device, auto, schedule
     monkeypatch.setattr(driver, "start_early", lambda: calls.append("driver"))
     monkeypatch.setattr(backend, "start_early", lambda: calls.append("backend"))
     monkeypatch.setattr(backend, "cuda_driver_loadable", lambda: loadable)
-    start_gpu_early(argparse.Namespace(device=device, scheduler=scheduler), auto=auto)
+    monkeypatch.setattr(driver, "simulated", lambda: False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    start_gpu_early(argparse.Namespace(device=device, scheduler=scheduler, owns_process=True),
+                    auto=auto, one_gpu=False)
     wanted = device != "cpu" and scheduler is None and (auto or device != "auto")
     assert calls == (["driver", "backend"] if started else ["driver"] if wanted else [])
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ  # a run on every GPU sees them all
+
+
+@pytest.mark.parametrize("device,owns,set_before,simulated,shown", [
+    ("gpu", True, None, False, "0"),     # one GPU used: the driver starts that one alone
+    ("gpu", True, "1", False, "1"),      # the user's choice stands
+    ("gpu", False, None, False, None),   # main(argv) from Python: the caller's environment
+    ("gpu", True, None, True, None),     # the simulator has no GPUs to hide
+    ("cpu", True, None, False, None),    # no GPU run, no change
+])
+def test_a_one_gpu_run_shows_the_driver_one_gpu(device, owns, set_before, simulated, shown,
+                                                 monkeypatch):
+    import argparse
+
+    from swdask import backend
+    from swdask.cli.common import start_gpu_early
+    from swdask.kernels.cuda import driver
+
+    monkeypatch.setattr(driver, "start_early", lambda: None)
+    monkeypatch.setattr(backend, "start_early", lambda: None)
+    monkeypatch.setattr(driver, "simulated", lambda: simulated)
+    if set_before is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", set_before)
+    start_gpu_early(argparse.Namespace(device=device, scheduler=None, owns_process=owns),
+                    auto=True, one_gpu=True)
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") == shown
 
