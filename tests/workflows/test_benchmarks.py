@@ -367,15 +367,20 @@ def test_gpu_search_benchmark_smoke_modes(tmp_path):
     assert all(r["cpu_check"] for r in report["results"])
 
 
+def run_benchmark(script: str, *args) -> subprocess.CompletedProcess:
+    """``workflows/benchmarks/SCRIPT ARGS`` in a fresh process; fails on a non-zero exit."""
+    result = subprocess.run([sys.executable, str(ROOT / "workflows" / "benchmarks" / script),
+                             *map(str, args)], capture_output=True, text=True, timeout=600,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
 def test_score_tables_benchmark_smoke(tmp_path):
     """The score-table benchmark's pandas rows (cudf is not installed in CI)."""
     out = tmp_path / "tables.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "score_tables.py"),
-         "--db", str(SPROT_DB), "--queries", "12", "--max-hits", "3,40", "--subjects", "300",
-         "--tasks", "3", "--repeats", "1", "--json", str(out)],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr
+    result = run_benchmark("score_tables.py", "--db", SPROT_DB, "--queries", 12, "--max-hits",
+                           "3,40", "--subjects", 300, "--tasks", 3, "--repeats", 1, "--json", out)
     assert "| max_hits | rows a task | pandas: build a task ms |" in result.stdout
     report = json.loads(out.read_text())
     assert [row["max_hits"] for row in report["rows"]] == [3, 40]
@@ -387,13 +392,23 @@ def test_batch_queries_benchmark_smoke(tmp_path):
     """The batch-size benchmark end to end on the CPU (where the batch size is the GPU
     launcher's alone, so every size must give the same hits)."""
     out = tmp_path / "batch.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "batch_queries.py"),
-         "--device", "cpu", "--queries", str(QUERIES), "--db", str(SPROT_DB), "--copies", "1",
-         "--sizes", "2,8", "--repeats", "1", "--json", str(out)],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr
+    result = run_benchmark("batch_queries.py", "--device", "cpu", "--queries", QUERIES, "--db",
+                           SPROT_DB, "--copies", 1, "--sizes", "2,8", "--repeats", 1, "--json", out)
     assert "| queries a batch | wall s | score pass s |" in result.stdout
     report = json.loads(out.read_text())
     assert [row["batch_queries"] for row in report["rows"]] == [2, 8]
     assert all(row["identical"] and row["wall_s"] > 0 for row in report["rows"])
+
+
+def test_cli_exit_benchmark_smoke(tmp_path):
+    """The exit benchmark splits a whole CPU search process into its steps, which add up
+    to the process's wall time."""
+    out = tmp_path / "exit.json"
+    result = run_benchmark("cli_exit.py", "--repeats", 1, "--json", out, "--", "search",
+                           QUERIES, SPROT_DB, "-o", tmp_path / "hits.tsv", "--device", "cpu",
+                           "--max-hits", 3, "--quiet")
+    assert "| as installed, median |" in result.stdout
+    (run,) = json.loads(out.read_text())["runs"]["installed"]
+    steps = sum(seconds for step, seconds in run.items() if step != "wall")
+    assert run["command"] > 0 and abs(steps - run["wall"]) < 1e-6
+    assert (tmp_path / "hits.tsv").read_text().count("\n") > 0
