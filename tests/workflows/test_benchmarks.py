@@ -1,5 +1,6 @@
 """Workflows are executed, not just stored: smoke runs of the benchmark scripts."""
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -10,15 +11,21 @@ import swdask
 from tests.helpers import QUERIES, ROOT, RRNA, SPROT196, SPROT12071, SPROT_DB
 
 
+def run_benchmark(script: str, *args, simulator: bool = False) -> subprocess.CompletedProcess:
+    """``workflows/benchmarks/SCRIPT ARGS`` in a fresh process (with ``simulator``, its CUDA
+    kernels in Numba's simulator); fails on a non-zero exit with the process's output."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"} if simulator else None
+    result = subprocess.run([sys.executable, str(ROOT / "workflows" / "benchmarks" / script),
+                             *map(str, args)], capture_output=True, text=True, timeout=600,
+                            check=False, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
 def test_cpu_search_benchmark_smoke(tmp_path):
     out = tmp_path / "bench.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "cpu_search.py"),
-         "--queries", str(QUERIES),
-         "--db", str(SPROT_DB),
-         "--lengths", "144,375", "--repeats", "1", "--bin-size", "2", "--json", str(out)],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr
+    result = run_benchmark("cpu_search.py", "--queries", QUERIES, "--db", SPROT_DB, "--lengths",
+                           "144,375", "--repeats", "1", "--bin-size", "2", "--json", out)
     assert "| query set | query residues | swdask kernel GCUPS" in result.stdout
     assert "scores agree on" in result.stdout
     report = json.loads(out.read_text())
@@ -29,11 +36,7 @@ def test_cpu_search_benchmark_smoke(tmp_path):
 def test_gpu_traceback_benchmark_smoke(tmp_path):
     """The GPU traceback benchmark, its kernels in the CUDA simulator (root conftest)."""
     out = tmp_path / "traceback.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "gpu_traceback.py"), "--quick",
-         "--pool", str(SPROT_DB), "--json", str(out)],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr
+    result = run_benchmark("gpu_traceback.py", "--quick", "--pool", SPROT_DB, "--json", out)
     assert "| GPU kernels (forward + walk), 4 pairs |" in result.stdout
     report = json.loads(out.read_text())
     assert report["device"] == "CUDA simulator" and report["pairs"] == 4 and report["cells"] > 0
@@ -41,15 +44,9 @@ def test_gpu_traceback_benchmark_smoke(tmp_path):
 
 def test_intra_threshold_benchmark_smoke(tmp_path):
     """The intra-task threshold benchmark on tiny bands (the CUDA simulator in CI)."""
-    import os
 
     out = tmp_path / "intra.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "intra_threshold.py"),
-         "--quick", "--json", str(out)],
-        capture_output=True, text=True, timeout=600, check=False,
-        env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
-    assert result.returncode == 0, result.stderr
+    result = run_benchmark("intra_threshold.py", "--quick", "--json", out, simulator=True)
     assert "| query | band | subjects | kind |" in result.stdout
     assert "MISMATCH" not in result.stdout
     report = json.loads(out.read_text())
@@ -66,11 +63,7 @@ def test_intra_threshold_benchmark_smoke(tmp_path):
 
 def test_allpairs_benchmark_smoke(tmp_path):
     out = tmp_path / "allpairs.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "allpairs.py"), "--quick",
-         "--repeats", "1", "--json", str(out)],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr
+    result = run_benchmark("allpairs.py", "--quick", "--repeats", "1", "--json", out)
     assert "| pre-filter | wall s | pairs/s | filter s | kernel s | kernel GCUPS |" in result.stdout
     report = json.loads(out.read_text())
     filtered, plain = report["runs"]  # --quick runs with and without the pre-filter
@@ -102,11 +95,7 @@ def test_allpairs_vsearch_benchmark_smoke(tmp_path):
         vsearch = tmp_path / "vsearch"
         vsearch.write_text(VSEARCH_STAND_IN.format(python=sys.executable))
         vsearch.chmod(0o755)
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "allpairs_vsearch.py"),
-         "--quick", "--json", str(out), "--vsearch", str(vsearch)], capture_output=True,
-        text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr
+    result = run_benchmark("allpairs_vsearch.py", "--quick", "--json", out, "--vsearch", vsearch)
     report = json.loads(out.read_text())
     assert report["workload"]["genes"] == 40 and report["median_s"]["vsearch"] > 0
     assert report["pairs"]["both"] <= report["pairs"]["swdask"]
@@ -216,13 +205,8 @@ def test_significance_benchmark_smoke(tmp_path):
     """The PSSE benchmark on the shortest Swiss-Prot records, the GPU path in the CUDA
     simulator (the root conftest sets NUMBA_ENABLE_CUDASIM for the subprocess too)."""
     out = tmp_path / "significance.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "significance.py"), "--quick",
-         "--device", "gpu", "--query-file", str(SPROT196),
-         "--subject-file", str(SPROT12071),
-         "--json", str(out)],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr
+    result = run_benchmark("significance.py", "--quick", "--device", "gpu", "--query-file",
+                           SPROT196, "--subject-file", SPROT12071, "--json", out)
     assert "GCUPS effective" in result.stdout and "check: gpu = cpu on the slice" in result.stdout
     report = json.loads(out.read_text())
     assert report["main"]["pairs"] == 6 and report["main"]["cells"] > 0
@@ -231,11 +215,8 @@ def test_significance_benchmark_smoke(tmp_path):
 
 def test_long_align_benchmark_smoke(tmp_path):
     out = tmp_path / "long.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "long_align.py"), "--quick",
-         "--repeats", "1", "--traceback", "--json", str(out)],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr
+    result = run_benchmark("long_align.py", "--quick", "--repeats", "1", "--traceback", "--json",
+                           out)
     assert "planted score found on every full run" in result.stdout
     assert "GCUPS" in result.stdout and "traceback on cpu" in result.stdout
     report = json.loads(out.read_text())
@@ -247,11 +228,8 @@ def test_long_align_benchmark_smoke(tmp_path):
 def test_cli_wall_benchmark_smoke(tmp_path):
     """The command-line wall-clock benchmark, search and small cases on tiny inputs (CPU)."""
     out = tmp_path / "cli_wall.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "cli_wall.py"), "--quick",
-         "--device", "cpu", "--cases", "search,small", "--json", str(out)],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_benchmark("cli_wall.py", "--quick", "--device", "cpu", "--cases", "search,small",
+                           "--json", out)
     assert "| case | wall s | GCUPS |" in result.stdout
     assert "bar search (b) - (c) <= 1.0 s" in result.stdout
     report = json.loads(out.read_text())
@@ -272,13 +250,9 @@ def test_cli_timeline_smoke(tmp_path):
     """The timeline of a CPU search run twice in one process: its stages and imports, in
     order, with the command's own output and status."""
     report = tmp_path / "timeline.txt"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "cli_timeline.py"),
-         "--repeat", "2", "--min-ms", "0", "--out", str(report), "--",
-         "search", str(QUERIES), str(SPROT_DB), "-o", str(tmp_path / "hits.parquet"),
-         "--device", "cpu", "--max-hits", "2", "--force"],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_benchmark("cli_timeline.py", "--repeat", "2", "--min-ms", "0", "--out", report,
+                           "--", "search", QUERIES, SPROT_DB, "-o", tmp_path / "hits.parquet",
+                           "--device", "cpu", "--max-hits", "2", "--force")
     assert "GCUPS" in result.stderr and (tmp_path / "hits.parquet").exists()
     lines = report.read_text().splitlines()
     totals = lines.index("# stages: seconds, calls, thread, stage")
@@ -295,12 +269,9 @@ def test_cli_timeline_smoke(tmp_path):
 
 def test_memory_benchmark_smoke(tmp_path):
     out = tmp_path / "memory.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "dask_memory.py"),
-         "--partition-residues", "20000", "--partitions", "2,6", "--workers", "1",
-         "--memory-limit", "2GiB", "--scratch", str(tmp_path), "--json", str(out)],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr
+    result = run_benchmark("dask_memory.py", "--partition-residues", "20000", "--partitions", "2,6",
+                           "--workers", "1", "--memory-limit", "2GiB", "--scratch", tmp_path,
+                           "--json", out)
     report = json.loads(out.read_text())
     assert [row["requested_partitions"] for row in report["rows"]] == [2, 6]
     assert report["rows"][1]["partitions"] >= 6
@@ -314,11 +285,8 @@ def test_scaling_benchmark_smoke(tmp_path):
     tasks (the work split reaches both)."""
     out = tmp_path / "scaling.json"
     streams = tmp_path / "streams"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "scaling.py"), "--device", "cpu",
-         "--quick", "--json", str(out), "--task-stream", str(streams)],
-        capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_benchmark("scaling.py", "--device", "cpu", "--quick", "--json", out,
+                           "--task-stream", streams)
     assert "| job | 1 worker s | 2 workers s | ratio | outputs identical |" in result.stdout
     report = json.loads(out.read_text())
     assert report["machine"]["cores"] and "gpus" in report["machine"]
@@ -343,7 +311,6 @@ def test_gpu_search_benchmark_smoke_modes(tmp_path):
     """The GPU search benchmark with ``--mode local,global`` (the CUDA simulator in CI):
     a row per mode, each checked against the CPU kernel of its mode, on three copies of
     the database, the last two shuffled (``--shuffle``)."""
-    import os
 
     source = swdask.load_sequences(SPROT_DB)
     db, queries = tmp_path / "db.fasta", tmp_path / "q.fasta"
@@ -351,29 +318,15 @@ def test_gpu_search_benchmark_smoke_modes(tmp_path):
                           for k in range(6)))
     queries.write_text(">q1\nMKVLAAGIV\n>q2\nWWHEAGAWG\n")
     out = tmp_path / "gpu.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "workflows" / "benchmarks" / "gpu_search.py"),
-         "--db", str(db), "--queries", str(queries), "--lengths", "9", "--repeats", "1",
-         "--mode", "local,global", "--min-residues", "200", "--shuffle", "3",
-         "--json", str(out)],
-        capture_output=True, text=True, timeout=600, check=False,
-        env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"})
-    assert result.returncode == 0, result.stderr
+    result = run_benchmark("gpu_search.py", "--db", db, "--queries", queries, "--lengths", "9",
+                           "--repeats", "1", "--mode", "local,global", "--min-residues", "200",
+                           "--shuffle", "3", "--json", out, simulator=True)
     assert "| mode | variant |" in result.stdout and "MISMATCH" not in result.stdout
     assert "copies after the first shuffled (seed 3)" in result.stdout
     report = json.loads(out.read_text())
     assert (report["copies"], report["shuffle"]) == (3, 3)  # 6 sequences, 87 residues
     assert [r["mode"] for r in report["results"]] == ["local", "global"]
     assert all(r["cpu_check"] for r in report["results"])
-
-
-def run_benchmark(script: str, *args) -> subprocess.CompletedProcess:
-    """``workflows/benchmarks/SCRIPT ARGS`` in a fresh process; fails on a non-zero exit."""
-    result = subprocess.run([sys.executable, str(ROOT / "workflows" / "benchmarks" / script),
-                             *map(str, args)], capture_output=True, text=True, timeout=600,
-                            check=False)
-    assert result.returncode == 0, result.stderr
-    return result
 
 
 def test_score_tables_benchmark_smoke(tmp_path):
