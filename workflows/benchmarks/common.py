@@ -1,5 +1,5 @@
-"""What the benchmark scripts share: the machine they ran on, and how CUDASW++4.0 is run
-beside swdask and its output read.
+"""What the benchmark scripts share: the machine they ran on, timing a step after its
+warm-up, and how CUDASW++4.0 is run beside swdask and its output read.
 
 The scripts import it from their own folder (``sys.path`` holds a script's folder when it
 runs), so nothing here is part of the installed package.
@@ -11,8 +11,21 @@ import platform
 import re
 import shutil
 import subprocess
+import time
 from importlib import metadata
 from pathlib import Path
+
+
+def warm_timings(repeats: int, step, *args) -> list[float]:
+    """Wall seconds of ``step(*args)`` in each of ``repeats`` runs after one untimed
+    warm-up run (compilation, caches)."""
+    step(*args)
+    seconds = []
+    for _ in range(repeats):
+        tick = time.perf_counter()
+        step(*args)
+        seconds.append(time.perf_counter() - tick)
+    return seconds
 
 
 def cpu_model() -> str:

@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cpu_model, package_version  # noqa: E402  (this folder)
+from common import cpu_model, package_version, warm_timings  # noqa: E402  (this folder)
 
 from swdask.cli.common import positive  # the command line's argument type
 
@@ -178,12 +178,7 @@ def in_process_gcups(query_file: Path, store: Path, repeats: int) -> dict:
     scoring = Scoring()
     args = (queries.residues, queries.offsets, db.residues, db.offsets, scoring.matrix,
             scoring.gap_open, scoring.gap_extend)
-    score_all(*args)
-    seconds = []
-    for _ in range(repeats):
-        tick = time.perf_counter()
-        score_all(*args)
-        seconds.append(time.perf_counter() - tick)
+    seconds = warm_timings(repeats, score_all, *args)
     cells = int(queries.lengths.sum()) * int(db.offsets[-1])
     return {"seconds": seconds, "cells": cells, "gcups": cells / statistics.median(seconds) / 1e9}
 

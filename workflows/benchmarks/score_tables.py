@@ -31,7 +31,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -39,18 +38,12 @@ import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cpu_model  # noqa: E402  (this folder)
+from common import cpu_model, warm_timings  # noqa: E402  (this folder)
 
 
 def median_seconds(repeats: int, step, *args) -> float:
     """Median wall seconds of ``step(*args)`` over ``repeats`` runs after one warm-up."""
-    step(*args)
-    times = []
-    for _ in range(repeats):
-        tick = time.perf_counter()
-        step(*args)
-        times.append(time.perf_counter() - tick)
-    return statistics.median(times)
+    return statistics.median(warm_timings(repeats, step, *args))
 
 
 def synthetic_found(rng, n_rows: int, n_subjects: int, per_row: int) -> list[tuple[int, tuple]]:
