@@ -499,7 +499,12 @@ def start_gpu_early(args: argparse.Namespace, *, auto: bool, one_gpu: bool) -> N
 
 def job_session(args: argparse.Namespace) -> AbstractContextManager:
     """The Dask session of ``--workers`` / ``--scheduler`` for a job on ``args.device``;
-    it announces the cluster on the standard error unless ``--quiet``."""
+    it announces the cluster on the standard error unless ``--quiet``.  Without either
+    flag the session is None and Dask's distributed is not imported (it took 0.30 s of
+    the start of an all-pairs run on a 2-core machine)."""
+    if in_process(args):
+        scheduler_access(args)  # refuses the flags of --scheduler without it
+        return contextlib.nullcontext(None)
     from ..cluster import session
 
     return session(args.workers, scheduler=args.scheduler, device=args.device,
@@ -509,8 +514,6 @@ def job_session(args: argparse.Namespace) -> AbstractContextManager:
 def scheduler_access(args: argparse.Namespace) -> dict:
     """``security`` and ``timeout`` of :func:`swdask.cluster.session` from the flags of
     :func:`add_scheduler_options` (which apply to ``--scheduler`` only)."""
-    from ..cluster import tls_security
-
     flags = {"--scheduler-timeout": args.scheduler_timeout, "--tls-ca-file": args.tls_ca_file,
              "--tls-cert": args.tls_cert, "--tls-key": args.tls_key}
     if args.scheduler is None:
@@ -518,6 +521,8 @@ def scheduler_access(args: argparse.Namespace) -> dict:
         if given:
             raise ValueError(f"{', '.join(given)}: options of --scheduler")
         return {}
+    from ..cluster import tls_security
+
     return {"security": tls_security(args.tls_ca_file, args.tls_cert, args.tls_key),
             "timeout": args.scheduler_timeout}
 

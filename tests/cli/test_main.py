@@ -12,7 +12,7 @@ import pytest
 
 import swdask
 from swdask.cli import main
-from tests.helpers import N_QUERIES, QUERIES, SPROT_DB
+from tests.helpers import N_QUERIES, QUERIES, RRNA, SPROT_DB
 
 
 def test_version(capsys):
@@ -191,6 +191,26 @@ def test_command_skips_numbas_scipy_probe_and_only_that():
                           timeout=600, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "DOT 3.0"
+
+
+def test_a_job_in_this_process_never_imports_distributed(tmp_path):
+    """Without ``--workers`` or ``--scheduler`` an all-pairs run is not a Dask job: the
+    command never loads Dask's distributed (0.30 s of its start on 2 cores), as a search
+    and a long alignment do not."""
+    probe = ("import atexit, sys, runpy\n"
+             "atexit.register(lambda: print('DISTRIBUTED', 'distributed' in sys.modules, "
+             "flush=True))\n"
+             "sys.argv = ['swdask'] + sys.argv[1:]\n"
+             "try:\n"
+             "    runpy.run_module('swdask', run_name='__main__')\n"
+             "except SystemExit:\n"
+             "    pass\n")
+    done = subprocess.run([sys.executable, "-c", probe, "allpairs", str(RRNA), "-o",
+                           str(tmp_path / "pairs"), "--device", "cpu", "--quiet"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "DISTRIBUTED False" in done.stdout
+    assert (tmp_path / "pairs" / "_manifest.json").exists()
 
 
 def test_the_search_path_imports_pandas_only_for_its_table():

@@ -59,6 +59,13 @@ STAGES = {
     "swdask.kernels.cuda.tile": ["score_grid_gpu"],
     "swdask.jobs.significance": ["_prepare", "_run_batch", "_gpu_chunk"],
     "swdask.kernels.cuda.psse": ["DeviceShuffles.__init__", "DeviceShuffles.significance"],
+    "swdask.jobs.allpairs.plan": ["prepare"],
+    "swdask.jobs.allpairs.output": ["write_all_pairs", "_write_run", "write_block_pair"],
+    "swdask.jobs.allpairs.tasks": ["read_block", "_CodeCache.get", "block_pair", "_score_gpu",
+                                   "_score_cpu", "_trace"],
+    "swdask.jobs.allpairs.filter": ["QgramFilter.kept", "QgramFilter._screen"],
+    "swdask.kernels.cuda.qgram": ["_array_module", "screen_and_count_gpu", "count_shared_gpu"],
+    "swdask.sequences.ingest": ["open_database"],
     "distributed.client": ["Client.__init__", "Client.scatter", "Client.close"],
     "distributed.deploy.spec": ["SpecCluster.__init__", "SpecCluster.close"],
 }
