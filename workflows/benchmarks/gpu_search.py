@@ -30,8 +30,9 @@ every score and end cell of a sample of subjects against the CPU kernel and fail
 on a difference.  ``--queries-per-row`` above 2 makes several pipelined batches per call
 (the launcher's ``BATCH_QUERIES``), so end-to-end vs kernel time shows the overlap.
 
-Variants (``--variants``, comma-separated): ``16`` the 16-bit DPX kernel with the shape
-chosen per query, ``16r8``/``16r12``/``16r16`` with that many rows per lane, ``32`` the
+Variants (``--variants``, comma-separated; default ``16scan``, the kernel the search
+itself runs, :data:`swdask.kernels.cuda.launcher.SEARCH_KERNEL`): ``16`` the 16-bit DPX
+kernel with end cells and the shape chosen per query, ``16r8``/``16r12``/``16r16`` with that many rows per lane, ``32`` the
 32-bit kernel (the path of GPUs without DPX); ``16scan`` (``16scanr16``, ``16scanr20``:
 rows per lane, a multiple of 4) the score-only scan kernel
 (``kernels/cuda/inter_task_dpx_scan.py``, local mode), whose candidates' end cells come
@@ -369,7 +370,9 @@ def main(argv=None):
                              "no identical copies (issue 16, item 5)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-hits", type=int, default=100)
-    parser.add_argument("--variants", default="16")
+    parser.add_argument("--variants", default="16scan",
+                        help="comma list (see the module's docstring; default 16scan, the "
+                        "search's own kernel: 16 is the kernel with end cells)")
     parser.add_argument("--mode", default="local",
                         help="alignment modes, comma-separated: local, global, semiglobal "
                         "(default local)")
