@@ -64,7 +64,7 @@ STAGES = {
     "swdask.jobs.allpairs.tasks": ["read_block", "_CodeCache.get", "block_pair", "_score_gpu",
                                    "_score_cpu", "_trace"],
     "swdask.jobs.allpairs.filter": ["QgramFilter.kept", "QgramFilter._screen"],
-    "swdask.kernels.cuda.qgram": ["_array_module", "warm_screen", "screen_and_count_gpu",
+    "swdask.kernels.cuda.qgram": ["_array_module", "screen_and_count_gpu",
                                   "count_shared_gpu"],
     "swdask.sequences.ingest": ["open_database"],
     "distributed.client": ["Client.__init__", "Client.scatter", "Client.close"],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, ClassVar
@@ -389,26 +388,6 @@ def check_device(device: str, mode: str, *, here: bool) -> str:
     return backend.check_device(device, mode, here=here, kernels=AllPairsJob.gpu_kernels)
 
 
-def warm_screen_beside() -> threading.Thread:
-    """Start the GPU q-gram screen's first use (cupy, cuBLAS) on a daemon thread while
-    this one reads the blocks and makes their codes
-    (:func:`swdask.kernels.cuda.qgram.warm_screen`); the import goes first, outside the
-    kernel lock.  Errors are left to the screen's own call, which reports them."""
-    def warm():
-        try:
-            from ...kernels.cuda import qgram
-
-            if qgram.screen_available():
-                with backend.KERNEL_LOCK:
-                    qgram.warm_screen()
-        except Exception:  # noqa: BLE001, S110 - the first block pair's screen says why
-            pass
-
-    thread = threading.Thread(target=warm, name="swdask-screen-warm", daemon=True)
-    thread.start()
-    return thread
-
-
 def prepare(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | None, mode: str,
             min_identity: float | Fraction, min_score: int | None, device: str, cigar: bool,
             block_size: int, alphabet: str, map_unknown: bool, rows: int | None,
@@ -439,8 +418,6 @@ def prepare(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | Non
     scoring.check_lengths(longest, longest, "the longest pair")  # before any work
     bound = IdentityBound.from_scoring(scoring, min_identity, mode)
     qgrams = QgramFilter.for_job(bound, store.alphabet) if prefilter else None
-    if device == "gpu" and client is None and qgrams is not None and qgrams.buckets:
-        warm_screen_beside()
     blocks = plan_blocks(store, int(block_size))
     pairs, skipped = [], 0
     for a in range(len(blocks)):
