@@ -56,7 +56,10 @@ cache it filled.  Cases (``--cases``, comma list, run in this order):
 For ``allpairs``, ``significance`` and ``align-long``: one untimed run fills the cache
 (its wall time is reported as the empty-cache row), then "first" = the command in a fresh
 process with the filled cache (median of ``--repeats``) and "warm" = the second of two
-runs through the same API calls in one process.  Bar: first <= 1.3 x warm.
+runs through the same API calls in one process.  Bar: first <= 1.3 x warm.  On the GPU
+the run also times the process floor (:data:`FLOOR_CODE`: a fresh process that starts the
+CUDA driver and context and exits, median of at least 3), which a first run pays and a
+warm one does not, and prints it under each of these bars beside 0.3 x warm.
 
 The machine (CPU model, cores, GPU name from ``nvidia-smi``), the workload of every case
 and every run go to ``--json`` (rewritten after each case, so a cut-off run keeps what
