@@ -246,6 +246,34 @@ def test_cli_wall_benchmark_smoke(tmp_path):
     assert small["bars"]["auto_chose"] == "cpu" and small["workload"]["n_queries"] == 4
 
 
+def test_cli_wall_process_floor():
+    """The floor under the first-vs-warm bars: a median over at least three fresh
+    processes of the driver-and-context program, on the GPU only."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "workflows" / "benchmarks"))
+    try:
+        import cli_wall
+    finally:
+        sys.path.pop(0)
+
+    class Runner:
+        def __init__(self):
+            self.programs, self.walls = [], iter([0.31, 0.12, 0.25])
+
+        def run(self, argv, caches, *, label, program=None, **_):
+            self.programs.append(program)
+            return {"wall_s": next(self.walls)}
+
+    runner = Runner()
+    floor = cli_wall.process_floor(SimpleNamespace(device="gpu", repeats=1), runner)
+    assert floor == {"floor_s": 0.25, "runs_s": [0.31, 0.12, 0.25]}
+    assert all(p == [sys.executable, "-c", cli_wall.FLOOR_CODE] for p in runner.programs)
+    compile(cli_wall.FLOOR_CODE, "floor", "exec")
+    assert "driver.context()" in cli_wall.FLOOR_CODE
+    assert cli_wall.process_floor(SimpleNamespace(device="cpu", repeats=3), Runner()) is None
+
+
 def test_cli_timeline_smoke(tmp_path):
     """The timeline of a CPU search run twice in one process: its stages and imports, in
     order, with the command's own output and status."""
