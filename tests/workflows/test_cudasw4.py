@@ -217,7 +217,7 @@ def test_gpu_search_against_cudasw4_stand_in(tmp_path):
                                                             [0.002, 0.002, 0.002],
                                                             [0.003, 0.003, 0.003]]
     assert theirs["residues_implied"] == pytest.approx(174, rel=1e-5)
-    compared = theirs["compared"]["16"]
+    compared = theirs["compared"]["16scan"]  # the default variant: the search's kernel
     assert (compared["top_hit_agree"], compared["top_hit_compared"]) == (3, 3)
     assert compared["top_agree"] == compared["top_compared"] > 3
     first, second, total = compared["table"]
