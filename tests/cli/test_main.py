@@ -159,26 +159,31 @@ def test_threads_in_a_fresh_process():
         assert re.search(r"\) on cpu.*, 1 thread(;|$)", summary), summary
 
 
+def _command_with_exit_probe(printed: str, argv: list) -> subprocess.CompletedProcess:
+    """Run the installed command ``swdask ARGV`` in a fresh process that prints
+    ``printed`` (the arguments of a ``print``, evaluated with ``sys`` in scope) from an
+    exit hook: the command ends its process itself (``os._exit``), so what it loaded is
+    asked there."""
+    code = ("import atexit, sys, runpy\n"
+            f"atexit.register(lambda: print({printed}, flush=True))\n"
+            "sys.argv = ['swdask'] + sys.argv[1:]\n"
+            "try:\n"
+            "    runpy.run_module('swdask', run_name='__main__')\n"
+            "except SystemExit:\n"
+            "    pass\n")
+    return subprocess.run([sys.executable, "-c", code, *map(str, argv)], capture_output=True,
+                          text=True, timeout=600, check=False)
+
+
 def test_command_skips_numbas_scipy_probe_and_only_that():
     """The installed command refuses ``scipy.linalg`` to Numba's start-up BLAS probe alone:
     a search's process never loads it (0.1-0.27 s on 2 cores), while Numba's ``np.dot``
     (which imports SciPy when it compiles) and a plain import of it still work there."""
     pytest.importorskip("scipy")
-    code = (
-        "import sys, runpy\n"
-        "sys.argv = ['swdask'] + sys.argv[1:]\n"
-        "try:\n"
-        "    runpy.run_module('swdask', run_name='__main__')\n"
-        "except SystemExit:\n"
-        "    pass\n")
-    # The command ends its process itself (os._exit): ask what it loaded from an exit hook.
-    probe = ("import atexit, sys\n"
-             "atexit.register(lambda: print('LOADED', 'scipy.linalg' in sys.modules, "
-             "'numba.np.arraymath' in sys.modules, flush=True))\n")
-    done = subprocess.run([sys.executable, "-c", probe + code, "search", str(QUERIES),
-                           str(SPROT_DB), "-o", "-", "--outfmt", "blast6", "--max-hits", "1",
-                           "--device", "cpu"], capture_output=True, text=True, timeout=600,
-                          check=False)
+    done = _command_with_exit_probe(
+        "'LOADED', 'scipy.linalg' in sys.modules, 'numba.np.arraymath' in sys.modules",
+        ["search", QUERIES, SPROT_DB, "-o", "-", "--outfmt", "blast6", "--max-hits", "1",
+         "--device", "cpu"])
     assert done.returncode == 0, done.stderr
     assert "LOADED False True" in done.stdout  # Numba's CPU target ran, SciPy's linalg not
     after = ("import numpy as np, numba, scipy.linalg\n"
@@ -197,17 +202,9 @@ def test_a_job_in_this_process_never_imports_distributed(tmp_path):
     """Without ``--workers`` or ``--scheduler`` an all-pairs run is not a Dask job: the
     command never loads Dask's distributed (0.30 s of its start on 2 cores), as a search
     and a long alignment do not."""
-    probe = ("import atexit, sys, runpy\n"
-             "atexit.register(lambda: print('DISTRIBUTED', 'distributed' in sys.modules, "
-             "flush=True))\n"
-             "sys.argv = ['swdask'] + sys.argv[1:]\n"
-             "try:\n"
-             "    runpy.run_module('swdask', run_name='__main__')\n"
-             "except SystemExit:\n"
-             "    pass\n")
-    done = subprocess.run([sys.executable, "-c", probe, "allpairs", str(RRNA), "-o",
-                           str(tmp_path / "pairs"), "--device", "cpu", "--quiet"],
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = _command_with_exit_probe("'DISTRIBUTED', 'distributed' in sys.modules",
+                                    ["allpairs", RRNA, "-o", tmp_path / "pairs", "--device",
+                                     "cpu", "--quiet"])
     assert done.returncode == 0, done.stderr
     assert "DISTRIBUTED False" in done.stdout
     assert (tmp_path / "pairs" / "_manifest.json").exists()

@@ -687,12 +687,13 @@ def case_align_long(args, runner: Runner, scratch: Path) -> dict:
 # --------------------------------------------------------------------------------------
 
 
-def report_table(results: dict) -> None:
-    """Print every case's rows as one table, then the bars."""
+def report_table(results: dict, floor: dict | None = None) -> None:
+    """Print every case's rows as one table, then the bars (with ``floor``, the
+    :func:`process_floor` of the run, under each first-vs-warm bar)."""
     print("\n| case | wall s | GCUPS | run | swdask's own time s |")
     print("|---|---:|---:|---|---:|")
     for name, result in results.items():
-        for r in result.get("rows", ()):  # the process floor has none
+        for r in result["rows"]:
             wall = "" if r["wall_s"] is None else f"{r['wall_s']:.2f}"
             gcups = "" if r["gcups"] is None else f"{r['gcups']:,.0f}" if r["gcups"] >= 100 \
                 else f"{r['gcups']:.3g}"
@@ -712,7 +713,6 @@ def report_table(results: dict) -> None:
         b = results["small"]["bars"]
         print(f"bar small auto ({b['auto_chose']}) <= cpu: {b['auto_s']:.2f} s vs "
               f"{b['cpu_s']:.2f} s {verdict(b['auto_le_cpu_ok'])}")
-    floor = results.get("floor")
     for name in ("allpairs", "significance", "align-long"):
         if name in results:
             b = results[name]["bars"]
@@ -821,8 +821,7 @@ def main(argv=None) -> int:
             print(f"(process floor: {floor['floor_s']:.2f} s, median)\n", flush=True)
             if args.json:
                 args.json.write_text(json.dumps(report, indent=1, default=str) + "\n")
-    report_table({**report["cases"], **({"floor": report["floor"]} if "floor" in report
-                                        else {})})
+    report_table(report["cases"], report.get("floor"))
     checks = [r["bars"].get("planted_score_ok", True) for r in report["cases"].values()]
     return 0 if all(checks) else 1
 

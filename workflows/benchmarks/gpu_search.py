@@ -32,10 +32,10 @@ on a difference.  ``--queries-per-row`` above 2 makes several pipelined batches 
 
 Variants (``--variants``, comma-separated; default ``16scan``, the kernel the search
 itself runs, :data:`swdask.kernels.cuda.launcher.SEARCH_KERNEL`): ``16`` the 16-bit DPX
-kernel with end cells and the shape chosen per query, ``16r8``/``16r12``/``16r16`` with that many rows per lane, ``32`` the
-32-bit kernel (the path of GPUs without DPX); ``16scan`` (``16scanr16``, ``16scanr20``:
-rows per lane, a multiple of 4) the score-only scan kernel
-(``kernels/cuda/inter_task_dpx_scan.py``, local mode), whose candidates' end cells come
+kernel with end cells and the shape chosen per query, ``16r8``/``16r12``/``16r16`` with
+that many rows per lane, ``32`` the 32-bit kernel (the path of GPUs without DPX);
+``16scan`` (``16scanr16``, ``16scanr20``: rows per lane, a multiple of 4) the score-only
+scan kernel (``kernels/cuda/inter_task_dpx_scan.py``), whose candidates' end cells come
 from the 32-bit end pass: its time is in the kernel seconds and, apart, in the row's
 ``seconds_ends``.  A scan variant's CPU check keeps every sample subject as a candidate
 (``top_many`` with ``min_score=0``), so the end pass gives every end cell it compares.
