@@ -26,15 +26,18 @@ def _gpu_lane(argv) -> bool:
 def pytest_xdist_auto_num_workers(config):
     """Processes for ``-n auto``: one per core, at most four, on the CI lane (its tests
     are CPU-bound: Numba compiles and the simulator); none apart on the GPU lane, whose
-    tests share one card and whose workers would not see ``-m gpu`` in their own
-    arguments (the simulator choice below reads them)."""
+    tests share one card (``-n N`` asks for workers there, which the environment set
+    below keeps off the simulator)."""
     if _gpu_lane(sys.argv):
         return 0
     return max(1, min(4, os.cpu_count() or 1))
 
 
-if "NUMBA_ENABLE_CUDASIM" not in os.environ and not _gpu_lane(sys.argv):
-    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+# The GPU lane says so in the environment too: pytest-xdist's workers (``-m gpu -n 4``)
+# inherit it but not the arguments, and without it they would run the GPU tests in the
+# simulator, where the ``device`` fixture fails every one of them.
+if "NUMBA_ENABLE_CUDASIM" not in os.environ:
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "0" if _gpu_lane(sys.argv) else "1"
 
 
 # Compiled kernels and rendered kernel text go to a cache of this test session, not the

@@ -17,6 +17,7 @@ from .common import (
     positive,
     progress_wanted,
     scoring_from_args,
+    start_gpu_early,
     to_stdout,
     where_ran,
     where_text,
@@ -68,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Write the pairs to the folder ``args.output`` and (unless ``--quiet``) the summary."""
+    start_gpu_early(args, auto=True, one_gpu=True)  # in this process the GPU is device 0
     from ..jobs.allpairs import check_all_pairs_output, check_device, write_all_pairs
 
     to_stdout(args.output, instead="give a folder name")

@@ -52,6 +52,36 @@ MAX_SCREEN_BUCKETS = 1 << 17
 Runs = tuple["npt.NDArray[np.int64]", "npt.NDArray[np.int64]", "npt.NDArray[np.int64]"]
 
 
+def filters(mode: str, threshold: float | Fraction) -> bool:
+    """Whether an all-pairs job of ``mode`` and identity ``threshold`` has a q-gram
+    filter (:meth:`QgramFilter.for_job`): global mode and a threshold above 0.
+
+    Examples
+    --------
+    >>> filters("global", 0.97), filters("local", 0.97), filters("global", 0)
+    (True, False, False)
+    """
+    return mode == "global" and threshold > 0
+
+
+def screen_buckets() -> int:
+    """Width of the screen's token vectors: the tunable ``swdask.allpairs-screen-buckets``,
+    else :data:`SCREEN_BUCKETS`; 0 means no screen.
+
+    Raises
+    ------
+    ValueError
+        If the tunable is not a whole number from 0 to :data:`MAX_SCREEN_BUCKETS`.
+    """
+    buckets = tunable("allpairs-screen-buckets")
+    buckets = SCREEN_BUCKETS if buckets is None else buckets
+    if (isinstance(buckets, bool) or not isinstance(buckets, (int, float))
+            or int(buckets) != buckets or not 0 <= buckets <= MAX_SCREEN_BUCKETS):
+        raise ValueError(f"swdask.allpairs-screen-buckets must be a whole number from 0 (no "
+                         f"screen) to {MAX_SCREEN_BUCKETS:,}, got {buckets!r}")
+    return int(buckets)
+
+
 @dataclass(frozen=True)
 class QgramFilter:
     """Shared q-grams a pair needs to reach identity ``t`` in global mode: the pre-filter.
@@ -142,14 +172,9 @@ class QgramFilter:
         ValueError
             ``q`` below 1, or so large that codes overflow (``size**q`` over 2**62).
         """
-        if bound.mode != "global" or bound.threshold == 0:
+        if not filters(bound.mode, bound.threshold):
             return None
-        buckets = tunable("allpairs-screen-buckets")
-        buckets = SCREEN_BUCKETS if buckets is None else buckets
-        if (isinstance(buckets, bool) or not isinstance(buckets, (int, float))
-                or int(buckets) != buckets or not 0 <= buckets <= MAX_SCREEN_BUCKETS):
-            raise ValueError(f"swdask.allpairs-screen-buckets must be a whole number from 0 (no "
-                             f"screen) to {MAX_SCREEN_BUCKETS:,}, got {buckets!r}")
+        buckets = screen_buckets()
         if q is None:
             q = tunable("allpairs-qgram") or QGRAM[alphabet.name]
         if isinstance(q, bool) or int(q) != q or q < 1 or alphabet.size ** int(q) > MAX_CODE:

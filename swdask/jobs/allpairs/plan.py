@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, ClassVar
@@ -19,7 +20,7 @@ from ...sequences.ingest import open_database
 from ...sequences.store import SequenceStore, read_part
 from ...tables import numpy_of
 from ..base import Job, TemporaryStore
-from .filter import QgramFilter
+from .filter import QgramFilter, filters, screen_buckets
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -388,6 +389,26 @@ def check_device(device: str, mode: str, *, here: bool) -> str:
     return backend.check_device(device, mode, here=here, kernels=AllPairsJob.gpu_kernels)
 
 
+def warm_screen_beside() -> threading.Thread:
+    """Start the GPU q-gram screen's first use (cupy, cuBLAS) on a daemon thread while
+    this one reads the blocks and makes their codes
+    (:func:`swdask.kernels.cuda.qgram.warm_screen`); the import goes first, outside the
+    kernel lock.  Errors are left to the screen's own call, which reports them."""
+    def warm():
+        try:
+            from ...kernels.cuda import qgram
+
+            if qgram.screen_available():
+                with backend.KERNEL_LOCK:
+                    qgram.warm_screen()
+        except Exception:  # noqa: BLE001, S110 - the first block pair's screen says why
+            pass
+
+    thread = threading.Thread(target=warm, name="swdask-screen-warm", daemon=True)
+    thread.start()
+    return thread
+
+
 def prepare(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | None, mode: str,
             min_identity: float | Fraction, min_score: int | None, device: str, cigar: bool,
             block_size: int, alphabet: str, map_unknown: bool, rows: int | None,
@@ -403,6 +424,9 @@ def prepare(source: str | os.PathLike | SequenceStore, *, scoring: Scoring | Non
     if min_score is not None and (isinstance(min_score, bool) or int(min_score) != min_score):
         raise ValueError(f"min_score must be a whole number, got {min_score!r}")
     device = backend.job_device(device, mode, kernels=AllPairsJob.gpu_kernels, client=client)
+    if (device == "gpu" and client is None and prefilter
+            and filters(mode, as_threshold(min_identity)) and screen_buckets()):
+        warm_screen_beside()  # beside the reading of the sequences, not after it
     if isinstance(source, SequenceStore):
         store = source
     else:

@@ -48,3 +48,19 @@ def test_gpu_local_all_pairs_equal_the_cpu(device):
     cpu = all_pairs(RRNA, device="cpu", **options).compute()
     pd.testing.assert_frame_equal(gpu.reset_index(drop=True), cpu.reset_index(drop=True))
     assert len(gpu) > 0
+
+
+def test_the_screen_is_warmed_beside_the_reading(device):
+    """The GPU screen's first use (cupy, cuBLAS) runs on a thread of its own, so that the
+    first block pair does not pay it (cli_wall.py's allpairs case times what it saves)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, threading\n"
+            "from swdask.jobs.allpairs import plan\n"
+            "thread = plan.warm_screen_beside()\n"
+            "thread.join(120)\n"
+            "print('WARM', not thread.is_alive(), 'cupy' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=True)
+    assert "WARM True True" in done.stdout, done.stdout + done.stderr
