@@ -132,20 +132,6 @@ def _array_module():
     return cupy
 
 
-def warm_screen() -> None:
-    """The screen's first use, ahead of it: cupy imported, cuBLAS loaded and its handle
-    made by a product of two tiny matrices, the compaction's kernels loaded (a process's
-    first screen paid all of that inside its first block pair).  For a thread beside the
-    reading of the sequences; the caller holds the kernel lock.  Nothing in the simulator
-    or without cupy."""
-    xp = _array_module()
-    if xp is None or xp is np:
-        return
-    v = xp.ones((2, 4), dtype=np.float32)
-    xp.flatnonzero((v @ v.T).ravel() > 0).astype(np.int64)
-    cuda.synchronize()
-
-
 def screen_available() -> bool:
     """Whether :func:`screen_and_count_gpu` can screen here (cupy, or the simulator)."""
     return _array_module() is not None
