@@ -362,6 +362,9 @@ def test_gpu_megabase_planted_answer():
     score on the GPU alone, and on GPU and CPU workers at once; the traceback's path."""
     from swdask.sequences.store import load_sequences
 
+    assert CHROMOSOME.is_file(), (f"{CHROMOSOME}: the whole NCTC 11397 chromosome is not "
+                                  "here; set SWDASK_CHROMOSOME to its path "
+                                  "(../shared/data/NCTC11397_chromosome.fna.gz)")
     codes = load_sequences(CHROMOSOME).codes(0)
     scoring = Scoring(alphabet="dna")
     a = codes[:1_000_000]
