@@ -54,10 +54,7 @@ def test_intra_threshold_benchmark_smoke(tmp_path):
     assert {r["kind"] for r in report["bands"]} == {"real", "concatenated"}
     assert all(r["cpu_check"] for r in report["bands"])
     routed = {r["routing"]: r["pairs_intra"] for r in report["realistic"]}
-    # A "measured crossover" row appears when the simulator's timings say the intra-task
-    # kernel wins at every query length (simulated time, meaningless for the threshold):
-    # whether it appears is not checked, only what the fixed routings route.
-    assert routed.pop("measured crossover", 0) >= 0
+    # No "measured crossover" row in a --quick run: simulated timings cannot decide one.
     assert routed == {"no routing": 0, "routing at 50": 3, "routing at 50, one batch": 3}
 
 

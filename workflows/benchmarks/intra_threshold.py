@@ -34,7 +34,8 @@ Run from the repository root on a GPU machine::
     python workflows/benchmarks/intra_threshold.py --json intra_threshold.json
 
 ``--quick`` runs a tiny version (seconds on a GPU; about a minute in the CUDA simulator,
-which CI uses as a smoke test).
+which CI uses as a smoke test): each timing runs once, without a warm-up, and the realistic
+case has no row of the measured crossover, which simulated timings cannot decide.
 """
 from __future__ import annotations
 
@@ -100,12 +101,13 @@ def query_windows(db, length, count, rng):
     return out
 
 
-def timed(device, queries, matrix, repeats, *, packed, max_hits=100):
+def timed(device, queries, matrix, repeats, *, packed, max_hits=100, warm_up=True):
     """Median kernel and end-to-end seconds of ``top_many``, and the last stats.  Ties are
     ranked by subject, as a search ranks them by ``seq_id`` (the scan kernel's end pass
-    then covers each query's ``max_hits`` best)."""
+    then covers each query's ``max_hits`` best).  ``warm_up``: one untimed call first."""
     ties = np.arange(len(device), dtype=np.int64)
-    device.top_many(queries, matrix, 11, 1, max_hits, packed=packed, ties=ties)  # warm-up
+    if warm_up:
+        device.top_many(queries, matrix, 11, 1, max_hits, packed=packed, ties=ties)
     kernel, total, stats = [], [], None
     for _ in range(repeats):
         tick = time.perf_counter()
@@ -203,12 +205,11 @@ def main(argv=None):
         for m in lengths:
             qs = queries[m]
             cells = sum(len(q) for q in qs) * int(s_res.size)
-            k16, _, _ = timed(devices["inter"], qs, matrix, args.repeats, packed=True,
-                              max_hits=args.max_hits)
-            k32, _, _ = timed(devices["inter"], qs, matrix, args.repeats, packed=False,
-                              max_hits=args.max_hits)
+            once = dict(max_hits=args.max_hits, warm_up=not args.quick)
+            k16, _, _ = timed(devices["inter"], qs, matrix, args.repeats, packed=True, **once)
+            k32, _, _ = timed(devices["inter"], qs, matrix, args.repeats, packed=False, **once)
             ki, _, stats = timed(devices["intra"], qs, matrix, args.repeats, packed=True,
-                                 max_hits=args.max_hits)
+                                 **once)
             assert stats.pairs_intra == len(qs) * len(seqs) and stats.pairs_inter == 0
             ok = all(check(s_res, s_off, sample, qs, matrix, t, p)
                      for t, p in ((NEVER, True), (1, True)))
@@ -248,7 +249,7 @@ def main(argv=None):
     cells = sum(len(q) for q in qs) * int(s_res.size)
     current = intra_task.INTRA_THRESHOLD if not args.quick else 50
     thresholds = [("no routing", NEVER, None), ("INTRA_THRESHOLD", current, None)]
-    if suggested:
+    if suggested and not args.quick:  # the simulator's timings decide nothing
         thresholds.append(("measured crossover", suggested, None))
     # The same routing with every query in one batch: nothing to overlap with.
     thresholds.append(("INTRA_THRESHOLD, one batch", current, len(qs)))
@@ -268,7 +269,7 @@ def main(argv=None):
         launcher.BATCH_QUERIES = batch or saved
         try:
             kernel, total, stats = timed(device, qs, matrix, args.repeats, packed=True,
-                                         max_hits=args.max_hits)
+                                         max_hits=args.max_hits, warm_up=not args.quick)
         finally:
             launcher.BATCH_QUERIES = saved
         row = dict(routing=label, threshold=t if t != NEVER else None,
