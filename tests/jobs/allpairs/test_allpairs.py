@@ -10,6 +10,7 @@ import sys
 import time
 from fractions import Fraction
 
+import dask
 import numpy as np
 import pandas as pd
 import parasail
@@ -326,6 +327,34 @@ def test_cpu_and_simulated_gpu_all_pairs_agree(tmp_path):
 def short16s(tmp_path_factory):
     """Windows of 10 real 16S genes, 30 short records: many cheap block pairs."""
     return write_fasta(tmp_path_factory.mktemp("short") / "short.fasta", gene_windows(10, 3))
+
+
+def test_a_gpu_job_that_screens_warms_the_screen_before_reading(genes16s, monkeypatch):
+    """The GPU screen's first use (cupy, cuBLAS) starts before the sequences are read, and
+    only for a GPU job in this process whose q-gram filter screens: global mode, identity
+    above 0, the pre-filter on, screen buckets above 0."""
+    events = []
+    monkeypatch.setattr(ap_plan, "warm_screen_beside", lambda: events.append("warm"))
+    opened = ap_plan.open_database
+    monkeypatch.setattr(ap_plan, "open_database",
+                        lambda *a, **k: events.append("read") or opened(*a, **k))
+    source = str(RRNA)  # a FASTA: prepare reads (ingests) it itself
+
+    def warmed(device="gpu", mode="global", min_identity=0.97, prefilter=True):
+        events.clear()
+        ap_plan.prepare(source, scoring=DNA, mode=mode, min_identity=min_identity,
+                        min_score=None, device=device, cigar=False, block_size=64,
+                        alphabet="dna", map_unknown=False, rows=None, client=None,
+                        prefilter=prefilter)
+        return events[:]
+
+    assert warmed() == ["warm", "read"]
+    assert warmed(device="cpu") == ["read"]
+    assert warmed(mode="local") == ["read"]
+    assert warmed(min_identity=0) == ["read"]
+    assert warmed(prefilter=False) == ["read"]
+    with dask.config.set({"swdask.allpairs-screen-buckets": 0}):
+        assert warmed() == ["read"]
 
 
 def short_job(source) -> ap_plan.AllPairsJob:
