@@ -12,12 +12,12 @@ python3 - <<'PY'
 seqs = open('.anchors/cudasw4/allqueries.fasta').read().split('>')[1:]
 # the pair of 464 and 567 residues the benchmark packs into one launch (s16x2 halves)
 pick = [s for s in seqs if any(n in s.split('\n')[0] for n in ('P01008', 'P03435'))]
-open('/tmp/q464.fasta', 'w').write(''.join('>' + s for s in pick))
+open('/tmp/q_pair.fasta', 'w').write(''.join('>' + s for s in pick))
 PY
 python3 -m swdask ingest tests/data/sprot12071.fasta.gz -o /tmp/db1.store --force --quiet
 mkdir -p /tmp/cdb1; .anchors/cudasw4/makedb tests/data/sprot12071.fasta.gz /tmp/cdb1/db > /dev/null 2>&1
-S="search /tmp/q464.fasta /tmp/db1.store -o /tmp/n.parquet --device gpu --max-hits 10 --gap-open 10 --gap-extend 1 --force"
-C=".anchors/cudasw4/align --query /tmp/q464.fasta --db /tmp/cdb1/db --top 10 --singlePassType DPXs16 --manyPassType_small DPXs16 --manyPassType_large DPXs32 --uploadFull"
+S="search /tmp/q_pair.fasta /tmp/db1.store -o /tmp/n.parquet --device gpu --max-hits 10 --gap-open 10 --gap-extend 1 --force"
+C=".anchors/cudasw4/align --query /tmp/q_pair.fasta --db /tmp/cdb1/db --top 10 --singlePassType DPXs16 --manyPassType_small DPXs16 --manyPassType_large DPXs32 --uploadFull"
 python3 -m swdask $S 2>&1 | tail -1
 M=gpu__time_duration.sum,smsp__inst_executed.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active
 timeout 35 ncu --metrics $M --csv python3 -m swdask $S > /tmp/ncu_swdask.csv 2>&1

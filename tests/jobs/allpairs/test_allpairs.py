@@ -329,7 +329,7 @@ def short16s(tmp_path_factory):
     return write_fasta(tmp_path_factory.mktemp("short") / "short.fasta", gene_windows(10, 3))
 
 
-def test_a_gpu_job_that_screens_warms_the_screen_before_reading(genes16s, monkeypatch):
+def test_a_gpu_job_that_screens_warms_the_screen_before_reading(monkeypatch):
     """The GPU screen's first use (cupy, cuBLAS) starts before the sequences are read, and
     only for a GPU job in this process whose q-gram filter screens: global mode, identity
     above 0, the pre-filter on, screen buckets above 0."""
