@@ -1006,9 +1006,83 @@ class _SimulatedLaunch:
     def __call__(self, *args):
         from numba import typeof
 
+        yield_in_simulated_blocks()
         self.kernel.launched.add(tuple(typeof(getattr(a, "_ary", a)) for a in args))
         with quiet_occupancy():
             self.configured(*args)
+
+
+#: The statements of the CUDA simulator's block loop (``BlockManager.run``) that
+#: :func:`yield_in_simulated_blocks` relies on, spaces removed.
+_POLLING_LOOP = ("t=BlockThread(target,self,grid_point,block_point,self._debug)",
+                 "whilelivethreads:", "iflivethreads==blockedthreads:",
+                 "livethreads=set([tfortinlivethreadsift.is_alive()])")
+_YIELDING = False
+
+
+def yield_in_simulated_blocks() -> bool:
+    """Make the CUDA simulator's block loop give up the GIL while its threads run, once
+    a process; returns whether the loop yields.
+
+    The simulator runs a block's threads as Python threads, and the main thread polls
+    them for ``syncthreads`` in a loop without pause.  That loop holds the GIL until the
+    interpreter's switch interval forces it off, at each of a block's barriers: on the
+    2-core CI machine it was 61 of the 93 s of ``intra_threshold.py --quick`` (cProfile:
+    ``Thread.is_alive``).  The loop here is the simulator's own with ``time.sleep(0)``
+    in each round that finds a thread still running: 12 s, identical results.  Only a
+    loop whose statements are the ones this was written against (:data:`_POLLING_LOOP`)
+    is replaced; another Numba keeps its own.
+    """
+    global _YIELDING
+    if _YIELDING:
+        return True
+    import inspect
+
+    from numba.cuda.simulator import kernel as simulator
+
+    manager = simulator.BlockManager
+    try:
+        text = "".join(inspect.getsource(manager.run).split())
+    except (OSError, TypeError):  # no source to check against
+        return False
+    if not all(statement in text for statement in _POLLING_LOOP):
+        return False
+
+    def run(self, grid_point, *args):
+        threads, live, blocked = set(), set(), set()
+        for block_point in np.ndindex(*self._block_dim):
+            def target():
+                self._f(*args)
+            thread = simulator.BlockThread(target, self, grid_point, block_point,
+                                           self._debug)
+            thread.start()
+            threads.add(thread)
+            live.add(thread)
+        while live:
+            for thread in live:
+                if thread.syncthreads_blocked:
+                    blocked.add(thread)
+                elif thread.exception:  # abort the block, as the simulator does
+                    for other in threads:
+                        other.abort = True
+                        other.syncthreads_blocked = False
+                        other.syncthreads_event.set()
+                    raise thread.exception[0].with_traceback(thread.exception[1])
+            if live == blocked:  # every live thread at the barrier: release them
+                for thread in blocked:
+                    thread.syncthreads_blocked = False
+                    thread.syncthreads_event.set()
+                blocked = set()
+            else:
+                time.sleep(0)  # the GIL to the threads still running
+            live = {thread for thread in live if thread.is_alive()}
+        for thread in threads:
+            if thread.exception:
+                raise thread.exception[0].with_traceback(thread.exception[1])
+
+    manager.run = run
+    _YIELDING = True
+    return True
 
 
 _KERNELS = {}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numba import cuda
 
 from swdask.kernels.cuda import compile as room
 
@@ -656,3 +657,60 @@ def test_a_failed_build_process_is_built_again_here(monkeypatch, caplog):
     assert sorted(shape["rows"] for _, shape, _ in built) == [1, 2, 3] and done == {1, 2, 3}
     assert len(children) == 2 and all(c.returncode == 1 for c in children)
     assert "CUDA_ERROR_OUT_OF_MEMORY" in caplog.text
+
+
+@cuda.jit
+def _block_sums(values, out):
+    """Threads that meet at block barriers: a tree sum over each block of 64."""
+    shared = cuda.shared.array(64, np.int64)
+    tx = cuda.threadIdx.x
+    shared[tx] = values[cuda.blockIdx.x * 64 + tx]
+    cuda.syncthreads()
+    step = 32
+    while step:
+        if tx < step:
+            shared[tx] += shared[tx + step]
+        cuda.syncthreads()
+        step //= 2
+    if tx == 0:
+        out[cuda.blockIdx.x] = shared[0]
+
+
+@cuda.jit
+def _fails_in_one_thread(out):
+    tx = cuda.threadIdx.x
+    if tx == 5:
+        out[100] = 1  # out of bounds, in the simulator an IndexError
+    cuda.syncthreads()
+    out[tx] = tx
+
+
+def test_the_simulators_block_loop_yields_and_keeps_its_results():
+    """The simulator's block loop is the one :func:`yield_in_simulated_blocks` was written
+    against (with another Numba it keeps its own, and CI's simulated tests take about
+    twice as long), and blocks that meet at barriers still compute what they did."""
+    assert room.yield_in_simulated_blocks()
+    values = np.arange(3 * 64, dtype=np.int64) ** 2
+    out = np.zeros(3, np.int64)
+    _block_sums[3, 64](values, out)
+    assert out.tolist() == values.reshape(3, 64).sum(axis=1).tolist()
+
+
+def test_a_simulated_thread_that_raises_before_a_barrier_aborts_its_block():
+    """An exception in one thread still reaches the caller (the loop aborts the block's
+    other threads, which wait at the barrier) instead of hanging the test."""
+    assert room.yield_in_simulated_blocks()
+    with pytest.raises(IndexError):
+        _fails_in_one_thread[1, 16](np.zeros(16, np.int64))
+
+
+def test_a_block_loop_of_another_numba_is_left_alone(monkeypatch):
+    from numba.cuda.simulator import kernel as simulator
+
+    def other_run(self, grid_point, *args):  # not the loop the replacement matches
+        raise AssertionError("not called here")
+
+    monkeypatch.setattr(simulator.BlockManager, "run", other_run)
+    monkeypatch.setattr(room, "_YIELDING", False)
+    assert room.yield_in_simulated_blocks() is False
+    assert simulator.BlockManager.run is other_run
