@@ -390,3 +390,46 @@ def test_cli_exit_benchmark_smoke(tmp_path):
     steps = sum(seconds for step, seconds in run.items() if step != "wall")
     assert run["command"] > 0 and abs(steps - run["wall"]) < 1e-6
     assert (tmp_path / "hits.tsv").read_text().count("\n") > 0
+
+
+#: nvdisasm -c lines in the shape ptxas lays out a kernel: a pass loop around a column loop,
+#: the column loop's divergent shuffle placed after it and jumping back into its middle,
+#: and a spill outside the loops.
+SASS_SAMPLE = """
+        /*0000*/                   STL [R1], R9 ;
+.L_x_1:
+        /*0010*/                   LDS.128 R40, [R7] ;
+.L_x_2:
+        /*0020*/                   BRA.DIV UR5, `(.L_x_9) ;
+        /*0030*/                   SHFL.UP PT, R3, R3, 0x1, RZ ;
+.L_x_3:
+        /*0040*/                   VIADDMNMX.S16x2 R2, R2, R5, R4 ;
+        /*0050*/                   VIMNMX3.S16x2.RELU R6, R2, R8, R10 ;
+        /*0060*/              @!P4 BRA `(.L_x_2) ;
+        /*0070*/              @P1 BRA `(.L_x_1) ;
+        /*0080*/                   LDL R9, [R1] ;
+        /*0090*/                   EXIT ;
+.L_x_9:
+        /*00a0*/                   WARPSYNC.COLLECTIVE R0, `(.L_x_3) ;
+        /*00b0*/                   BRA `(.L_x_3) ;
+"""
+
+
+def test_sass_static_finds_the_column_loop():
+    """``sass_static.py`` (run where numba-cuda is installed, no GPU needed) reads the
+    disassembly: the column loop is the longest innermost loop, the out-of-line shuffle's
+    jump back is no loop, and spills are counted."""
+    sys.path.insert(0, str(ROOT / "workflows" / "benchmarks"))
+    try:
+        import sass_static
+    finally:
+        sys.path.pop(0)
+
+    found = sass_static.loops(SASS_SAMPLE)
+    assert [(loop.label, loop.start, loop.end, loop.size) for loop in found] == [
+        (".L_x_1", 0x10, 0x70, 7), (".L_x_2", 0x20, 0x60, 5)]
+    hot = sass_static.hot_loop(found)
+    assert hot.label == ".L_x_2" and hot.opcodes["VIADDMNMX.S16x2"] == 1
+    assert hot.opcodes["BRA"] == 1 and hot.opcodes["BRA.DIV"] == 1
+    assert sass_static.spills(SASS_SAMPLE) == 2
+    assert sass_static.opcode("@!UP1 VIADD.16x2 R1, R2, R3") == "VIADD.16x2"
