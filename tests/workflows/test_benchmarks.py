@@ -431,5 +431,5 @@ def test_sass_static_finds_the_column_loop():
     hot = sass_static.hot_loop(found)
     assert hot.label == ".L_x_2" and hot.opcodes["VIADDMNMX.S16x2"] == 1
     assert hot.opcodes["BRA"] == 1 and hot.opcodes["BRA.DIV"] == 1
-    assert sass_static.spills(SASS_SAMPLE) == 2
+    assert sass_static.spills(SASS_SAMPLE) == 2 and sass_static.spills(SASS_SAMPLE, hot) == 0
     assert sass_static.opcode("@!UP1 VIADD.16x2 R1, R2, R3") == "VIADD.16x2"

@@ -136,10 +136,12 @@ def hot_loop(found: list[Loop]) -> Loop | None:
     return max(innermost, key=lambda loop: loop.size, default=None)
 
 
-def spills(sass: str) -> int:
-    """Local-memory spill and refill instructions (``STL``/``LDL``) of ``sass``."""
-    return sum(opcode(text) in ("STL", "LDL") or opcode(text).startswith(("STL.", "LDL."))
-               for _, text in parse(sass)[0])
+def spills(sass: str, within: Loop | None = None) -> int:
+    """Local-memory spill and refill instructions (``STL``/``LDL``) of ``sass`` (``within``:
+    of that loop's body only)."""
+    return sum(opcode(text).split(".")[0] in ("STL", "LDL")
+               for address, text in parse(sass)[0]
+               if within is None or within.start <= address <= within.end)
 
 
 def build_cubin(family: str, shape: dict, arch: str = "sm_90") -> tuple[bytes, str]:
@@ -217,8 +219,9 @@ def main(argv=None) -> int:
         sass = subprocess.run([nvdisasm(), "-c", str(path)], capture_output=True, text=True,
                               check=True).stdout
         print(f"{name} for {args.arch}: {len(cubin):,} bytes; {registers(path)}")
-    print(f"spill instructions (STL/LDL): {spills(sass)}")
     hot = hot_loop(loops(sass))
+    print(f"spill instructions (STL/LDL): {spills(sass)}"
+          + (f", {spills(sass, hot)} of them in the hot loop" if hot else ""))
     if hot is None:
         print("no loop found")
         return 0
