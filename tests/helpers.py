@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import importlib
 import itertools
 import os
 import sys
@@ -49,6 +50,17 @@ SMALL_SUBJECTS = {"s33": "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ", "s2": "WW",
 
 
 # -- sequences: files and arrays ----------------------------------------------------------
+
+
+def benchmark_module(name: str):
+    """``workflows/benchmarks/<name>.py``, imported as the scripts import each other (their
+    folder on the path while it loads)."""
+    folder = str(ROOT / "workflows" / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(folder)
 
 
 def fasta_records(path) -> list[tuple[str, str, str]]:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import swdask
-from tests.helpers import QUERIES, ROOT, RRNA, SPROT196, SPROT12071, SPROT_DB
+from tests.helpers import QUERIES, ROOT, RRNA, SPROT196, SPROT12071, SPROT_DB, benchmark_module
 
 
 def run_benchmark(script: str, *args, simulator: bool = False) -> subprocess.CompletedProcess:
@@ -248,11 +248,7 @@ def test_cli_wall_process_floor():
     processes of the driver-and-context program, on the GPU only."""
     from types import SimpleNamespace
 
-    sys.path.insert(0, str(ROOT / "workflows" / "benchmarks"))
-    try:
-        import cli_wall
-    finally:
-        sys.path.pop(0)
+    cli_wall = benchmark_module("cli_wall")
 
     class Runner:
         def __init__(self):
@@ -419,11 +415,7 @@ def test_sass_static_finds_the_column_loop():
     """``sass_static.py`` (run where numba-cuda is installed, no GPU needed) reads the
     disassembly: the column loop is the longest innermost loop, the out-of-line shuffle's
     jump back is no loop, and spills are counted."""
-    sys.path.insert(0, str(ROOT / "workflows" / "benchmarks"))
-    try:
-        import sass_static
-    finally:
-        sys.path.pop(0)
+    sass_static = benchmark_module("sass_static")
 
     found = sass_static.loops(SASS_SAMPLE)
     assert [(loop.label, loop.start, loop.end, loop.size) for loop in found] == [

@@ -1,7 +1,6 @@
 """swdask against CUDASW++4.0 (issue 16, item 5): reading ``align``'s output, the ratio
 table of ``gpu_search.py``, and a whole ``gpu_search.py --cudasw4`` run with stand-ins for
 CUDASW++'s binaries (CI has no GPU and no CUDASW++; the GPU machine runs the real ones)."""
-import importlib
 import json
 import os
 import subprocess
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 
 import swdask
-from tests.helpers import ROOT, SPROT_DB
+from tests.helpers import ROOT, SPROT_DB, benchmark_module
 
 BENCHMARKS = ROOT / "workflows" / "benchmarks"
 
@@ -19,22 +18,14 @@ BENCHMARKS = ROOT / "workflows" / "benchmarks"
 @pytest.fixture(scope="module")
 def common():
     """``workflows/benchmarks/common.py``, imported as the scripts import it."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        module = importlib.import_module("common")
-        assert module.__file__ == str(BENCHMARKS / "common.py")
-        yield module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    module = benchmark_module("common")
+    assert module.__file__ == str(BENCHMARKS / "common.py")
+    return module
 
 
 @pytest.fixture(scope="module")
 def gpu_search(common):
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        yield importlib.import_module("gpu_search")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return benchmark_module("gpu_search")
 
 
 #: FIXTURE, not a capture of a real run: standard output of ``align --verbose`` written by

@@ -155,7 +155,8 @@ def build_cubin(family: str, shape: dict, arch: str = "sm_90") -> tuple[bytes, s
     namespace = dict(rendered.namespace, __name__=f"swdask_kernel_{rendered.name}")
     exec(compile(rendered.source, f"{rendered.name}.py", "exec"), namespace)
     argtypes, _ = sigutils.normalize_signature(module.signature(**shape))
-    cc = tuple(int(d) for d in arch.removeprefix("sm_"))
+    digits = arch.removeprefix("sm_")  # sm_90 -> (9, 0), sm_100 -> (10, 0)
+    cc = (int(digits[:-1]), int(digits[-1]))
     registers = rendered.options.get("max_registers")
     options = LinkerOptions(arch=arch, max_register_count=registers,
                             link_time_optimization=bool(rendered.link))
